@@ -1,0 +1,127 @@
+"""Where the bench runs: GPU or simulator, the device record, versions, the commit.
+
+:func:`select_backend` must run before anything imports numba: Numba reads
+``NUMBA_ENABLE_CUDASIM`` once, at import time.
+"""
+
+import ctypes
+import datetime
+import importlib.metadata
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+SIMULATOR_BANNER = """
+################################################################################
+#  NO CUDA GPU FOUND: running in the Numba CUDA SIMULATOR.                      #
+#  Only correctness is validated, on small cases. NO TIMINGS are taken, and     #
+#  nothing here says anything about GPU performance or float32 GPU bit patterns.#
+################################################################################
+"""
+
+
+def gpu_present():
+    """True when the CUDA driver loads and reports at least one device."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    if libcuda.cuInit(0) != 0:
+        return False
+    count = ctypes.c_int(0)
+    return libcuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+
+
+def select_backend(stream=sys.stderr):
+    """Return True for the GPU; otherwise switch Numba to the simulator, loudly."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        print(SIMULATOR_BANNER, file=stream)
+        return False
+    if "numba" in sys.modules:
+        raise RuntimeError("select_backend() must run before numba is imported")
+    if gpu_present():
+        return True
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    print(SIMULATOR_BANNER, file=stream)
+    return False
+
+
+PACKAGES = ("numba", "numba-cuda", "llvmlite", "numpy", "cuda-bindings", "cuda-core", "cuda-python",
+            "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "tabulate", "tqdm", "matplotlib", "torch", "triton")
+
+
+def package_versions():
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_state():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                                text=True, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                    capture_output=True, text=True).stdout.strip())
+        return {"commit": commit, "dirty": dirty}
+    except (OSError, subprocess.CalledProcessError):
+        # A copy of the tree without .git (e.g. the device machine): the launcher passes
+        # the commit it sent in NUMBA_SOFTMAX_COMMIT.
+        return {"commit": os.environ.get("NUMBA_SOFTMAX_COMMIT"), "dirty": None,
+                "source": "NUMBA_SOFTMAX_COMMIT" if os.environ.get("NUMBA_SOFTMAX_COMMIT") else None}
+
+
+def nvidia_smi_record():
+    """Clocks and driver as nvidia-smi reports them (None where it is absent)."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    fields = ("name,driver_version,memory.total,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,"
+              "temperature.gpu,power.draw")
+    proc = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip()}
+    values = [v.strip() for v in proc.stdout.strip().splitlines()[0].split(",")]
+    return dict(zip(fields.split(","), values, strict=False))
+
+
+class DeviceMismatch(RuntimeError):
+    pass
+
+
+def check_expected_device(device_name, expected):
+    """The run is for one device model: a different one stops it (never silently accepted)."""
+    if expected.lower() not in device_name.lower():
+        raise DeviceMismatch(f"expected a {expected} but this device is {device_name!r}; "
+                             f"pass --expect-device with the model you mean to measure")
+
+
+def base_metadata(gpu, argv):
+    meta = {
+        "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "argv": list(argv),
+        "backend": "gpu" if gpu else "simulator",
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "hostname": platform.node(),
+        "packages": package_versions(),
+        "git": git_state(),
+    }
+    if gpu:
+        from cuda.bindings import runtime
+
+        from numba_softmax.launch.driver import device_record
+        meta["device"] = device_record()
+        err, rt_version = runtime.cudaRuntimeGetVersion()
+        meta["cuda_runtime_version"] = int(rt_version)
+        meta["nvidia_smi"] = nvidia_smi_record()
+    else:
+        meta["timing_disabled_reason"] = ("no CUDA GPU: ran in the Numba CUDA simulator, which validates "
+                                          "logic on small cases only")
+    return meta

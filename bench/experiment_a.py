@@ -1,0 +1,142 @@
+"""Experiment A: four explicit stages vs one fused row kernel vs cuDNN, per shape.
+
+Every variant reads the same fixed input buffer and writes its own output buffer;
+all of them are submitted through the launch layer on one non-blocking stream, in
+stream mode and as a replayed CUDA graph (see :mod:`bench.runner`).
+"""
+
+import numpy as np
+from numba import cuda
+
+from numba_softmax.kernels.fused_row import MAX_FUSED_COLUMNS, fused_launches
+from numba_softmax.kernels.row_stages import stages_launches
+from numba_softmax.fixtures import matrix_fixture
+from numba_softmax.oracle import check_matrix
+
+EXPERIMENT = "A"
+RATIO_REFERENCE = "fused"
+
+
+class _Variant:
+    def __init__(self, name, invocation, outputs, stream):
+        self.name = name
+        self.invocation = invocation
+        self._outputs = outputs  # key -> device array; "out" first
+        self._stream = stream
+
+    def read_outputs(self):
+        arrays = {key: d.copy_to_host(stream=self._stream.numba) for key, d in self._outputs.items()}
+        self._stream.synchronize()
+        return arrays
+
+    def verify_after_invocation(self):
+        pass
+
+
+class MatrixCase:
+    """One Experiment A shape with fixed device buffers for every variant."""
+
+    experiment = EXPERIMENT
+    bitwise_groups = (("fused", "stages"),)
+
+    def __init__(self, shape, stream, *, gpu, cudnn=None):
+        rows, cols = shape
+        self.shape = shape
+        self.name = f"{rows}x{cols}"
+        self.bytes_moved = 2 * rows * cols * 4
+        self.stream = stream
+        f32 = np.float32
+        self.d_x = cuda.device_array(shape, dtype=f32)
+        make = _invocation_factory(gpu)
+
+        self.variants = []
+        if cols <= MAX_FUSED_COLUMNS:
+            d_y = cuda.device_array(shape, dtype=f32)
+            self.variants.append(_Variant("fused", make("fused", fused_launches(self.d_x, d_y)),
+                                          {"out": d_y}, stream))
+        d_y, d_max, d_exp, d_sum = (cuda.device_array(shape, dtype=f32), cuda.device_array(rows, dtype=f32),
+                                    cuda.device_array(shape, dtype=f32), cuda.device_array(rows, dtype=f32))
+        self.variants.append(_Variant(
+            "stages", make("stages", stages_launches(self.d_x, d_y, d_max, d_exp, d_sum)),
+            {"out": d_y, "row_max": d_max, "row_sum": d_sum}, stream))
+        if cudnn is not None:
+            self.variants.append(_cudnn_variant(self.d_x, shape, stream, cudnn))
+
+    def variant(self, name):
+        return next(v for v in self.variants if v.name == name)
+
+    def load_fixture(self, fixture_id):
+        host = matrix_fixture(fixture_id, self.shape)
+        self.d_x.copy_to_device(host, stream=self.stream.numba)
+        self.stream.synchronize()
+        return host
+
+    def check(self, out, host_input):
+        return check_matrix(out, host_input)
+
+
+def _invocation_factory(gpu):
+    if gpu:
+        from numba_softmax.launch.driver import Invocation
+        return Invocation.from_launches
+    from numba_softmax.launch.plan import DispatcherInvocation
+    return DispatcherInvocation
+
+
+def _cudnn_variant(d_x, shape, stream, cudnn_module):
+    """cuDNN ACCURATE / INSTANCE through the same Invocation interface and stream."""
+    from numba_softmax.launch.driver import Invocation
+
+    d_y = cuda.device_array(shape, dtype=np.float32)
+    softmax = cudnn_module.CudnnSoftmax(shape[0], shape[1], stream.ptr)
+    x_ptr = d_x.__cuda_array_interface__["data"][0]
+    y_ptr = d_y.__cuda_array_interface__["data"][0]
+
+    def forward(_stream):
+        softmax.forward(x_ptr, y_ptr)
+
+    # Warm cuDNN (handle, heuristics, module loads) before any capture or timing.
+    for _ in range(3):
+        forward(stream)
+    stream.synchronize()
+    variant = _Variant("cudnn", Invocation("cudnn", [forward]), {"out": d_y}, stream)
+    variant.library = softmax
+    return variant
+
+
+def _plan(args, gpu, metadata, run):
+    """Stream, case factories and notes for Experiment A."""
+    from numba_softmax.cases import EXPERIMENT_A_SHAPES, EXPERIMENT_A_SIM_SHAPES
+
+    notes = []
+    if args.shapes:
+        shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",")]
+    else:
+        shapes = list(EXPERIMENT_A_SHAPES if gpu else EXPERIMENT_A_SIM_SHAPES)
+    if gpu:
+        from numba_softmax.launch.driver import Stream
+        stream = Stream()
+    else:
+        from numba_softmax.launch.plan import SimulatorStream
+        stream = SimulatorStream()
+        notes.append(f"simulator: shapes reduced to {shapes}; graph mode and cuDNN need a GPU")
+    cudnn = None
+    if gpu and not args.no_cudnn:
+        try:
+            from numba_softmax.launch import cudnn as cudnn_module
+            library = cudnn_module.load_cudnn()
+            metadata["cudnn"] = {"path": library.path, "version": library.version,
+                                 "version_string": library.version_string}
+            cudnn = cudnn_module
+        except Exception as exc:  # the rest of the experiment still runs, and says so
+            notes.append(f"cuDNN unavailable, its variant is skipped: {type(exc).__name__}: {exc}")
+    elif not args.no_cudnn:
+        notes.append("cuDNN variant skipped: no GPU")
+    else:
+        notes.append("cuDNN variant skipped: --no-cudnn")
+    factories = [(lambda shape=shape: MatrixCase(shape, stream, gpu=gpu, cudnn=cudnn)) for shape in shapes]
+    return stream, factories, notes
+
+
+_plan.ratio_reference = RATIO_REFERENCE
+EXPERIMENT_PLAN_A = _plan

@@ -1,0 +1,117 @@
+"""Experiment B: tiled softmax as a task graph A -> B -> C under three schedulers.
+
+Every scheduler of a case gets its own fixed buffers of the same packed layout and row
+order (so an element a scheduler fails to write can never be masked by another one's
+output); each is validated against the oracle, and all three must agree bit for bit
+on the output and on every intermediate (tile summaries, row max, row sum). The DAG
+scheduler's queue state is verified exactly after every validation run and after every
+timed group of invocations (outside the timed intervals).
+"""
+
+import numpy as np
+
+from numba_softmax.cases import (EXPERIMENT_B_CASES, EXPERIMENT_B_SCHEDULERS, EXPERIMENT_B_SIM_CASES,
+                                 TILE_ELEMENTS)
+from numba_softmax.fixtures import packed_fixture
+from numba_softmax.oracle import check_packed
+from numba_softmax.tiled import TiledBuffers, build_layout, tiled_launches, verify_queue, worker_plan
+
+EXPERIMENT = "B"
+RATIO_REFERENCE = "separate"
+
+
+class _SchedulerVariant:
+    def __init__(self, name, buffers, invocation, stream, workers):
+        self.name = name
+        self.buffers = buffers
+        self.invocation = invocation
+        self.workers = workers
+        self._stream = stream
+
+    def read_outputs(self):
+        self._stream.synchronize()
+        arrays = {"out": self.buffers.out.copy_to_host()}
+        arrays.update(self.buffers.intermediates())
+        return arrays
+
+    def verify_after_invocation(self):
+        if self.name == "dag":
+            verify_queue(self.buffers.queue_state(), self.buffers.layout)
+
+
+class TiledBenchCase:
+    experiment = EXPERIMENT
+    bitwise_groups = (EXPERIMENT_B_SCHEDULERS,)
+
+    def __init__(self, name, row_lengths, stream, *, gpu, run):
+        self.name = name
+        self.row_lengths = np.asarray(row_lengths, dtype=np.int64)
+        self.layout = build_layout(self.row_lengths, TILE_ELEMENTS)
+        self.bytes_moved = 2 * int(self.row_lengths.sum()) * 4
+        self.stream = stream
+        if gpu:
+            from numba_softmax.launch.driver import Invocation
+            make = Invocation.from_launches
+        else:
+            from numba_softmax.launch.plan import DispatcherInvocation
+            make = DispatcherInvocation
+        self.variants = []
+        for scheduler in EXPERIMENT_B_SCHEDULERS:
+            buffers = TiledBuffers.allocate(self.layout)
+            workers = None
+            if scheduler != "separate":
+                plan = worker_plan(buffers)
+                workers = plan.workers
+                run.append_jsonl("workers.jsonl", dict(plan.record(), case=name, scheduler=scheduler))
+            launches = tiled_launches(scheduler, buffers, workers)
+            self.variants.append(_SchedulerVariant(scheduler, buffers, make(scheduler, launches),
+                                                   stream, workers))
+        run.append_jsonl("layouts.jsonl", {
+            "case": name, "rows": self.layout.rows, "tiles": self.layout.n_tiles,
+            "elements": self.layout.total_elements, "tile_elements": TILE_ELEMENTS,
+            "row_lengths_sha": _digest(self.row_lengths),
+            "kernel_resources": {v.name: v.invocation.kernel_resources() for v in self.variants}})
+
+    def variant(self, name):
+        return next(v for v in self.variants if v.name == name)
+
+    def load_fixture(self, fixture_id):
+        host = packed_fixture(fixture_id, self.row_lengths)
+        for v in self.variants:
+            v.buffers.load_values(host, stream=self.stream.numba)
+        self.stream.synchronize()
+        return host
+
+    def check(self, out, host_input):
+        return check_packed(out, host_input, self.row_lengths)
+
+
+def _digest(array):
+    import hashlib
+    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16]
+
+
+def _plan(args, gpu, metadata, run):
+    notes = []
+    if gpu:
+        from numba_softmax.launch.driver import Stream
+        stream = Stream()
+        cases = [(c.name, c.row_lengths()) for c in EXPERIMENT_B_CASES]
+    else:
+        from numba_softmax.launch.plan import SimulatorStream
+        stream = SimulatorStream()
+        cases = list(EXPERIMENT_B_SIM_CASES)
+        notes.append("simulator: Experiment B reduced to small cases with ONE persistent worker "
+                     "(the simulator runs blocks one at a time); no graph mode, no timings")
+    if args.cases:
+        wanted = args.cases.split(",")
+        cases = [c for c in cases if c[0] in wanted]
+        if not cases:
+            raise SystemExit(f"--cases matched nothing; known: {[c.name for c in EXPERIMENT_B_CASES]}")
+    factories = [(lambda name=name, lengths=lengths: TiledBenchCase(name, lengths, stream, gpu=gpu, run=run))
+                 for name, lengths in cases]
+    return stream, factories, notes
+
+
+_plan.ratio_reference = RATIO_REFERENCE
+EXPERIMENT_PLAN_B = _plan

@@ -1,0 +1,72 @@
+"""Shapes, cases, fixture IDs and tolerances: declared once, used by tests and the bench."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# ---- acceptance tolerances (the protocol's; constants, never parameters) -------------
+ABS_TOL = 1e-7
+REL_TOL = 2e-5
+ROW_SUM_TOL = 2e-5
+
+# ---- Experiment A ----------------------------------------------------------------------
+#: Timed (rows, columns) pairs of the protocol.
+EXPERIMENT_A_TIMED_SHAPES = ((1, 128), (32, 1024), (4096, 128), (4096, 1024), (4096, 4096), (16384, 1024))
+#: The additional case that checks masking (not a multiple of 256 columns).
+EXPERIMENT_A_MASK_SHAPE = (7, 781)
+EXPERIMENT_A_SHAPES = EXPERIMENT_A_TIMED_SHAPES + (EXPERIMENT_A_MASK_SHAPE,)
+#: Small shapes the simulator can run in seconds (one block at a time there).
+EXPERIMENT_A_SIM_SHAPES = ((1, 128), (7, 781))
+
+# ---- fixtures --------------------------------------------------------------------------
+#: Every fixture family. Each ID regenerates the same float32 bits for a given shape.
+FIXTURE_FAMILIES = ("random", "constant", "dominant", "offset")
+#: Preflight: two deterministic fixtures that must pass before any timing is admitted.
+PREFLIGHT_FIXTURES = ("constant", "dominant")
+#: Benchmark: timed on the first, then the second is written into the SAME buffers
+#: after timing and validated again (a replayed graph must read the current data).
+BENCH_FIXTURES = ("random", "offset")
+
+# ---- Experiment B ----------------------------------------------------------------------
+TILE_ELEMENTS = 1024
+EXPERIMENT_B_ROW_COUNTS = (128, 512, 2048)
+EXPERIMENT_B_DISTRIBUTIONS = ("balanced", "ragged")
+BALANCED_ROW_LENGTH = 8192
+#: Ragged: per group of eight rows, one long row and seven short ones (same 8192 mean).
+RAGGED_LONG_ROW, RAGGED_SHORT_ROW, RAGGED_GROUP = 36864, 4096, 8
+#: The fixed seed of the ragged rows' permutation.
+RAGGED_PERMUTATION_SEED = 20261019
+EXPERIMENT_B_SCHEDULERS = ("separate", "phased", "dag")
+#: Simulator stand-ins (the simulator runs one block at a time, ~45 ms each): a few rows,
+#: full 1024-element tiles, partial last tiles, and one multi-tile row per case.
+EXPERIMENT_B_SIM_CASES = (("sim-mini", (2048, 700, 1500, 1024)),)
+
+
+@dataclass(frozen=True)
+class TiledCase:
+    rows: int
+    distribution: str
+
+    @property
+    def name(self):
+        return f"{self.distribution}-{self.rows}"
+
+    def row_lengths(self):
+        return row_lengths_for(self.rows, self.distribution)
+
+
+def row_lengths_for(rows, distribution):
+    """Row lengths of an Experiment B case (int64 array, in the case's row order)."""
+    if distribution == "balanced":
+        return np.full(rows, BALANCED_ROW_LENGTH, dtype=np.int64)
+    if distribution == "ragged":
+        if rows % RAGGED_GROUP:
+            raise ValueError(f"ragged cases need a multiple of {RAGGED_GROUP} rows, got {rows}")
+        group = [RAGGED_LONG_ROW] + [RAGGED_SHORT_ROW] * (RAGGED_GROUP - 1)
+        lengths = np.array(group * (rows // RAGGED_GROUP), dtype=np.int64)
+        order = np.random.default_rng(RAGGED_PERMUTATION_SEED).permutation(rows)
+        return lengths[order]
+    raise ValueError(f"unknown row distribution {distribution!r}; expected one of {EXPERIMENT_B_DISTRIBUTIONS}")
+
+
+EXPERIMENT_B_CASES = tuple(TiledCase(r, d) for r in EXPERIMENT_B_ROW_COUNTS for d in EXPERIMENT_B_DISTRIBUTIONS)

@@ -1,0 +1,202 @@
+"""Device-scope acquire/release primitives for the DAG scheduler (inline PTX).
+
+numba-cuda's ``cuda.atomic`` operations are relaxed (``atom.global.*``) and it has no
+acquire/release API; ``cuda.threadfence()`` is a full ``membar.gl``. The DAG path of
+:mod:`numba_softmax.kernels.persistent` needs the PTX memory model's
+``.acquire`` / ``.release`` / ``.acq_rel`` semantics at ``.gpu`` scope, so each
+primitive below is a ``numba.cuda.extending.intrinsic`` that emits one llvmlite
+``ir.InlineAsm`` instruction:
+
+===============================  ==========================================  =========
+name                             PTX                                         returns
+===============================  ==========================================  =========
+``load_acquire_gpu(a, i)``       ``ld.acquire.gpu.global.u32``               a[i]
+``load_relaxed_gpu(a, i)``       ``ld.relaxed.gpu.global.u32``               a[i]
+``store_release_gpu(a, i, v)``   ``st.release.gpu.global.u32``               --
+``atomic_add_acq_rel_gpu(a,i,v)`` ``atom.acq_rel.gpu.global.add.u32``        old a[i]
+``atomic_add_release_gpu(a,i,v)`` ``atom.release.gpu.global.add.u32``        old a[i]
+``globaltimer()``                ``mov.u64 %globaltimer`` (trace builds)     uint64 ns
+``smid()``                       ``mov.u32 %smid`` (trace builds)            uint32
+``backoff(polls)``               ``nanosleep.u32`` 32, 64, 128, then 256 ns  --
+===============================  ==========================================  =========
+
+The array primitives accept 1-D arrays of 32-bit integers (int32 / uint32) and an
+integer index. The element address is computed exactly as Numba indexes an array
+(``cgutils.get_item_pointer`` on the array's data pointer, no wraparound) and then
+converted from the generic to the global address space with an LLVM
+``addrspacecast`` (``cvta.to.global`` in PTX), so the ``.global`` state-space
+qualifier is applied to a genuine global address rather than relying on generic
+and global addresses coinciding. Every asm statement has ``side_effect=True`` and a
+``~{memory}`` clobber, so LLVM neither drops it nor moves other memory accesses
+across it (the compiler half of the ordering; the ``.acquire``/``.release``
+qualifiers are the hardware half). Relaxed loads are used for polling: a plain
+(weak) load in a spin loop may legally keep returning a stale value.
+
+Simulator (``NUMBA_ENABLE_CUDASIM=1``): custom intrinsics, ``nanosleep``,
+``%globaltimer`` and ``%smid`` do not exist there. The same names are bound to plain
+device functions doing ordinary loads/stores and ``cuda.atomic.add`` (the simulator
+runs one block at a time and its fences are no-ops, so ordering is trivially
+satisfied); ``backoff`` is a no-op and the trace helpers return 0.
+"""
+
+from numba import cuda
+
+from ..numerics import SIMULATOR
+
+if SIMULATOR:
+
+    @cuda.jit(device=True)
+    def load_acquire_gpu(array, index):
+        return array[index]
+
+    @cuda.jit(device=True)
+    def load_relaxed_gpu(array, index):
+        return array[index]
+
+    @cuda.jit(device=True)
+    def store_release_gpu(array, index, value):
+        array[index] = value
+
+    @cuda.jit(device=True)
+    def atomic_add_acq_rel_gpu(array, index, value):
+        return cuda.atomic.add(array, index, value)
+
+    @cuda.jit(device=True)
+    def atomic_add_release_gpu(array, index, value):
+        return cuda.atomic.add(array, index, value)
+
+    @cuda.jit(device=True)
+    def globaltimer():
+        return 0
+
+    @cuda.jit(device=True)
+    def smid():
+        return 0
+
+    @cuda.jit(device=True)
+    def backoff(polls):
+        pass
+
+else:
+    from llvmlite import ir
+    from numba import types, uint32
+    from numba.cuda.core.errors import TypingError
+    from numba.cuda import cgutils
+    from numba.cuda.extending import intrinsic
+
+    _GLOBAL_ADDRSPACE = 1
+
+    def _check_word_array(name, array, index):
+        if not (isinstance(array, types.Array) and array.ndim == 1):
+            raise TypingError(f"{name}: expected a 1-D array, got {array}")
+        if array.dtype not in (types.int32, types.uint32):
+            raise TypingError(f"{name}: expected an int32 or uint32 array, got {array.dtype}")
+        if not isinstance(index, types.Integer):
+            raise TypingError(f"{name}: expected an integer index, got {index}")
+
+    def _global_pointer(context, builder, array_type, array, index_type, index):
+        """addrspace(1) pointer to ``array[index]`` (generic -> global conversion)."""
+        ary = context.make_array(array_type)(context, builder, value=array)
+        idx = context.cast(builder, index, index_type, types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, array_type, ary, [idx], wraparound=False)
+        element = context.get_value_type(array_type.dtype)
+        return builder.addrspacecast(ptr, element.as_pointer(_GLOBAL_ADDRSPACE))
+
+    def _word_type():
+        return ir.IntType(32)
+
+    def _make_load(name, ptx):
+        @intrinsic
+        def load(typingctx, array, index):
+            _check_word_array(name, array, index)
+
+            def codegen(context, builder, sig, args):
+                array_type, index_type = sig.args
+                ptr = _global_pointer(context, builder, array_type, args[0], index_type, args[1])
+                fnty = ir.FunctionType(_word_type(), [ptr.type])
+                asm = ir.InlineAsm(fnty, f"{ptx} $0, [$1];", "=r,l,~{memory}", side_effect=True)
+                return builder.call(asm, [ptr])
+
+            return array.dtype(array, index), codegen
+
+        return load
+
+    def _make_store(name, ptx):
+        @intrinsic
+        def store(typingctx, array, index, value):
+            _check_word_array(name, array, index)
+            if not isinstance(value, types.Integer):
+                raise TypingError(f"{name}: expected an integer value, got {value}")
+
+            def codegen(context, builder, sig, args):
+                array_type, index_type, value_type = sig.args
+                ptr = _global_pointer(context, builder, array_type, args[0], index_type, args[1])
+                word = context.cast(builder, args[2], value_type, array_type.dtype)
+                fnty = ir.FunctionType(ir.VoidType(), [ptr.type, _word_type()])
+                asm = ir.InlineAsm(fnty, f"{ptx} [$0], $1;", "l,r,~{memory}", side_effect=True)
+                builder.call(asm, [ptr, word])
+                return context.get_dummy_value()
+
+            return types.void(array, index, value), codegen
+
+        return store
+
+    def _make_atomic_add(name, ptx):
+        @intrinsic
+        def atomic_add(typingctx, array, index, value):
+            _check_word_array(name, array, index)
+            if not isinstance(value, types.Integer):
+                raise TypingError(f"{name}: expected an integer value, got {value}")
+
+            def codegen(context, builder, sig, args):
+                array_type, index_type, value_type = sig.args
+                ptr = _global_pointer(context, builder, array_type, args[0], index_type, args[1])
+                word = context.cast(builder, args[2], value_type, array_type.dtype)
+                fnty = ir.FunctionType(_word_type(), [ptr.type, _word_type()])
+                asm = ir.InlineAsm(fnty, f"{ptx} $0, [$1], $2;", "=r,l,r,~{memory}",
+                                   side_effect=True)
+                return builder.call(asm, [ptr, word])
+
+            return array.dtype(array, index, value), codegen
+
+        return atomic_add
+
+    load_acquire_gpu = _make_load("load_acquire_gpu", "ld.acquire.gpu.global.u32")
+    load_relaxed_gpu = _make_load("load_relaxed_gpu", "ld.relaxed.gpu.global.u32")
+    store_release_gpu = _make_store("store_release_gpu", "st.release.gpu.global.u32")
+    atomic_add_acq_rel_gpu = _make_atomic_add("atomic_add_acq_rel_gpu",
+                                              "atom.acq_rel.gpu.global.add.u32")
+    atomic_add_release_gpu = _make_atomic_add("atomic_add_release_gpu",
+                                              "atom.release.gpu.global.add.u32")
+
+    @intrinsic
+    def globaltimer(typingctx):
+        """Nanosecond global timer (trace builds only)."""
+
+        def codegen(context, builder, sig, args):
+            fnty = ir.FunctionType(ir.IntType(64), [])
+            asm = ir.InlineAsm(fnty, "mov.u64 $0, %globaltimer;", "=l", side_effect=True)
+            return builder.call(asm, [])
+
+        return types.uint64(), codegen
+
+    @intrinsic
+    def smid(typingctx):
+        """The SM this thread runs on (trace builds only; never infer it from blockIdx)."""
+
+        def codegen(context, builder, sig, args):
+            fnty = ir.FunctionType(ir.IntType(32), [])
+            asm = ir.InlineAsm(fnty, "mov.u32 $0, %smid;", "=r", side_effect=True)
+            return builder.call(asm, [])
+
+        return types.uint32(), codegen
+
+    @cuda.jit(device=True, inline="always")
+    def backoff(polls):
+        """Sleep a little while spinning: 32, 64, 128, then 256 ns per poll."""
+        shift = polls if polls < 3 else 3
+        cuda.nanosleep(uint32(32 << shift))
+
+
+__all__ = ["load_acquire_gpu", "load_relaxed_gpu", "store_release_gpu",
+           "atomic_add_acq_rel_gpu", "atomic_add_release_gpu", "globaltimer", "smid", "backoff"]

@@ -1,0 +1,375 @@
+"""Persistent tiled softmax: one cooperative kernel, a phased mode and a DAG mode.
+
+Both schedulers of Experiment B that keep workers resident run the SAME compiled
+kernel, :data:`persistent_tiles`, selected by its runtime ``mode`` argument, so they
+share code, registers and occupancy (the worker count) and differ only in scheduling
+and reset cost. Workers are blocks of 256 threads; the task bodies are the shared
+helpers of :mod:`.tiles` (A: tile summary, B: row combine, C: tile normalize).
+
+Mode 0, phased (:data:`MODE_PHASED`): the control with cooperative grid barriers::
+
+    for t in range(blockIdx.x, n_tiles, gridDim.x):  A(t)         # block-level
+    grid.sync()
+    for r in range(global thread id, rows, total threads):  B(r)  # thread-level
+    grid.sync()
+    for t in range(blockIdx.x, n_tiles, gridDim.x):  C(t)         # m, z read directly
+
+It touches no queue state, so it needs no reset launch.
+
+Mode 1, DAG (:data:`MODE_DAG`): a dependency-driven task queue in global memory,
+freshly reset by :data:`init_queue_kernel` before every invocation:
+
+* ``counters`` (int32[:data:`COUNTER_SLOTS`]), indices :data:`A_NEXT`, :data:`FIFO_HEAD`,
+  :data:`FIFO_TAIL`, :data:`C_DONE`, :data:`ERROR_CODE`, :data:`ERROR_TASK`,
+  :data:`ERROR_WAITED_ON`, :data:`ERROR_WORKER`; reset to :data:`COUNTER_INITIAL`.
+* ``row_arrivals[rows]`` = 0: finished A tiles per row.
+* ``fifo_slots[rows + n_tiles]`` = -1 and ``fifo_ready[rows + n_tiles]`` = 0: the FIFO
+  of ready consumer tasks. It holds exactly all B and C tasks, each once:
+  task id ``r`` is B(r), ``rows + t`` is C(t). A tasks never enter the FIFO; they are
+  claimed from the counter ``a_next``.
+
+Worker loop (thread 0 decides, broadcasts ``(kind, index)`` through shared memory;
+``syncthreads`` before and after every task):
+
+1. Prefer the FIFO: if ``head < tail`` (relaxed loads), CAS ``head -> head+1``; the
+   winner waits (bounded) for an ACQUIRE load of ``fifo_ready[head] == 1`` and then
+   reads ``fifo_slots[head]`` (a producer may have reserved the slot but not yet
+   filled it).
+2. Otherwise, while ``a_next < n_tiles``, CAS ``a_next -> a_next+1`` claims A(a_next)
+   (so ``a_next`` ends exactly at ``n_tiles``).
+3. Otherwise, if an acquire load of ``c_done`` shows ``n_tiles`` the worker exits;
+   if not, it backs off and polls again.
+
+After A(t) (thread 0 wrote tile_max[t], tile_sum[t] inside the task): an acq_rel
+``atomicAdd(row_arrivals[row], 1)``; the LAST producer (old == row_tile_count - 1)
+publishes B(row): ``slot = atomicAdd(fifo_tail, 1)``, plain store of the task id into
+``fifo_slots[slot]``, RELEASE store ``fifo_ready[slot] = 1``. After B(r) (thread 0
+writes row_max[r], row_sum[r] first): one ``atomicAdd(fifo_tail, row_tile_count[r])``
+reserves the row's C slots; each is written and released. Before C(t): thread 0
+reads row_max/row_sum of the row (ordered after its acquire of the C task's ready
+flag) into shared memory before the broadcast barrier. After C(t): the next loop
+iteration starts (after the barrier that follows the task, so every thread's output
+store precedes it) with thread 0's release ``atomicAdd(c_done, 1)``.
+
+Every wait is bounded by ``max_polls`` (:data:`DEFAULT_MAX_POLLS` = 2**22 polls with
+``nanosleep`` backoff of at most 256 ns, i.e. on the order of a second); past the bound
+thread 0 records an error (CAS on ``error_code`` from 0, so the first error wins)
+and the worker exits; every worker checks ``error_code`` on each poll. A bug can
+make the kernel wrong, never hang the GPU. Error enum (:data:`ERROR_NAMES`):
+
+===  ===========================  =====================  =============================
+code meaning                      error_task             error_waited_on
+===  ===========================  =====================  =============================
+1    ready flag never set         -1 (not yet written)   FIFO slot whose flag it polled
+2    no work and C not complete   -1                     c_done observed (of n_tiles)
+3    invalid task id in a slot    the id read            FIFO slot it was read from
+4    FIFO overflow on publish     task being published   slot index >= capacity
+===  ===========================  =====================  =============================
+
+``error_worker`` is the recording worker's ``blockIdx.x`` (a worker id, not an SM).
+
+Negative controls (tests only; never registered, never in the performance build):
+:func:`negative_control_kernel` builds the same kernel with one ordering rule broken,
+``"unacquired_slot_read"`` (reads ``fifo_slots[head]`` without acquiring its ready
+flag) or ``"first_producer_publishes_b"`` (the FIRST finished A tile of a row publishes
+B instead of the last). The variants are separate compilations selected by closure
+constants, so :data:`persistent_tiles` contains none of their code.
+
+Launch geometry: grid (workers,), block (256,), cooperative launch (the kernel uses a
+grid barrier, so Numba marks it cooperative and links cudadevrt). ``workers`` comes
+from the occupancy API x SM count, capped by ``n_tiles`` (see
+:func:`numba_softmax.tiled.worker_plan`). ``init_queue_kernel``: grid-stride, grid
+(ceil((rows + n_tiles) / 256) capped at 1024,), block (256,).
+
+Bytes each invocation must move: like the separate path, x is read twice (A and C)
+and y written once, about 12N bytes for N elements, plus the tile and row summaries
+(16T + 8R) and, in DAG mode, the queue: ~8 bytes per FIFO entry and 4 per row for
+the reset and again for the run, plus the counter atomics.
+
+Shared memory (static, no dynamic reservation): partials float32[8] (32 B), the
+broadcast ``(kind, index)`` int32[2] and ``(m, z)`` float32[2] (16 B).
+"""
+
+from numba import cuda, float32, int32
+
+from ..launch.plan import KernelLaunch
+from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARPS_PER_BLOCK
+from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff,
+                       load_acquire_gpu, load_relaxed_gpu, store_release_gpu)
+from .tiles import task_a, task_b, task_c
+
+MODE_PHASED = 0
+MODE_DAG = 1
+MODES = {"phased": MODE_PHASED, "dag": MODE_DAG}
+
+# ---- queue state layout -------------------------------------------------------------------
+A_NEXT = 0
+FIFO_HEAD = 1
+FIFO_TAIL = 2
+C_DONE = 3
+ERROR_CODE = 4
+ERROR_TASK = 5
+ERROR_WAITED_ON = 6
+ERROR_WORKER = 7
+COUNTER_SLOTS = 8
+COUNTER_NAMES = ("a_next", "fifo_head", "fifo_tail", "c_done",
+                 "error_code", "error_task", "error_waited_on", "error_worker")
+#: What ``init_queue_kernel`` writes into ``counters``.
+COUNTER_INITIAL = (0, 0, 0, 0, 0, -1, -1, -1)
+
+ERR_NONE = 0
+ERR_READY_TIMEOUT = 1
+ERR_COMPLETION_TIMEOUT = 2
+ERR_INVALID_TASK = 3
+ERR_FIFO_OVERFLOW = 4
+ERROR_NAMES = {
+    ERR_NONE: "no error",
+    ERR_READY_TIMEOUT: "waited too long for a FIFO slot's ready flag",
+    ERR_COMPLETION_TIMEOUT: "waited too long for completion (no claimable task, C tiles unfinished)",
+    ERR_INVALID_TASK: "read an invalid task id from a FIFO slot",
+    ERR_FIFO_OVERFLOW: "FIFO overflow: a publish reserved a slot beyond the capacity",
+}
+
+#: Bound on every spin loop (polls); each idle poll sleeps at most 256 ns.
+DEFAULT_MAX_POLLS = 1 << 22
+
+_F32 = "float32[::1]"
+_I32 = "int32[::1]"
+_I64 = "int64[::1]"
+#: Numba signatures the launch layer compiles these kernels for (C-contiguous device arrays).
+SIGNATURES = {
+    # mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
+    # tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready, max_polls
+    "persistent_tiles": (f"void(int32, {_F32}, {_F32}, {_I32}, {_I64}, {_I32}, {_I32}, {_I32}, "
+                         f"{_F32}, {_F32}, {_F32}, {_F32}, {_I32}, {_I32}, {_I32}, {_I32}, int32)"),
+    "init_queue_kernel": f"void({_I32}, {_I32}, {_I32}, {_I32})",
+}
+
+# Decisions broadcast by thread 0.
+KIND_EXIT = 0
+KIND_A = 1
+KIND_B = 2
+KIND_C = 3
+
+INIT_MAX_BLOCKS = 1024
+
+
+# ---- queue helpers (thread 0 only) ------------------------------------------------------------
+
+@cuda.jit(device=True, **KERNEL_OPTIONS)
+def record_error(counters, code, task, waited_on):
+    """First error wins: CAS error_code from 0, then record the details."""
+    if cuda.atomic.cas(counters, ERROR_CODE, 0, code) == 0:
+        counters[ERROR_TASK] = task
+        counters[ERROR_WAITED_ON] = waited_on
+        counters[ERROR_WORKER] = cuda.blockIdx.x
+
+
+@cuda.jit(device=True, **KERNEL_OPTIONS)
+def publish_tasks(counters, fifo_slots, fifo_ready, first_task, count):
+    """Reserve ``count`` FIFO slots with one atomic add, fill them, release each flag."""
+    capacity = fifo_slots.shape[0]
+    slot = cuda.atomic.add(counters, FIFO_TAIL, count)
+    for k in range(count):
+        s = slot + k
+        if s >= capacity:
+            record_error(counters, ERR_FIFO_OVERFLOW, first_task + k, s)
+            return
+        fifo_slots[s] = first_task + k
+        store_release_gpu(fifo_ready, s, 1)
+
+
+@cuda.jit(device=True, **KERNEL_OPTIONS)
+def decode_fifo_task(task, slot, rows, n_tiles, counters):
+    """FIFO task id -> (kind, index); an invalid id records error 3."""
+    if task >= 0 and task < rows:
+        return int32(KIND_B), int32(task)
+    if task >= rows and task < rows + n_tiles:
+        return int32(KIND_C), int32(task - rows)
+    record_error(counters, ERR_INVALID_TASK, task, slot)
+    return int32(KIND_EXIT), int32(-1)
+
+
+def _make_next_task(acquire_ready):
+    """Thread 0's scheduling decision. ``acquire_ready=False`` only for a negative control."""
+
+    @cuda.jit(device=True, **KERNEL_OPTIONS)
+    def next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls):
+        polls = 0
+        while True:
+            if load_relaxed_gpu(counters, ERROR_CODE) != 0:
+                return int32(KIND_EXIT), int32(-1)
+            head = load_relaxed_gpu(counters, FIFO_HEAD)
+            tail = load_relaxed_gpu(counters, FIFO_TAIL)
+            if head < tail:
+                # 1. a ready consumer task (B or C) is preferred over a new producer.
+                if cuda.atomic.cas(counters, FIFO_HEAD, head, head + 1) == head:
+                    if acquire_ready:
+                        waits = 0
+                        while load_acquire_gpu(fifo_ready, head) != 1:
+                            waits += 1
+                            if waits > max_polls:
+                                record_error(counters, ERR_READY_TIMEOUT, -1, head)
+                                return int32(KIND_EXIT), int32(-1)
+                            backoff(waits)
+                    return decode_fifo_task(fifo_slots[head], head, rows, n_tiles, counters)
+            else:
+                a = load_relaxed_gpu(counters, A_NEXT)
+                if a < n_tiles:
+                    # 2. claim the next producer tile.
+                    if cuda.atomic.cas(counters, A_NEXT, a, a + 1) == a:
+                        return int32(KIND_A), int32(a)
+                elif load_acquire_gpu(counters, C_DONE) >= n_tiles:
+                    # 3. every C tile finished.
+                    return int32(KIND_EXIT), int32(-1)
+                else:
+                    backoff(polls)
+            polls += 1
+            if polls > max_polls:
+                record_error(counters, ERR_COMPLETION_TIMEOUT, -1,
+                             load_relaxed_gpu(counters, C_DONE))
+                return int32(KIND_EXIT), int32(-1)
+
+    return next_task
+
+
+def _make_persistent_kernel(name, acquire_ready, publish_after_last):
+    """Build one compilation of the persistent kernel (closure constants select the variant)."""
+    next_task = _make_next_task(acquire_ready)
+
+    def kernel(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
+               tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready,
+               max_polls):
+        partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+        tid = cuda.threadIdx.x
+        n_tiles = tile_row.shape[0]
+        rows = row_first_tile.shape[0]
+
+        if mode == MODE_PHASED:
+            grid = cuda.cg.this_grid()
+            for t in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
+                task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
+            grid.sync()
+            for r in range(cuda.grid(1), rows, cuda.gridsize(1)):
+                task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum)
+            grid.sync()
+            for t in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
+                row = tile_row[t]
+                task_c(t, row_max[row], row_sum[row], values, tile_start, tile_len, out)
+            return
+
+        # ---- DAG mode ----
+        ctrl = cuda.shared.array(2, int32)
+        mz = cuda.shared.array(2, float32)
+        c_pending = False  # thread 0: a finished C tile not yet counted
+        while True:
+            if tid == 0:
+                if c_pending:
+                    atomic_add_release_gpu(counters, C_DONE, 1)
+                    c_pending = False
+                decided_kind, decided_index = next_task(counters, fifo_slots, fifo_ready,
+                                                        rows, n_tiles, max_polls)
+                if decided_kind == KIND_C:
+                    row = tile_row[decided_index]
+                    mz[0] = row_max[row]
+                    mz[1] = row_sum[row]
+                ctrl[0] = decided_kind
+                ctrl[1] = decided_index
+            cuda.syncthreads()
+            kind = ctrl[0]
+            index = ctrl[1]
+            if kind == KIND_EXIT:
+                break
+            if kind == KIND_A:
+                task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials)
+                if tid == 0:
+                    row = tile_row[index]
+                    old = atomic_add_acq_rel_gpu(row_arrivals, row, 1)
+                    if publish_after_last:
+                        publish = old == row_tile_count[row] - 1
+                    else:
+                        publish = old == 0
+                    if publish:
+                        publish_tasks(counters, fifo_slots, fifo_ready, row, 1)
+            elif kind == KIND_B:
+                if tid == 0:
+                    task_b(index, row_first_tile, row_tile_count, tile_max, tile_sum,
+                           row_max, row_sum)
+                    publish_tasks(counters, fifo_slots, fifo_ready,
+                                  rows + row_first_tile[index], row_tile_count[index])
+            else:
+                task_c(index, mz[0], mz[1], values, tile_start, tile_len, out)
+                c_pending = True
+            cuda.syncthreads()
+
+    kernel.__name__ = kernel.__qualname__ = name
+    return cuda.jit(**KERNEL_OPTIONS)(kernel)
+
+
+#: The performance kernel (registered): acquire on every ready flag, last producer publishes.
+persistent_tiles = _make_persistent_kernel("persistent_tiles", acquire_ready=True,
+                                           publish_after_last=True)
+
+#: Negative controls: name -> (acquire_ready, publish_after_last). Tests only.
+NEGATIVE_CONTROLS = {
+    "unacquired_slot_read": (False, True),
+    "first_producer_publishes_b": (True, False),
+}
+_control_kernels = {}
+
+
+def negative_control_kernel(name):
+    """A separately compiled, deliberately broken persistent kernel (never for timing)."""
+    if name not in NEGATIVE_CONTROLS:
+        raise ValueError(f"unknown negative control {name!r}; expected one of {sorted(NEGATIVE_CONTROLS)}")
+    kernel = _control_kernels.get(name)
+    if kernel is None:
+        acquire_ready, publish_after_last = NEGATIVE_CONTROLS[name]
+        kernel = _control_kernels[name] = _make_persistent_kernel(
+            f"persistent_tiles_control_{name}", acquire_ready, publish_after_last)
+    return kernel
+
+
+@cuda.jit(**KERNEL_OPTIONS)
+def init_queue_kernel(counters, row_arrivals, fifo_slots, fifo_ready):
+    """Fresh DAG queue state: counters = COUNTER_INITIAL, arrivals 0, slots -1, flags 0."""
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    if i < COUNTER_SLOTS:
+        counters[i] = -1 if i >= ERROR_TASK else 0
+    for k in range(i, row_arrivals.shape[0], stride):
+        row_arrivals[k] = 0
+    for k in range(i, fifo_slots.shape[0], stride):
+        fifo_slots[k] = -1
+        fifo_ready[k] = 0
+
+
+# ---- launches ------------------------------------------------------------------------------
+
+def persistent_args(mode, buffers, max_polls=DEFAULT_MAX_POLLS):
+    """Argument tuple of :data:`persistent_tiles` (same order for every mode and variant)."""
+    b = buffers
+    return (int32(mode), b.values, b.out, b.tile_row, b.tile_start, b.tile_len,
+            b.row_first_tile, b.row_tile_count, b.tile_max, b.tile_sum, b.row_max, b.row_sum,
+            b.counters, b.row_arrivals, b.fifo_slots, b.fifo_ready, int32(max_polls))
+
+
+def init_queue_launch(buffers):
+    capacity = buffers.fifo_slots.shape[0]
+    blocks = min(max(1, (capacity + BLOCK_THREADS - 1) // BLOCK_THREADS), INIT_MAX_BLOCKS)
+    return KernelLaunch("init_queue_kernel", init_queue_kernel, (blocks,), (BLOCK_THREADS,),
+                        (buffers.counters, buffers.row_arrivals, buffers.fifo_slots,
+                         buffers.fifo_ready))
+
+
+def phased_launches(buffers, workers, kernel=None):
+    """One cooperative launch, mode 0 (no queue reset)."""
+    return [KernelLaunch("persistent_tiles[phased]", kernel or persistent_tiles, (workers,),
+                         (BLOCK_THREADS,), persistent_args(MODE_PHASED, buffers))]
+
+
+def dag_launches(buffers, workers, max_polls=DEFAULT_MAX_POLLS, kernel=None):
+    """Queue reset, then the cooperative launch in mode 1."""
+    return [init_queue_launch(buffers),
+            KernelLaunch("persistent_tiles[dag]", kernel or persistent_tiles, (workers,),
+                         (BLOCK_THREADS,), persistent_args(MODE_DAG, buffers, max_polls))]

@@ -1,0 +1,30 @@
+"""Every kernel of the project with the signature the launch layer compiles it for.
+
+The PTX tools (``python -m bench ptx``) and the policy tests iterate over this table,
+so a new kernel is checked as soon as it is registered here.
+"""
+
+from .fused_row import fused_row_softmax
+from .row_stages import divide_stage, exp_stage, row_max_stage, row_sum_stage
+from .persistent import SIGNATURES as PERSISTENT_SIGNATURES
+from .persistent import init_queue_kernel, persistent_tiles
+from .tiles import SIGNATURES as TILE_SIGNATURES
+from .tiles import row_combine_kernel, tile_normalize_kernel, tile_summary_kernel
+
+MATRIX = "float32[:, ::1]"
+VECTOR = "float32[::1]"
+
+#: name -> (dispatcher, Numba signature). Arrays are C-contiguous device arrays.
+KERNELS = {
+    "fused_row_softmax": (fused_row_softmax, f"void({MATRIX}, {MATRIX})"),
+    "row_max_stage": (row_max_stage, f"void({MATRIX}, {VECTOR})"),
+    "exp_stage": (exp_stage, f"void({MATRIX}, {VECTOR}, {MATRIX})"),
+    "row_sum_stage": (row_sum_stage, f"void({MATRIX}, {VECTOR})"),
+    "divide_stage": (divide_stage, f"void({MATRIX}, {VECTOR}, {MATRIX})"),
+    # Experiment B (tiled softmax); negative-control builds are deliberately NOT registered.
+    "tile_summary_kernel": (tile_summary_kernel, TILE_SIGNATURES["tile_summary_kernel"]),
+    "row_combine_kernel": (row_combine_kernel, TILE_SIGNATURES["row_combine_kernel"]),
+    "tile_normalize_kernel": (tile_normalize_kernel, TILE_SIGNATURES["tile_normalize_kernel"]),
+    "persistent_tiles": (persistent_tiles, PERSISTENT_SIGNATURES["persistent_tiles"]),
+    "init_queue_kernel": (init_queue_kernel, PERSISTENT_SIGNATURES["init_queue_kernel"]),
+}

@@ -1,0 +1,89 @@
+"""Softmax as four explicit stages, each its own kernel writing its intermediate.
+
+An educational decomposition, not an optimized baseline: every stage is a separate
+pass over global memory, which is exactly what the fused kernel avoids.
+
+Stages and launch geometry
+    1. ``row_max_stage``   grid (rows,), block (256,): m[r] = max_j x[r, j]
+    2. ``exp_stage``       grid (ceil(rows*cols/256),), block (256,), one element per
+                           thread: e[r, j] = exp(x[r, j] - m[r])
+    3. ``row_sum_stage``   grid (rows,), block (256,): z[r] = sum_j e[r, j]
+    4. ``divide_stage``    same geometry as 2: y[r, j] = e[r, j] / z[r]
+
+Bytes each stage must move (N = rows * cols, 4-byte floats)
+    1. read 4N, write 4 rows        2. read 4N (+ m), write 4N
+    3. read 4N, write 4 rows        4. read 4N (+ z), write 4N
+    Total about 24N bytes against the fused kernel's 8N.
+
+Bitwise contract: in the two row reductions thread t visits columns t, t+256, ...
+in increasing order and the block reduction of :mod:`numba_softmax.numerics`
+combines the per-thread values, exactly as the fused kernel does; the elementwise
+stages use the same ``exp(x - m)`` and IEEE division. So this path reproduces the
+fused kernel's output bit for bit (tested on the GPU).
+"""
+
+from numba import cuda, float32
+
+from ..launch.plan import KernelLaunch
+from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, WARPS_PER_BLOCK,
+                        block_reduce_max, block_reduce_sum, f32_add, f32_div,
+                        f32_exp, f32_max, f32_sub)
+
+
+@cuda.jit(**KERNEL_OPTIONS)
+def row_max_stage(x, row_max):
+    row = cuda.blockIdx.x
+    tid = cuda.threadIdx.x
+    partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+    local_max = NEG_INF
+    for col in range(tid, x.shape[1], BLOCK_THREADS):
+        local_max = f32_max(local_max, x[row, col])
+    m = block_reduce_max(local_max, partials)
+    if tid == 0:
+        row_max[row] = m
+
+
+@cuda.jit(**KERNEL_OPTIONS)
+def exp_stage(x, row_max, exps):
+    i = cuda.grid(1)
+    cols = x.shape[1]
+    if i < x.shape[0] * cols:
+        row = i // cols
+        col = i - row * cols
+        exps[row, col] = f32_exp(f32_sub(x[row, col], row_max[row]))
+
+
+@cuda.jit(**KERNEL_OPTIONS)
+def row_sum_stage(exps, row_sum):
+    row = cuda.blockIdx.x
+    tid = cuda.threadIdx.x
+    partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+    local_sum = float32(0.0)
+    for col in range(tid, exps.shape[1], BLOCK_THREADS):
+        local_sum = f32_add(local_sum, exps[row, col])
+    z = block_reduce_sum(local_sum, partials)
+    if tid == 0:
+        row_sum[row] = z
+
+
+@cuda.jit(**KERNEL_OPTIONS)
+def divide_stage(exps, row_sum, y):
+    i = cuda.grid(1)
+    cols = exps.shape[1]
+    if i < exps.shape[0] * cols:
+        row = i // cols
+        col = i - row * cols
+        y[row, col] = f32_div(exps[row, col], row_sum[row])
+
+
+def stages_launches(x, y, row_max, exps, row_sum):
+    """The four launches of the staged path; intermediates are caller-owned buffers."""
+    rows, cols = x.shape
+    elementwise_blocks = (rows * cols + BLOCK_THREADS - 1) // BLOCK_THREADS
+    block = (BLOCK_THREADS,)
+    return [
+        KernelLaunch("row_max_stage", row_max_stage, (rows,), block, (x, row_max)),
+        KernelLaunch("exp_stage", exp_stage, (elementwise_blocks,), block, (x, row_max, exps)),
+        KernelLaunch("row_sum_stage", row_sum_stage, (rows,), block, (exps, row_sum)),
+        KernelLaunch("divide_stage", divide_stage, (elementwise_blocks,), block, (exps, row_sum, y)),
+    ]

@@ -1,0 +1,269 @@
+"""The GPU launch layer: Numba compiles, cuda-python submits.
+
+Why not ``kernel[grid, block, stream](args)``? Numba's dispatcher re-types and
+re-packs every argument on every call: about 31 us of host time per launch on the
+H200 against about 4 us for a raw ``cuLaunchKernel`` (FACTS.md). A benchmark of
+kernels whose runtime is a few microseconds would measure Python. So:
+
+1. :class:`CompiledKernel` compiles a ``@cuda.jit`` dispatcher once for the exact
+   argument types, loads the module in Numba's context and takes its ``CUfunction``.
+2. :class:`PreparedLaunch` packs the arguments ONCE for fixed device pointers into
+   a ``void**`` block laid out the way Numba's ABI expects (an array argument is
+   flattened to meminfo, parent, nitems, itemsize, data, shape[nd], strides[nd]),
+   and keeps every ctypes object alive.
+3. ``enqueue(stream)`` is then a single ``cuLaunchKernel`` (or
+   ``cuLaunchCooperativeKernel`` for grid-synchronizing kernels) call.
+
+Every timed call of every variant, cuDNN included, goes through :class:`Invocation`
+on one non-blocking :class:`Stream`.
+
+Works with cuda-bindings 12.x (this project's pin) and 13.x (the H200 image).
+"""
+
+import ctypes
+import time
+
+import numba
+import numpy as np
+from cuda.bindings import driver as cu
+from numba import cuda, types
+
+
+class CudaDriverError(RuntimeError):
+    pass
+
+
+def check(result):
+    """Unwrap a cuda-python ``(CUresult, *values)`` tuple, raising on error."""
+    if isinstance(result, tuple):
+        err, values = result[0], result[1:]
+    else:
+        err, values = result, ()
+    if err != cu.CUresult.CUDA_SUCCESS:
+        _, name = cu.cuGetErrorName(err)
+        _, text = cu.cuGetErrorString(err)
+        raise CudaDriverError(f"{name.decode() if name else err}: {text.decode() if text else ''}")
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+def ensure_context():
+    """Make Numba's primary context current in this thread and return it."""
+    return cuda.current_context()
+
+
+class Stream:
+    """One non-blocking stream shared by every variant (never the legacy stream)."""
+
+    def __init__(self):
+        ensure_context()
+        self.handle = check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
+        self.ptr = int(self.handle)
+        #: The same stream as Numba sees it, for copies and dispatcher launches.
+        self.numba = cuda.external_stream(self.ptr)
+        self._owned = True
+
+    @classmethod
+    def wrap(cls, numba_stream):
+        """Use an existing Numba stream (the caller keeps ownership)."""
+        self = cls.__new__(cls)
+        self.ptr = int(numba_stream.handle.value if hasattr(numba_stream.handle, "value")
+                       else numba_stream.handle)
+        self.handle = cu.CUstream(self.ptr)
+        self.numba = numba_stream
+        self._owned = False
+        return self
+
+    def synchronize(self):
+        check(cu.cuStreamSynchronize(self.handle))
+
+    def close(self):
+        if self.handle is not None and self._owned:
+            check(cu.cuStreamDestroy(self.handle))
+            self.handle = None
+
+
+class Event:
+    def __init__(self):
+        self.handle = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT))
+
+    def record(self, stream):
+        check(cu.cuEventRecord(self.handle, stream.handle))
+
+    def synchronize(self):
+        check(cu.cuEventSynchronize(self.handle))
+
+    def elapsed_us_since(self, start):
+        return 1e3 * check(cu.cuEventElapsedTime(start.handle, self.handle))
+
+
+class CompiledKernel:
+    """One compiled specialization of a dispatcher, bound to the current context."""
+
+    def __init__(self, dispatcher, argtypes):
+        ensure_context()
+        self.dispatcher = dispatcher
+        self.argtypes = tuple(argtypes)
+        self.numba_kernel = dispatcher.compile(self.argtypes)
+        self.numba_kernel.bind()
+        cufunc = self.numba_kernel._codelibrary.get_cufunc()
+        self.name = self.numba_kernel.entry_name
+        self.cooperative = bool(self.numba_kernel.cooperative)
+        self.function = check(cu.cuKernelGetFunction(cufunc.handle))
+        attrs = cufunc.attrs
+        self.registers_per_thread = attrs.regs
+        self.local_bytes_per_thread = attrs.local
+        self.static_shared_bytes = attrs.shared
+        self.max_threads_per_block = attrs.maxthreads
+
+    def active_blocks_per_sm(self, block_threads, dynamic_shared_bytes=0):
+        return check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            self.function, block_threads, dynamic_shared_bytes))
+
+    def resources(self):
+        return {
+            "entry": self.name,
+            "cooperative": self.cooperative,
+            "registers_per_thread": self.registers_per_thread,
+            "local_bytes_per_thread": self.local_bytes_per_thread,
+            "static_shared_bytes": self.static_shared_bytes,
+            "max_threads_per_block": self.max_threads_per_block,
+        }
+
+
+_compiled_cache = {}
+
+
+def compiled(dispatcher, args):
+    """Compile (once per dispatcher and argument types) for these arguments."""
+    argtypes = tuple(numba.typeof(a) for a in args)
+    key = (id(dispatcher), argtypes)
+    kernel = _compiled_cache.get(key)
+    if kernel is None:
+        kernel = _compiled_cache[key] = CompiledKernel(dispatcher, argtypes)
+    return kernel
+
+
+def _flatten_argument(ty, value, out):
+    """Append the ctypes values Numba's kernel ABI expects for one argument."""
+    if isinstance(ty, types.Array):
+        if not cuda.is_cuda_array(value):
+            raise TypeError(f"kernel array argument must live on the device, got {type(value)}")
+        iface = value.__cuda_array_interface__
+        itemsize = np.dtype(iface["typestr"]).itemsize
+        shape = tuple(iface["shape"])
+        strides = iface.get("strides") or tuple(
+            int(np.prod(shape[i + 1:], dtype=np.int64)) * itemsize for i in range(len(shape)))
+        out.append(ctypes.c_void_p(0))             # meminfo
+        out.append(ctypes.c_void_p(0))             # parent
+        out.append(ctypes.c_int64(int(np.prod(shape, dtype=np.int64))))  # nitems
+        out.append(ctypes.c_int64(itemsize))
+        out.append(ctypes.c_void_p(iface["data"][0]))
+        out.extend(ctypes.c_int64(s) for s in shape)
+        out.extend(ctypes.c_int64(s) for s in strides)
+    elif isinstance(ty, types.Integer):
+        out.append(getattr(ctypes, f"c_{ty}")(int(value)))
+    elif ty == types.float32:
+        out.append(ctypes.c_float(value))
+    elif ty == types.float64:
+        out.append(ctypes.c_double(value))
+    elif ty == types.boolean:
+        out.append(ctypes.c_uint8(bool(value)))
+    else:
+        raise TypeError(f"unsupported kernel argument type {ty}")
+
+
+class PreparedLaunch:
+    """A :class:`~numba_softmax.launch.plan.KernelLaunch` packed once for fixed pointers."""
+
+    def __init__(self, launch):
+        self.launch = launch
+        self.kernel = compiled(launch.kernel, launch.args)
+        self._values = []
+        for ty, value in zip(self.kernel.argtypes, launch.args, strict=True):
+            _flatten_argument(ty, value, self._values)
+        self._pointers = (ctypes.c_void_p * len(self._values))(
+            *[ctypes.addressof(v) for v in self._values])
+        self._params = ctypes.addressof(self._pointers)
+        self.grid = tuple(launch.grid) + (1,) * (3 - len(launch.grid))
+        self.block = tuple(launch.block) + (1,) * (3 - len(launch.block))
+        self._submit = cu.cuLaunchCooperativeKernel if self.kernel.cooperative else cu.cuLaunchKernel
+        threads = self.block[0] * self.block[1] * self.block[2]
+        if self.kernel.cooperative:
+            limit = self.kernel.active_blocks_per_sm(threads, launch.shared_bytes) * device_sm_count()
+            blocks = self.grid[0] * self.grid[1] * self.grid[2]
+            if blocks > limit:
+                raise ValueError(f"{launch.name}: cooperative grid of {blocks} blocks exceeds the "
+                                 f"co-residency limit {limit}")
+
+    def enqueue(self, stream):
+        if self.kernel.cooperative:
+            err, = self._submit(self.kernel.function, *self.grid, *self.block,
+                                self.launch.shared_bytes, stream.handle, self._params)
+        else:
+            err, = self._submit(self.kernel.function, *self.grid, *self.block,
+                                self.launch.shared_bytes, stream.handle, self._params, 0)
+        if err != cu.CUresult.CUDA_SUCCESS:
+            check((err,))
+
+
+class Invocation:
+    """One variant's complete invocation: prepared launches (and host-API steps).
+
+    ``steps`` are callables taking the stream, called in order. A prepared kernel
+    launch is one such step; a library call such as cuDNN's forward is another.
+    """
+
+    def __init__(self, name, steps, launches=()):
+        self.name = name
+        self.steps = list(steps)
+        self.launches = list(launches)
+
+    @classmethod
+    def from_launches(cls, name, launches):
+        prepared = [PreparedLaunch(launch) for launch in launches]
+        return cls(name, [p.enqueue for p in prepared], prepared)
+
+    def enqueue(self, stream):
+        for step in self.steps:
+            step(stream)
+
+    def kernel_resources(self):
+        return [dict(p.kernel.resources(), launch=p.launch.name,
+                     grid=list(p.grid), block=list(p.block)) for p in self.launches]
+
+
+def device_sm_count():
+    return ensure_context().device.MULTIPROCESSOR_COUNT
+
+
+def device_record():
+    """Facts about the current device, read from the driver (never assumed)."""
+    ctx = ensure_context()
+    dev = ctx.device
+    attr = cu.CUdevice_attribute
+    handle = check(cu.cuDeviceGet(dev.id))
+
+    def get(name):
+        return check(cu.cuDeviceGetAttribute(getattr(attr, name), handle))
+
+    free, total = check(cu.cuMemGetInfo())
+    return {
+        "name": dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name),
+        "compute_capability": list(dev.compute_capability),
+        "sm_count": get("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
+        "l2_cache_bytes": get("CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE"),
+        "max_shared_per_block_optin": get("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+        "clock_rate_khz": get("CU_DEVICE_ATTRIBUTE_CLOCK_RATE"),
+        "memory_clock_rate_khz": get("CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE"),
+        "memory_bus_width_bits": get("CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH"),
+        "cooperative_launch": get("CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH"),
+        "total_memory_bytes": int(total),
+        "free_memory_bytes_at_start": int(free),
+        "driver_version": check(cu.cuDriverGetVersion()),
+    }
+
+
+def host_time_us():
+    return time.perf_counter_ns() / 1e3

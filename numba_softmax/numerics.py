@@ -1,0 +1,212 @@
+"""The one numerics policy every kernel in this project uses.
+
+The protocol fixes one arithmetic policy for all custom kernels: IEEE float32, the
+libdevice ``expf``, no fused multiply-add contraction (what nvcc does with
+``--fmad=false``), IEEE round-to-nearest division, and block reductions that combine
+values in one fixed order. Variants that share an algorithm then produce the same bits.
+
+Why each piece looks the way it does
+------------------------------------
+* ``@cuda.jit(fastmath=False)`` alone does NOT stop contraction: NVVM contracts
+  ``a*b + c`` into ``fma.rn.f32`` by default and the LTO link ignores ``-fma=0``
+  (see FACTS.md). So every add, subtract and multiply a kernel writes goes through
+  :func:`f32_add`, :func:`f32_sub`, :func:`f32_mul`: on the GPU they are libdevice's
+  ``__nv_fadd_rn`` / ``__nv_fsub_rn`` / ``__nv_fmul_rn``, which lower to ``add.rn.f32``
+  / ``sub.rn.f32`` / ``mul.rn.f32``. The explicit rounding mode forbids ptxas from
+  fusing them later, exactly like nvcc ``--fmad=false``.
+* :func:`f32_exp` is ``math.exp`` on a float32, which Numba lowers to libdevice
+  ``__nv_expf`` -- the same routine nvcc's ``expf`` uses (3 ``fma.rn``, 1 ``fma.rm``,
+  one ``ex2.approx.ftz.f32``). Those fmas are part of expf's own algorithm, not
+  contraction of our source; the PTX policy check (``numba_softmax.ptx``) accounts for
+  exactly that signature.
+* Division is plain ``/`` on float32 values: NVVM emits ``div.rn.f32`` (IEEE), as
+  nvcc does with its default ``-prec-div=true``.
+* :func:`block_reduce_max` / :func:`block_reduce_sum` combine in one fixed order: each
+  warp reduces its 32 lanes with an xor butterfly (offsets 16, 8, 4, 2, 1), then every
+  thread folds the per-warp partials sequentially, warp 0 first. Floating-point
+  addition is commutative, so all lanes of a warp end with the same bits, and the
+  result does not depend on timing. Per-thread accumulation (before the block
+  reduction) is sequential over the thread's elements in increasing column order;
+  the kernels follow that rule so that, e.g., the four-stage path and the fused
+  kernel agree bit for bit.
+
+The Numba CUDA simulator has no libdevice and no warp shuffles. When
+``NUMBA_ENABLE_CUDASIM=1`` the same names are bound to plain Python/NumPy float32
+helpers, and the block reductions emulate the warp butterfly through shared memory
+in the same combination order. The simulator is for logic only; its bits and speed
+say nothing about the GPU.
+"""
+
+import math
+
+import numpy as np
+from numba import config, cuda, float32, int32
+
+#: Threads per block for every row and tile kernel (the protocol's 256).
+BLOCK_THREADS = 256
+WARP_SIZE = 32
+WARPS_PER_BLOCK = BLOCK_THREADS // WARP_SIZE
+#: Identity of the max reduction. Rows are never empty, so it never survives.
+NEG_INF = float32(-np.inf)
+
+SIMULATOR = bool(config.ENABLE_CUDASIM)
+
+#: Options every kernel in this project is compiled with (explicit, per the protocol).
+KERNEL_OPTIONS = {"fastmath": False}
+
+
+if SIMULATOR:
+    # ---- simulator bindings: same names, plain float32 arithmetic -------------------
+    # Device functions (not plain functions) so the simulator hands them its fake
+    # ``cuda`` module (shared arrays, syncthreads) when they run inside a kernel.
+
+    @cuda.jit(device=True)
+    def f32_add(a, b):
+        return float32(np.float32(a) + np.float32(b))
+
+    @cuda.jit(device=True)
+    def f32_sub(a, b):
+        return float32(np.float32(a) - np.float32(b))
+
+    @cuda.jit(device=True)
+    def f32_mul(a, b):
+        return float32(np.float32(a) * np.float32(b))
+
+    @cuda.jit(device=True)
+    def f32_max(a, b):
+        return float32(max(np.float32(a), np.float32(b)))
+
+    @cuda.jit(device=True)
+    def f32_exp(a):
+        return float32(np.exp(np.float32(a)))
+
+    @cuda.jit(device=True)
+    def f32_div(a, b):
+        return float32(np.float32(a) / np.float32(b))
+
+    @cuda.jit(device=True)
+    def _combine(a, b, is_max):
+        return f32_max(a, b) if is_max else f32_add(a, b)
+
+    @cuda.jit(device=True)
+    def _block_reduce(value, partials, is_max):
+        # Emulates the GPU helper below: butterfly inside each warp, then a
+        # sequential fold of the warp partials. The in-place tree below follows
+        # exactly lane 0's combination path of the xor butterfly.
+        scratch = cuda.shared.array(BLOCK_THREADS, float32)
+        tid = cuda.threadIdx.x
+        nthreads = cuda.blockDim.x
+        scratch[tid] = value
+        cuda.syncthreads()
+        if tid == 0:
+            nwarps = (nthreads + WARP_SIZE - 1) // WARP_SIZE
+            for w in range(nwarps):
+                lanes = [scratch[w * WARP_SIZE + i] for i in range(WARP_SIZE)]
+                offset = WARP_SIZE // 2
+                while offset > 0:
+                    for i in range(offset):
+                        lanes[i] = _combine(lanes[i], lanes[i + offset], is_max)
+                    offset //= 2
+                partials[w] = lanes[0]
+            total = partials[0]
+            for w in range(1, nwarps):
+                total = _combine(total, partials[w], is_max)
+            scratch[0] = total
+        cuda.syncthreads()
+        result = scratch[0]
+        cuda.syncthreads()
+        return result
+
+    @cuda.jit(device=True)
+    def block_reduce_max(value, partials):
+        return _block_reduce(value, partials, True)
+
+    @cuda.jit(device=True)
+    def block_reduce_sum(value, partials):
+        return _block_reduce(value, partials, False)
+
+else:
+    # ---- GPU bindings ----------------------------------------------------------------
+    from numba.cuda import libdevice
+
+    f32_add = libdevice.fadd_rn
+    f32_sub = libdevice.fsub_rn
+    f32_mul = libdevice.fmul_rn
+    f32_max = libdevice.fmaxf
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def f32_exp(a):
+        return math.exp(a)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def f32_div(a, b):
+        return a / b
+
+    _FULL_MASK = 0xFFFFFFFF
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def block_reduce_max(value, partials):
+        """Max over the block. ``partials``: shared float32[WARPS_PER_BLOCK]."""
+        offset = WARP_SIZE // 2
+        while offset > 0:
+            value = f32_max(value, cuda.shfl_xor_sync(_FULL_MASK, value, offset))
+            offset //= 2
+        lane = cuda.threadIdx.x % WARP_SIZE
+        warp = cuda.threadIdx.x // WARP_SIZE
+        if lane == 0:
+            partials[warp] = value
+        cuda.syncthreads()
+        total = partials[0]
+        for w in range(1, cuda.blockDim.x // WARP_SIZE):
+            total = f32_max(total, partials[w])
+        # The partials array is reused by the next reduction: nobody may overwrite it
+        # before every thread has read it.
+        cuda.syncthreads()
+        return total
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def block_reduce_sum(value, partials):
+        """Sum over the block. ``partials``: shared float32[WARPS_PER_BLOCK]."""
+        offset = WARP_SIZE // 2
+        while offset > 0:
+            value = f32_add(value, cuda.shfl_xor_sync(_FULL_MASK, value, offset))
+            offset //= 2
+        lane = cuda.threadIdx.x % WARP_SIZE
+        warp = cuda.threadIdx.x // WARP_SIZE
+        if lane == 0:
+            partials[warp] = value
+        cuda.syncthreads()
+        total = partials[0]
+        for w in range(1, cuda.blockDim.x // WARP_SIZE):
+            total = f32_add(total, partials[w])
+        cuda.syncthreads()
+        return total
+
+
+def host_block_reduce(values, is_max):
+    """The same combination order on the host, in float32 (for tests and docs).
+
+    ``values`` holds one float32 per thread (length a multiple of 32).
+    """
+    values = np.asarray(values, dtype=np.float32)
+    op = np.maximum if is_max else np.add
+    partials = []
+    for w in range(len(values) // WARP_SIZE):
+        lanes = list(values[w * WARP_SIZE:(w + 1) * WARP_SIZE])
+        offset = WARP_SIZE // 2
+        while offset > 0:
+            for i in range(offset):
+                lanes[i] = np.float32(op(lanes[i], lanes[i + offset]))
+            offset //= 2
+        partials.append(lanes[0])
+    total = partials[0]
+    for p in partials[1:]:
+        total = np.float32(op(total, p))
+    return total
+
+
+__all__ = [
+    "BLOCK_THREADS", "WARP_SIZE", "WARPS_PER_BLOCK", "NEG_INF", "SIMULATOR", "KERNEL_OPTIONS",
+    "f32_add", "f32_sub", "f32_mul", "f32_max", "f32_exp", "f32_div",
+    "block_reduce_max", "block_reduce_sum", "host_block_reduce", "int32",
+]

@@ -1,0 +1,178 @@
+"""Offline PTX: what every kernel becomes, and whether it obeys the numerics policy.
+
+Works on a machine without a GPU. ``numba.cuda.compile_ptx`` can compile a kernel
+for an explicit compute capability, but compiling a kernel that calls a
+``@cuda.jit(device=True)`` function (or grid sync) asks the driver for the current
+device's compute capability; :func:`fixed_compute_capability` answers that lookup
+with the target (sm_90) while compiling, and only when no GPU is present.
+
+The policy (see :mod:`numba_softmax.numerics`), checked on the PTX text:
+
+* no ``.ftz`` and no ``.approx`` except libdevice expf's ``ex2.approx.ftz.f32``;
+* no contracted ``fma``: every ``fma`` must belong to an inlined libdevice expf, whose
+  signature is exactly 4 fmas (3 ``fma.rn.f32`` + 1 ``fma.rm.f32``) per
+  ``ex2.approx.ftz.f32``;
+* unrounded ``add.f32`` / ``sub.f32`` / ``mul.f32`` (which ptxas may still fuse) only
+  as many as the expf expansions contribute (one add and one mul each); every add,
+  subtract and multiply our source writes is ``.rn``;
+* float division only as IEEE ``div.rn.f32``.
+
+Registers, stack frame and spills come from ``ptxas -v`` when ptxas is installed
+(on PATH, or the one in the ``nvidia-cuda-nvcc`` wheel numba-cuda's toolkit extra brings).
+"""
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import types as pytypes
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from numba import cuda
+
+TARGET_CC = (9, 0)
+
+
+@contextlib.contextmanager
+def fixed_compute_capability(cc=TARGET_CC):
+    """Let device functions compile without a GPU by fixing the device lookup."""
+    if cuda.is_available():
+        yield
+        return
+    import numba.cuda.compiler as compiler_module
+    import numba.cuda.dispatcher as dispatcher_module
+
+    fake = pytypes.SimpleNamespace(compute_capability=cc)
+    saved = dispatcher_module.get_current_device, compiler_module.get_current_device
+    dispatcher_module.get_current_device = compiler_module.get_current_device = lambda: fake
+    try:
+        yield
+    finally:
+        dispatcher_module.get_current_device, compiler_module.get_current_device = saved
+
+
+def kernel_ptx(dispatcher, signature, cc=TARGET_CC):
+    """PTX text of one kernel for ``signature`` (a Numba signature string or tuple)."""
+    options = dispatcher.targetoptions
+    with fixed_compute_capability(cc):
+        ptx, _ = cuda.compile_ptx(dispatcher.py_func, signature, cc=cc,
+                                  fastmath=options.get("fastmath", False),
+                                  lineinfo=options.get("lineinfo", False))
+    return ptx
+
+
+_INSTRUCTION = re.compile(r"^\s*(?:@!?%p\w+\s+)?([a-z][\w.:]*)", re.MULTILINE)
+
+
+def instruction_histogram(ptx):
+    """Opcode (with modifiers) -> count, over the instruction lines of a PTX text."""
+    counts = Counter()
+    for line in ptx.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("//", ".", "{", "}", "$")) or stripped.endswith(":"):
+            continue
+        match = _INSTRUCTION.match(stripped)
+        if match:
+            counts[match.group(1)] += 1
+    return counts
+
+
+@dataclass
+class PolicyReport:
+    kernel: str
+    violations: list = field(default_factory=list)
+    expf_count: int = 0
+    fma_count: int = 0
+    rounded_arith: dict = field(default_factory=dict)
+    unrounded_arith: dict = field(default_factory=dict)
+    divisions: dict = field(default_factory=dict)
+    local_memory: bool = False
+    resources: dict = field(default_factory=dict)
+
+    @property
+    def ok(self):
+        return not self.violations
+
+    def record(self):
+        return dict(asdict(self), ok=self.ok)
+
+
+EXPF_FMAS = 4  # libdevice __nv_expf: 3 x fma.rn.f32 + 1 x fma.rm.f32
+EXPF_SIGNATURE = "ex2.approx.ftz.f32"
+
+
+def check_policy(kernel, ptx):
+    """Apply the numerics policy to one kernel's PTX."""
+    hist = instruction_histogram(ptx)
+    report = PolicyReport(kernel=kernel)
+    report.expf_count = hist.get(EXPF_SIGNATURE, 0)
+    report.fma_count = sum(n for op, n in hist.items() if op.startswith("fma."))
+    for op, n in sorted(hist.items()):
+        if ".ftz" in op and op != EXPF_SIGNATURE:
+            report.violations.append(f"{n} x {op}: flush-to-zero outside libdevice expf")
+        if ".approx" in op and op != EXPF_SIGNATURE:
+            report.violations.append(f"{n} x {op}: approximate instruction outside libdevice expf")
+    if report.fma_count != EXPF_FMAS * report.expf_count:
+        report.violations.append(
+            f"{report.fma_count} fma instructions but {report.expf_count} expf expansions "
+            f"(expected exactly {EXPF_FMAS} per expf): contraction of source arithmetic")
+    for base in ("add", "sub", "mul"):
+        report.rounded_arith[base] = hist.get(f"{base}.rn.f32", 0)
+        plain = hist.get(f"{base}.f32", 0)
+        report.unrounded_arith[base] = plain
+        allowed = report.expf_count if base in ("add", "mul") else 0
+        if plain > allowed:
+            report.violations.append(
+                f"{plain} x {base}.f32 without rounding mode (ptxas may fuse them); "
+                f"only {allowed} come from expf")
+    report.divisions = {op: n for op, n in hist.items() if op.startswith("div.") and op.endswith("f32")}
+    for op, n in report.divisions.items():
+        if op != "div.rn.f32":
+            report.violations.append(f"{n} x {op}: float division must be IEEE div.rn.f32")
+    report.local_memory = bool(re.search(r"\.local\b", ptx))
+    return report
+
+
+def find_ptxas():
+    path = shutil.which("ptxas")
+    if path:
+        return path
+    try:
+        import nvidia.cuda_nvcc as wheel
+        candidate = os.path.join(list(wheel.__path__)[0], "bin", "ptxas")
+        return candidate if os.path.exists(candidate) else None
+    except ImportError:
+        return None
+
+
+_PTXAS_USED = re.compile(r"Used (\d+) registers")
+_PTXAS_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def ptxas_resources(ptx, arch="sm_90"):
+    """Registers, stack frame and spills from ``ptxas -v`` (None without ptxas)."""
+    ptxas = find_ptxas()
+    if ptxas is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        source = os.path.join(tmp, "kernel.ptx")
+        with open(source, "w") as handle:
+            handle.write(ptx)
+        # -c: relocatable (grid sync calls into libcudadevrt, linked only at load time).
+        proc = subprocess.run([ptxas, "-v", "-c", f"-arch={arch}", source, "-o", os.path.join(tmp, "k.o")],
+                              capture_output=True, text=True)
+    text = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        return {"error": text.strip()}
+    used = _PTXAS_USED.search(text)
+    stack = _PTXAS_STACK.search(text)
+    return {
+        "ptxas": ptxas,
+        "registers": int(used.group(1)) if used else None,
+        "stack_frame_bytes": int(stack.group(1)) if stack else None,
+        "spill_store_bytes": int(stack.group(2)) if stack else None,
+        "spill_load_bytes": int(stack.group(3)) if stack else None,
+    }

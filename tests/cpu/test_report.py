@@ -1,0 +1,148 @@
+"""summary.md content for tiny synthetic runs with hand-computed numbers."""
+
+import pytest
+
+from bench.artifacts import RunFolder
+from bench.protocol import Measurement
+from bench.report import write_summary
+
+CASE = "4096x1024"
+BYTES = 2 * 4096 * 1024 * 4  # logical input + output bytes, float32
+METADATA = {"device_name": "NVIDIA H100 80GB HBM3", "sm_count": 132,
+            "ratio_reference": {"A": "fused"}}
+PASSED = {"experiment": "A", "variant": "fused", "mode": "stream", "case": CASE, "fixture": "pre0",
+          "max_abs_err": 1e-9, "max_tol_ratio": 0.01, "max_row_sum_err": 1e-7,
+          "finite_nonneg": True, "passed": True}
+FAILED = {"experiment": "A", "variant": "separate", "mode": "graph", "case": "7x781", "fixture": "pre1",
+          "max_abs_err": 1e-3, "max_tol_ratio": 50.0, "max_row_sum_err": 1e-7,
+          "finite_nonneg": True, "passed": False, "note": "mask"}
+
+
+def _timings():
+    """(variant, mode, metric, per, values by round 0..2)."""
+    table = [
+        ("fused", "stream", "event_us", "invocation", [10, 12, 8]),
+        ("separate", "stream", "event_us", "invocation", [40, 24, 36]),
+        ("fused", "stream", "host_completion_us", "invocation", [20, 22, 18]),
+        ("separate", "stream", "host_completion_us", "invocation", [50, 44, 60]),
+        ("fused", "stream", "batch_enqueue_us", "batch", [64, 64, 64]),
+        ("fused", "graph", "event_us", "invocation", [9, 9, 9]),
+    ]
+    records = []
+    for variant, mode, metric, per, values in table:
+        for rnd, value in enumerate(values):
+            records.append(Measurement("A", CASE, variant, mode, "bench0", rnd, metric, value, per,
+                                       bytes_moved=BYTES).to_record())
+    for rnd, value in enumerate([5.0, 7.0]):
+        records.append(Measurement("A", CASE, "none", "stream", "bench0", rnd,
+                                   "sync_baseline_us", value, "invocation").to_record())
+    return records
+
+
+def _make_run(path, timings, cases=(FAILED, PASSED), metadata=METADATA):
+    run = RunFolder(path)
+    run.write_json("metadata.json", metadata)
+    for record in cases:
+        run.append_jsonl("cases.jsonl", record)
+    for record in timings:
+        run.append_jsonl("timings.jsonl", record)
+    return run
+
+
+def _rows(markdown):
+    """Cells of every markdown table data/header row (separator rows skipped)."""
+    rows = []
+    for line in markdown.splitlines():
+        if line.startswith("|") and not set(line) <= set("|-: "):
+            rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+@pytest.fixture
+def summary(tmp_path):
+    run = _make_run(tmp_path / "run", _timings(), cases=(PASSED, FAILED))
+    return write_summary(run).read_text()
+
+
+def test_case_table_has_hand_computed_stats_and_logical_gbps(summary):
+    rows = _rows(summary)
+    # fused events 8, 10, 12 -> median 10, p10 8.4, p90 11.6; 33554432 B / 10 us = 3355.4 GB/s
+    # batch_enqueue 64 us per batch of 32 -> 2 us per invocation
+    assert ["fused", "stream", "bench0", "20.000 / 18.400 / 21.600 (n=3)", "2.000 / 2.000 / 2.000 (n=3)",
+            "-", "10.000 / 8.400 / 11.600 (n=3)", "3355.4"] in rows
+    assert ["separate", "stream", "bench0", "50.000 / 45.200 / 58.000 (n=3)", "-", "-",
+            "36.000 / 26.400 / 39.200 (n=3)", "932.1"] in rows
+    assert ["fused", "graph", "bench0", "-", "-", "-", "9.000 / 9.000 / 9.000 (n=3)", "3728.3"] in rows
+    assert "GB/s (logical bytes / event time)" in summary
+    assert f"Logical bytes per invocation: {BYTES}." in summary
+
+
+def test_ratio_table_uses_paired_rounds_not_ratio_of_medians(summary):
+    rows = _rows(summary)
+    # event ratios separate/fused per round: 4, 2, 4.5 -> median 4 (ratio of medians would be 3.6)
+    assert ["stream", "separate", "fused", "event_us", "3", "4.0000", "2.4000", "4.4000"] in rows
+    # host ratios: 2.5, 2, 3.3333 -> median 2.5, p10 2.1, p90 2.5 + 0.8 * 0.8333
+    assert ["stream", "separate", "fused", "host_completion_us", "3", "2.5000", "2.1000", "3.1667"] in rows
+    assert ["graph", "separate", "fused", "event_us", "0", "-", "-", "-"] in rows
+    assert "3.6000" not in summary
+
+
+def test_baseline_is_reported_and_not_subtracted(summary):
+    assert ["A", CASE, "none", "stream", "6.000 / 5.200 / 6.800 (n=2)"] in _rows(summary)
+    assert "**not subtracted**" in summary
+
+
+def test_correctness_counts_and_failures_first(summary):
+    assert "**1 passed, 1 failed** of 2 correctness records." in summary
+    status_rows = [r for r in _rows(summary) if r[0] in ("pass", "FAIL")]
+    assert [r[0] for r in status_rows] == ["FAIL", "pass"]
+    assert status_rows[0][:4] == ["FAIL", "A", "7x781", "separate"]
+    assert status_rows[0][-1] == "note=mask"
+    assert "NO TIMINGS" not in summary
+    assert "not admissible" not in summary  # the failed case (7x781) has no timings
+
+
+def test_metadata_is_listed(summary):
+    rows = _rows(summary)
+    assert ["device_name", "NVIDIA H100 80GB HBM3"] in rows
+    assert ["sm_count", "132"] in rows
+
+
+def test_summary_is_deterministic_across_record_order(tmp_path, summary):
+    reversed_run = _make_run(tmp_path / "reversed", list(reversed(_timings())), cases=(PASSED, FAILED))
+    assert write_summary(reversed_run).read_text() == summary
+    assert write_summary(reversed_run).read_text() == summary
+
+
+def test_failed_case_timings_are_flagged(tmp_path):
+    failed_timed = {**FAILED, "case": CASE}
+    run = _make_run(tmp_path / "run", _timings(), cases=(failed_timed,))
+    text = write_summary(run).read_text()
+    assert "FAILED correctness records; its timings are not admissible" in text
+
+
+def test_missing_ratio_reference_is_stated(tmp_path):
+    run = _make_run(tmp_path / "run", _timings(), metadata={"device_name": "x"})
+    text = write_summary(run).read_text()
+    assert "No ratio reference for experiment A" in text
+    assert "4.0000" not in text
+
+
+def test_no_timings_notice_is_loud_and_gives_the_reason(tmp_path):
+    metadata = {"timing_disabled_reason": "CUDA simulator run: correctness only"}
+    run = _make_run(tmp_path / "run", [], cases=(PASSED,), metadata=metadata)
+    text = write_summary(run).read_text()
+    assert "## NO TIMINGS WERE TAKEN" in text
+    assert "> Reason: CUDA simulator run: correctness only" in text
+    assert "MISSING FILE: timings.jsonl" in text
+    assert "## Timings" not in text
+    assert "**1 passed, 0 failed**" in text
+
+
+def test_no_timings_without_a_reason_says_so(tmp_path):
+    run = _make_run(tmp_path / "run", [], cases=(PASSED,), metadata={"device_name": "sim"})
+    (tmp_path / "run" / "timings.jsonl").write_text("")  # present but empty
+    text = write_summary(run).read_text()
+    assert "## NO TIMINGS WERE TAKEN" in text
+    assert "NOT RECORDED" in text
+    assert "MISSING FILE" not in text

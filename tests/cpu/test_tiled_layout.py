@@ -1,0 +1,204 @@
+"""Experiment B host side: packed tile layout, exact DAG counters and their verification.
+
+Pure numpy: no device arrays are touched, so this file gives the same answers with or
+without the simulator (it may share a pytest process with tests/sim).
+"""
+
+import numpy as np
+import pytest
+
+from numba_softmax.cases import (BALANCED_ROW_LENGTH, EXPERIMENT_B_CASES, RAGGED_LONG_ROW,
+                                 RAGGED_SHORT_ROW, TILE_ELEMENTS, row_lengths_for)
+from numba_softmax.kernels.persistent import (COUNTER_INITIAL, COUNTER_NAMES, COUNTER_SLOTS,
+                                              ERR_COMPLETION_TIMEOUT, ERR_FIFO_OVERFLOW,
+                                              ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE,
+                                              ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER)
+from numba_softmax.tiled import (QueueStateError, build_layout, check_layout, describe_error,
+                                 expected_counters, verify_counters, verify_queue)
+
+
+@pytest.mark.parametrize("case", EXPERIMENT_B_CASES, ids=lambda c: c.name)
+def test_protocol_cases_have_eight_tiles_per_row_on_average(case):
+    layout = build_layout(case.row_lengths())
+    assert layout.tile_elements == TILE_ELEMENTS == 1024
+    assert layout.rows == case.rows
+    assert layout.n_tiles == 8 * case.rows
+    assert layout.total_elements == 8192 * case.rows
+    assert layout.fifo_capacity == case.rows + layout.n_tiles
+    # Every protocol row length is a multiple of 1024: no masked tile anywhere.
+    assert np.all(layout.tile_len == 1024)
+    assert check_layout(layout)
+
+
+def test_balanced_layout_arrays():
+    layout = build_layout(row_lengths_for(128, "balanced"))
+    assert np.all(layout.row_tile_count == 8)
+    assert np.array_equal(layout.row_first_tile, np.arange(0, 1024, 8, dtype=np.int32))
+    assert np.array_equal(layout.tile_row, np.repeat(np.arange(128, dtype=np.int32), 8))
+    assert np.array_equal(layout.tile_start, np.arange(1024, dtype=np.int64) * 1024)
+    assert np.array_equal(layout.row_offsets, np.arange(129, dtype=np.int64) * BALANCED_ROW_LENGTH)
+    assert layout.tile_row.dtype == np.int32 and layout.tile_start.dtype == np.int64
+    assert layout.tile_len.dtype == np.int32 and layout.row_first_tile.dtype == np.int32
+    assert layout.row_tile_count.dtype == np.int32 and layout.row_offsets.dtype == np.int64
+
+
+def test_ragged_layout_has_36_tiles_for_the_long_row_and_4_for_the_short():
+    lengths = row_lengths_for(512, "ragged")
+    layout = build_layout(lengths)
+    long_rows = np.flatnonzero(lengths == RAGGED_LONG_ROW)
+    short_rows = np.flatnonzero(lengths == RAGGED_SHORT_ROW)
+    assert long_rows.size == 64 and short_rows.size == 448
+    assert np.all(layout.row_tile_count[long_rows] == 36)
+    assert np.all(layout.row_tile_count[short_rows] == 4)
+    # The permutation is not the trivial order, and the tiles follow the row order.
+    assert long_rows[0] != 0 or long_rows[1] != 8
+    r = int(long_rows[0])
+    first = int(layout.row_first_tile[r])
+    tiles = np.arange(first, first + 36)
+    assert np.all(layout.tile_row[tiles] == r)
+    assert np.array_equal(layout.tile_start[tiles], layout.row_offsets[r] + 1024 * np.arange(36))
+
+
+def test_partial_last_tiles_are_masked_lengths():
+    layout = build_layout(np.array([1000, 1025, 2048, 1, 3000]))
+    assert layout.tile_len.tolist() == [1000, 1024, 1, 1024, 1024, 1, 1024, 1024, 952]
+    assert layout.row_tile_count.tolist() == [1, 2, 2, 1, 3]
+    assert layout.row_first_tile.tolist() == [0, 1, 3, 5, 6]
+    assert layout.tile_row.tolist() == [0, 1, 1, 2, 2, 3, 4, 4, 4]
+    assert layout.tile_start.tolist() == [0, 1000, 2024, 2025, 3049, 4073, 4074, 5098, 6122]
+    assert layout.total_elements == 7074
+
+
+def test_tile_size_is_a_layout_parameter():
+    layout = build_layout([100, 300, 64, 1], tile_elements=64)
+    assert layout.tile_elements == 64
+    assert layout.tile_len.tolist() == [64, 36, 64, 64, 64, 64, 44, 64, 1]
+    assert layout.row_tile_count.tolist() == [2, 5, 1, 1]
+    big = build_layout([700], tile_elements=320)
+    assert big.tile_len.tolist() == [320, 320, 60]
+
+
+@pytest.mark.parametrize("tile_elements", [0, -4, 1025, 4096])
+def test_tile_size_outside_the_helpers_range_is_rejected(tile_elements):
+    with pytest.raises(ValueError, match="tile_elements"):
+        build_layout([100], tile_elements=tile_elements)
+
+
+@pytest.mark.parametrize("lengths, message", [
+    (np.zeros(0, dtype=np.int64), "zero rows"),
+    ([5, 0, 3], "row 1 is empty"),
+    ([4, -2], "row 1 is empty"),
+    ([[1, 2]], "1-D integer"),
+    ([1.5, 2.0], "1-D integer"),
+])
+def test_bad_row_lengths_are_rejected(lengths, message):
+    with pytest.raises(ValueError, match=message):
+        build_layout(np.array(lengths))
+
+
+def test_check_layout_catches_a_gap():
+    layout = build_layout([100, 300], tile_elements=64)
+    broken = layout.__class__(**{**layout.__dict__, "tile_start": layout.tile_start + np.int64(1)})
+    with pytest.raises(AssertionError, match="back to back"):
+        check_layout(broken)
+
+
+# ---- counters ------------------------------------------------------------------------------
+
+def _layout():
+    return build_layout(row_lengths_for(128, "balanced"))
+
+
+def test_expected_counters_are_exact():
+    layout = _layout()  # 128 rows, 1024 tiles
+    assert expected_counters(layout) == {
+        "a_next": 1024, "fifo_head": 1152, "fifo_tail": 1152, "c_done": 1024,
+        "error_code": 0, "error_task": -1, "error_waited_on": -1, "error_worker": -1,
+    }
+    ragged = build_layout(row_lengths_for(2048, "ragged"))
+    exp = expected_counters(ragged)
+    assert exp["a_next"] == exp["c_done"] == 16384
+    assert exp["fifo_head"] == exp["fifo_tail"] == 2048 + 16384
+
+
+def test_counter_layout_matches_the_names():
+    assert COUNTER_SLOTS == len(COUNTER_NAMES) == len(COUNTER_INITIAL) == 8
+    assert COUNTER_NAMES[ERROR_CODE] == "error_code"
+    assert COUNTER_INITIAL[ERROR_TASK:] == (-1, -1, -1)
+
+
+def _good_counters(layout):
+    exp = expected_counters(layout)
+    return np.array([exp[name] for name in COUNTER_NAMES], dtype=np.int32)
+
+
+def test_verify_counters_accepts_the_exact_state():
+    layout = _layout()
+    assert verify_counters(_good_counters(layout), layout) == expected_counters(layout)
+
+
+@pytest.mark.parametrize("name, value", [("a_next", 1023), ("fifo_head", 1151), ("fifo_tail", 1153),
+                                         ("c_done", 1000), ("error_task", 5)])
+def test_verify_counters_rejects_a_wrong_value_and_names_it(name, value):
+    layout = _layout()
+    counters = _good_counters(layout)
+    counters[COUNTER_NAMES.index(name)] = value
+    expected = expected_counters(layout)[name]
+    with pytest.raises(QueueStateError, match=f"{name} = {value}, expected {expected}"):
+        verify_counters(counters, layout)
+
+
+@pytest.mark.parametrize("code, task, waited, words", [
+    (ERR_READY_TIMEOUT, -1, 17, ["error_code 1", "worker 3", "FIFO slot 17", "ready flag"]),
+    (ERR_COMPLETION_TIMEOUT, -1, 1000, ["error_code 2", "completion", "c_done was 1000 of 1024"]),
+    (ERR_INVALID_TASK, 99999, 40, ["error_code 3", "invalid task id 99999", "FIFO slot 40",
+                                   "0..1151"]),
+    (ERR_FIFO_OVERFLOW, 7, 1152, ["error_code 4", "task 7", "slot 1152", "capacity 1152"]),
+])
+def test_verify_counters_decodes_a_recorded_error(code, task, waited, words):
+    layout = _layout()
+    counters = _good_counters(layout)
+    counters[ERROR_CODE], counters[ERROR_TASK] = code, task
+    counters[ERROR_WAITED_ON], counters[ERROR_WORKER] = waited, 3
+    with pytest.raises(QueueStateError) as info:
+        verify_counters(counters, layout)
+    for word in words:
+        assert word in str(info.value)
+    assert describe_error(counters, layout) in str(info.value)
+
+
+def _good_queue(layout):
+    order = []
+    for r in range(layout.rows):  # B(r) then its C tiles: one valid FIFO order
+        order.append(r)
+        first = int(layout.row_first_tile[r])
+        order.extend(layout.rows + t for t in range(first, first + int(layout.row_tile_count[r])))
+    return {"counters": _good_counters(layout),
+            "row_arrivals": layout.row_tile_count.copy(),
+            "fifo_slots": np.array(order, dtype=np.int32),
+            "fifo_ready": np.ones(layout.fifo_capacity, dtype=np.int32)}
+
+
+def test_verify_queue_accepts_a_valid_fifo():
+    layout = build_layout([100, 300, 64], tile_elements=64)
+    assert verify_queue(_good_queue(layout), layout)
+
+
+def test_verify_queue_rejects_a_c_task_before_its_b():
+    layout = build_layout([100, 300, 64], tile_elements=64)
+    state = _good_queue(layout)
+    state["fifo_slots"][[0, 1]] = state["fifo_slots"][[1, 0]]  # C(0) before B(0)
+    with pytest.raises(QueueStateError, match=r"C tiles \[0\] published before their row's B"):
+        verify_queue(state, layout)
+
+
+def test_verify_queue_rejects_a_duplicate_task_missing_flag_and_wrong_arrivals():
+    layout = build_layout([100, 300, 64], tile_elements=64)
+    state = _good_queue(layout)
+    state["fifo_slots"][-1] = state["fifo_slots"][0]
+    state["fifo_ready"][2] = 0
+    state["row_arrivals"][1] = 4
+    with pytest.raises(QueueStateError) as info:
+        verify_queue(state, layout)
+    text = str(info.value)
+    assert "not a permutation" in text and "slots [2]" in text and "row_arrivals[1] = 4, expected 5" in text

@@ -1,0 +1,127 @@
+"""Experiment B kernels' sm_90 PTX: numerics policy, ordering instructions, controls.
+
+The PTX is compiled in a child process with the real CUDA target (no GPU needed),
+so this file gives the same answers whether or not this pytest process imported
+numba in simulator mode (tests/sim's conftest turns it on process-wide).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from numba_softmax.ptx import check_policy, instruction_histogram, ptxas_resources
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TILED_KERNELS = ("tile_summary_kernel", "row_combine_kernel", "tile_normalize_kernel",
+                 "persistent_tiles", "init_queue_kernel")
+CONTROLS = ("unacquired_slot_read", "first_producer_publishes_b")
+
+ACQUIRE = "ld.acquire.gpu.global.u32"
+RELAXED = "ld.relaxed.gpu.global.u32"
+RELEASE = "st.release.gpu.global.u32"
+ACQ_REL_ADD = "atom.acq_rel.gpu.global.add.u32"
+RELEASE_ADD = "atom.release.gpu.global.add.u32"
+ORDERING = (ACQUIRE, RELAXED, RELEASE, ACQ_REL_ADD, RELEASE_ADD)
+
+_CHILD = textwrap.dedent("""
+    import json, sys
+    from numba_softmax.kernels import persistent
+    from numba_softmax.kernels.registry import KERNELS
+    from numba_softmax.ptx import kernel_ptx
+    out = {"kernels": {}, "controls": {}, "fastmath": {}}
+    for name in sys.argv[2:]:
+        dispatcher, signature = KERNELS[name]
+        out["kernels"][name] = kernel_ptx(dispatcher, signature)
+        out["fastmath"][name] = dispatcher.targetoptions.get("fastmath")
+    for name in persistent.NEGATIVE_CONTROLS:
+        kernel = persistent.negative_control_kernel(name)
+        out["controls"][name] = kernel_ptx(kernel, persistent.SIGNATURES["persistent_tiles"])
+        out["fastmath"][name] = kernel.targetoptions.get("fastmath")
+    out["registered"] = sorted(KERNELS)
+    with open(sys.argv[1], "w") as handle:
+        json.dump(out, handle)
+""")
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiled_ptx") / "ptx.json"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(path), *TILED_KERNELS],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    with open(path) as handle:
+        return json.load(handle)
+
+
+@pytest.mark.parametrize("name", TILED_KERNELS)
+def test_tiled_kernel_obeys_the_numerics_policy(compiled, name):
+    report = check_policy(name, compiled["kernels"][name])
+    assert report.ok, report.violations
+    assert not report.local_memory
+    assert compiled["fastmath"][name] is False
+
+
+@pytest.mark.parametrize("name", CONTROLS)
+def test_negative_control_builds_also_obey_the_numerics_policy(compiled, name):
+    # They break ordering rules, not arithmetic: the policy check must still pass.
+    assert check_policy(name, compiled["controls"][name]).ok
+
+
+def test_separate_kernels_expf_and_division_counts(compiled):
+    a = check_policy("a", compiled["kernels"]["tile_summary_kernel"])
+    c = check_policy("c", compiled["kernels"]["tile_normalize_kernel"])
+    assert a.expf_count == 4 and a.divisions == {}               # 4 values per thread
+    assert c.expf_count == 4 and c.divisions == {"div.rn.f32": 4}
+    assert a.rounded_arith["sub"] == 4 and c.rounded_arith["sub"] == 4
+
+
+def test_persistent_kernel_has_device_scope_acquire_release(compiled):
+    hist = instruction_histogram(compiled["kernels"]["persistent_tiles"])
+    # ready-flag wait (first poll + loop), c_done termination check
+    assert hist[ACQUIRE] == 3
+    assert hist[RELEASE] >= 1            # ready flag after each published task
+    assert hist[ACQ_REL_ADD] == 1        # row arrival after A
+    assert hist[RELEASE_ADD] == 1        # c_done after C
+    assert hist[RELAXED] >= 3            # error_code, fifo_head, fifo_tail, a_next polls
+    assert hist.get("nanosleep.u32", 0) >= 2  # bounded waits back off
+    assert hist.get("cvta.to.global.u64", 0) >= 1
+
+
+def test_persistent_kernel_is_cooperative(compiled):
+    ptx = compiled["kernels"]["persistent_tiles"]
+    assert "cudaCGGetIntrinsicHandle" in ptx and "cudaCGSynchronize" in ptx
+
+
+def test_plain_kernels_use_no_ordering_instructions(compiled):
+    for name in ("tile_summary_kernel", "row_combine_kernel", "tile_normalize_kernel",
+                 "init_queue_kernel"):
+        hist = instruction_histogram(compiled["kernels"][name])
+        assert not any(hist.get(op) for op in ORDERING), name
+        assert "cudaCGSynchronize" not in compiled["kernels"][name]
+
+
+def test_negative_controls_differ_only_where_intended(compiled):
+    perf = instruction_histogram(compiled["kernels"]["persistent_tiles"])
+    unacquired = instruction_histogram(compiled["controls"]["unacquired_slot_read"])
+    first = instruction_histogram(compiled["controls"]["first_producer_publishes_b"])
+    assert unacquired[ACQUIRE] == perf[ACQUIRE] - 2    # no ready-flag acquire loop
+    assert first[ACQUIRE] == perf[ACQUIRE]
+    for control in CONTROLS:
+        assert control not in compiled["kernels"]["persistent_tiles"]
+        assert f"persistent_tiles_control_{control}" in compiled["controls"][control]
+    assert not any("control" in name for name in compiled["registered"])
+
+
+@pytest.mark.parametrize("name", TILED_KERNELS)
+def test_tiled_kernel_resources(compiled, name):
+    resources = ptxas_resources(compiled["kernels"][name])
+    if resources is None:
+        pytest.skip("ptxas not installed: register/stack figures unavailable")
+    assert "error" not in resources, resources
+    assert resources["stack_frame_bytes"] == 0
+    assert resources["spill_store_bytes"] == 0 and resources["spill_load_bytes"] == 0
