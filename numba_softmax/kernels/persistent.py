@@ -213,12 +213,17 @@ def _make_next_task(acquire_ready):
                                 return int32(KIND_EXIT), int32(-1)
                             backoff(waits)
                     return decode_fifo_task(fifo_slots[head], head, rows, n_tiles, counters)
+                # Lost the race for this slot: back off before retrying, otherwise every
+                # idle worker hammers the same counter word with CAS (measured on the H200:
+                # ~1 ms per invocation with 528 workers retrying without a pause).
+                backoff(polls)
             else:
                 a = load_relaxed_gpu(counters, A_NEXT)
                 if a < n_tiles:
                     # 2. claim the next producer tile.
                     if cuda.atomic.cas(counters, A_NEXT, a, a + 1) == a:
                         return int32(KIND_A), int32(a)
+                    backoff(polls)
                 elif load_acquire_gpu(counters, C_DONE) >= n_tiles:
                     # 3. every C tile finished.
                     return int32(KIND_EXIT), int32(-1)
