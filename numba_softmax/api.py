@@ -1,4 +1,4 @@
-"""Public API: ``softmax`` (Experiment A kernels) and ``tiled_softmax`` (Experiment B)."""
+"""Public API of Experiment A: ``softmax`` (``tiled_softmax`` lives in :mod:`numba_softmax.tiled`)."""
 
 import numpy as np
 from numba import cuda

@@ -328,7 +328,7 @@ def expected_counters(layout):
     * c_done == n_tiles              every C tile finished
     * error_code == 0; error_task == error_waited_on == error_worker == -1 (untouched)
     """
-    expected = dict(zip(COUNTER_NAMES, COUNTER_INITIAL))
+    expected = dict(zip(COUNTER_NAMES, COUNTER_INITIAL, strict=True))
     expected.update(a_next=layout.n_tiles, fifo_head=layout.fifo_capacity,
                     fifo_tail=layout.fifo_capacity, c_done=layout.n_tiles)
     return expected

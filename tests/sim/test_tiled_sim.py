@@ -149,14 +149,14 @@ def test_launch_lists_of_the_three_schedulers():
     buffers = TiledBuffers.allocate(build_layout(lengths, tile), packed_fixture(family, lengths))
     n_tiles = buffers.n_tiles
     separate = tiled_launches("separate", buffers)
-    assert [l.kernel for l in separate] == [tile_summary_kernel, row_combine_kernel, tile_normalize_kernel]
-    assert [l.grid for l in separate] == [(n_tiles,), (1,), (n_tiles,)]
-    assert all(l.block == (256,) for l in separate)
+    assert [launch.kernel for launch in separate] == [tile_summary_kernel, row_combine_kernel, tile_normalize_kernel]
+    assert [launch.grid for launch in separate] == [(n_tiles,), (1,), (n_tiles,)]
+    assert all(launch.block == (256,) for launch in separate)
     phased = tiled_launches("phased", buffers, 1)
     assert len(phased) == 1 and phased[0].kernel is persistent_tiles
     assert phased[0].grid == (1,) and phased[0].args[0] == MODE_PHASED
     dag = tiled_launches("dag", buffers, 1)
-    assert [l.kernel for l in dag] == [init_queue_kernel, persistent_tiles]
+    assert [launch.kernel for launch in dag] == [init_queue_kernel, persistent_tiles]
     assert dag[1].args[0] == MODE_DAG and dag[1].args[1:] == phased[0].args[1:]
     assert dag[0].args[0] is buffers.counters  # fixed pointers: the same device arrays
     with pytest.raises(ValueError, match="workers=1"):
