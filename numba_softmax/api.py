@@ -5,36 +5,10 @@ from numba import cuda
 
 from .kernels.fused_row import fused_launches
 from .kernels.row_stages import stages_launches
-from .numerics import SIMULATOR
+from .launch.submit import run_launches
 from .validation import is_device_array, validate_matrix
 
 METHODS = ("fused", "stages")
-
-_default_stream = None
-
-
-def _stream(stream):
-    """The launch-layer stream for a call (GPU only)."""
-    global _default_stream
-    from .launch.driver import Stream
-    if stream is not None:
-        return Stream.wrap(stream)
-    if _default_stream is None:
-        _default_stream = Stream()
-    return _default_stream
-
-
-def _run(launches, stream):
-    """Submit launches: cuda-python launch layer on a GPU, Numba's dispatcher in the simulator."""
-    if SIMULATOR:
-        from .launch.plan import run_launches_with_dispatcher
-        run_launches_with_dispatcher(launches)
-        return
-    from .launch.driver import Invocation
-    launch_stream = _stream(stream)
-    Invocation.from_launches("api", launches).enqueue(launch_stream)
-    launch_stream.synchronize()
-
 
 def softmax(x, method="fused", out=None, stream=None):
     """Row-wise stable softmax of a float32 C-contiguous 2-D array.
@@ -59,7 +33,7 @@ def softmax(x, method="fused", out=None, stream=None):
                                    cuda.device_array(rows, dtype=np.float32),
                                    cuda.device_array((rows, cols), dtype=np.float32),
                                    cuda.device_array(rows, dtype=np.float32))
-    _run(launches, stream)
+    run_launches(launches, stream, name=f"softmax-{method}")
     if on_device:
         return d_y
     if out is not None:

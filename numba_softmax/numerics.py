@@ -144,43 +144,35 @@ else:
 
     _FULL_MASK = 0xFFFFFFFF
 
-    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-    def block_reduce_max(value, partials):
-        """Max over the block. ``partials``: shared float32[WARPS_PER_BLOCK]."""
-        offset = WARP_SIZE // 2
-        while offset > 0:
-            value = f32_max(value, cuda.shfl_xor_sync(_FULL_MASK, value, offset))
-            offset //= 2
-        lane = cuda.threadIdx.x % WARP_SIZE
-        warp = cuda.threadIdx.x // WARP_SIZE
-        if lane == 0:
-            partials[warp] = value
-        cuda.syncthreads()
-        total = partials[0]
-        for w in range(1, cuda.blockDim.x // WARP_SIZE):
-            total = f32_max(total, partials[w])
-        # The partials array is reused by the next reduction: nobody may overwrite it
-        # before every thread has read it.
-        cuda.syncthreads()
-        return total
+    def _make_block_reduce(combine, doc):
+        """One block reduction per combining operation (max, add), same order for both."""
 
-    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-    def block_reduce_sum(value, partials):
-        """Sum over the block. ``partials``: shared float32[WARPS_PER_BLOCK]."""
-        offset = WARP_SIZE // 2
-        while offset > 0:
-            value = f32_add(value, cuda.shfl_xor_sync(_FULL_MASK, value, offset))
-            offset //= 2
-        lane = cuda.threadIdx.x % WARP_SIZE
-        warp = cuda.threadIdx.x // WARP_SIZE
-        if lane == 0:
-            partials[warp] = value
-        cuda.syncthreads()
-        total = partials[0]
-        for w in range(1, cuda.blockDim.x // WARP_SIZE):
-            total = f32_add(total, partials[w])
-        cuda.syncthreads()
-        return total
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def block_reduce(value, partials):
+            offset = WARP_SIZE // 2
+            while offset > 0:
+                value = combine(value, cuda.shfl_xor_sync(_FULL_MASK, value, offset))
+                offset //= 2
+            lane = cuda.threadIdx.x % WARP_SIZE
+            warp = cuda.threadIdx.x // WARP_SIZE
+            if lane == 0:
+                partials[warp] = value
+            cuda.syncthreads()
+            total = partials[0]
+            for w in range(1, cuda.blockDim.x // WARP_SIZE):
+                total = combine(total, partials[w])
+            # The partials array is reused by the next reduction: nobody may overwrite it
+            # before every thread has read it.
+            cuda.syncthreads()
+            return total
+
+        block_reduce.__doc__ = doc
+        return block_reduce
+
+    block_reduce_max = _make_block_reduce(
+        f32_max, "Max over the block. ``partials``: shared float32[WARPS_PER_BLOCK].")
+    block_reduce_sum = _make_block_reduce(
+        f32_add, "Sum over the block. ``partials``: shared float32[WARPS_PER_BLOCK].")
 
 
 def host_block_reduce(values, is_max):

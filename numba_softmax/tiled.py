@@ -32,7 +32,8 @@ from .kernels.persistent import (A_NEXT, C_DONE, COUNTER_INITIAL, COUNTER_NAMES,
                                  persistent_args, persistent_tiles, phased_launches)
 from .kernels.tiles import MAX_TILE_ELEMENTS, separate_launches
 from .numerics import BLOCK_THREADS, SIMULATOR
-from .validation import validate_packed
+from .launch.submit import launch_stream, run_launches
+from .validation import validate_packed, validate_row_lengths
 
 SCHEDULERS = EXPERIMENT_B_SCHEDULERS  # ("separate", "phased", "dag")
 _INT32_MAX = np.iinfo(np.int32).max
@@ -70,26 +71,13 @@ class TiledLayout:
         return self.rows + self.n_tiles
 
 
-def _check_row_lengths(row_lengths):
-    lengths = np.asarray(row_lengths)
-    if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
-        raise ValueError(f"row_lengths must be a 1-D integer array, got {lengths.dtype} shape {lengths.shape}")
-    if lengths.size == 0:
-        raise ValueError("row_lengths is empty: zero rows")
-    empty = np.flatnonzero(lengths <= 0)
-    if empty.size:
-        raise ValueError(f"row {int(empty[0])} is empty (length {int(lengths[empty[0]])}); "
-                         "every row needs at least one element")
-    return lengths.astype(np.int64)
-
-
 def build_layout(row_lengths, tile_elements=TILE_ELEMENTS):
     """Cut packed rows into tiles of ``tile_elements`` (the last tile of a row masked)."""
     tile_elements = int(tile_elements)
     if not 1 <= tile_elements <= MAX_TILE_ELEMENTS:
         raise ValueError(f"tile_elements must be in [1, {MAX_TILE_ELEMENTS}] "
                          f"({BLOCK_THREADS} threads x 4 values), got {tile_elements}")
-    lengths = _check_row_lengths(row_lengths)
+    lengths = validate_row_lengths(row_lengths)
     rows = lengths.size
     row_offsets = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(lengths, out=row_offsets[1:])
@@ -422,33 +410,6 @@ class TiledResult:
     queue: dict = field(default=None)  # dag only: counters, row_arrivals, fifo_slots, fifo_ready
 
 
-_default_stream = None
-
-
-def _driver_stream(stream):
-    global _default_stream
-    from .launch.driver import Stream
-    if isinstance(stream, Stream):
-        return stream
-    if stream is not None:
-        return Stream.wrap(stream)
-    if _default_stream is None:
-        _default_stream = Stream()
-    return _default_stream
-
-
-def run_launches(launches, stream=None, name="tiled"):
-    """Simulator: Numba's dispatcher. GPU: the cuda-python launch layer, then synchronize."""
-    if SIMULATOR:
-        from .launch.plan import run_launches_with_dispatcher
-        run_launches_with_dispatcher(launches)
-        return
-    from .launch.driver import Invocation
-    launch_stream = _driver_stream(stream)
-    Invocation.from_launches(name, launches).enqueue(launch_stream)
-    launch_stream.synchronize()
-
-
 def tiled_softmax(values, row_lengths, scheduler="separate", workers=None, stream=None,
                   tile_elements=TILE_ELEMENTS, max_polls=DEFAULT_MAX_POLLS, buffers=None,
                   verify=True):
@@ -464,8 +425,8 @@ def tiled_softmax(values, row_lengths, scheduler="separate", workers=None, strea
     host, lengths = validate_packed(values, row_lengths)
     layout = build_layout(lengths, tile_elements) if buffers is None else buffers.layout
     # Host-to-device copies go on the launch stream itself (it is non-blocking).
-    launch_stream = None if SIMULATOR else _driver_stream(stream)
-    copy_stream = 0 if SIMULATOR else launch_stream.numba
+    target = None if SIMULATOR else launch_stream(stream)
+    copy_stream = 0 if SIMULATOR else target.numba
     if buffers is None:
         buffers = TiledBuffers.allocate(layout, host, stream=copy_stream)
     else:
@@ -476,7 +437,7 @@ def tiled_softmax(values, row_lengths, scheduler="separate", workers=None, strea
     if scheduler != "separate":
         chosen = worker_plan(buffers, workers).workers
     launches = tiled_launches(scheduler, buffers, chosen, max_polls)
-    run_launches(launches, launch_stream, name=f"tiled-{scheduler}")
+    run_launches(launches, target, name=f"tiled-{scheduler}")
     # run_launches synchronized the stream: plain device-to-host copies are safe now.
     result = TiledResult(scheduler=scheduler, layout=layout, out=buffers.out.copy_to_host(),
                          workers=chosen, **buffers.intermediates())

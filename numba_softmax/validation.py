@@ -79,15 +79,8 @@ def validate_matrix(x, what="input"):
     return host
 
 
-def validate_packed(values, row_lengths, what="values"):
-    """Validate packed rows; return (host float32 values, int64 row lengths)."""
-    host = _host_view(values, what)
-    if host.dtype != np.float32:
-        raise ValueError(f"{what} must be float32, got {host.dtype}")
-    if host.ndim != 1:
-        raise ValueError(f"{what} must be 1-D packed rows, got {host.ndim}-D shape {host.shape}")
-    if not host.flags.c_contiguous:
-        raise ValueError(f"{what} must be contiguous, got strides {host.strides}")
+def validate_row_lengths(row_lengths):
+    """A 1-D integer array of positive row lengths, returned as int64."""
     lengths = np.asarray(row_lengths)
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
         raise ValueError(f"row_lengths must be a 1-D integer array, got {lengths.dtype} shape {lengths.shape}")
@@ -97,7 +90,19 @@ def validate_packed(values, row_lengths, what="values"):
     if empty.size:
         raise ValueError(f"row {int(empty[0])} is empty (length {int(lengths[empty[0]])}); "
                          "every row needs at least one element")
-    lengths = lengths.astype(np.int64)
+    return lengths.astype(np.int64)
+
+
+def validate_packed(values, row_lengths, what="values"):
+    """Validate packed rows; return (host float32 values, int64 row lengths)."""
+    host = _host_view(values, what)
+    if host.dtype != np.float32:
+        raise ValueError(f"{what} must be float32, got {host.dtype}")
+    if host.ndim != 1:
+        raise ValueError(f"{what} must be 1-D packed rows, got {host.ndim}-D shape {host.shape}")
+    if not host.flags.c_contiguous:
+        raise ValueError(f"{what} must be contiguous, got strides {host.strides}")
+    lengths = validate_row_lengths(row_lengths)
     if int(lengths.sum()) != host.size:
         raise ValueError(f"row lengths sum to {int(lengths.sum())} but {what} holds {host.size} elements")
     _first_nonfinite(host, what, lengths)
