@@ -62,15 +62,21 @@ def _first_nonfinite(host, what, row_lengths=None):
                      "only finite inputs are in scope")
 
 
-def validate_matrix(x, what="input"):
-    """Validate a (rows, cols) float32 C-contiguous matrix; return its host copy."""
+def _float32_contiguous(x, what, ndim, rank_text):
+    """Host view of ``x`` after the dtype, rank and layout checks shared by every input."""
     host = _host_view(x, what)
     if host.dtype != np.float32:
         raise ValueError(f"{what} must be float32, got {host.dtype}")
-    if host.ndim != 2:
-        raise ValueError(f"{what} must be 2-D (rows, columns), got {host.ndim}-D shape {host.shape}")
+    if host.ndim != ndim:
+        raise ValueError(f"{what} must be {rank_text}, got {host.ndim}-D shape {host.shape}")
     if not host.flags.c_contiguous:
         raise ValueError(f"{what} must be C-contiguous, got strides {host.strides} for shape {host.shape}")
+    return host
+
+
+def validate_matrix(x, what="input"):
+    """Validate a (rows, cols) float32 C-contiguous matrix; return its host copy."""
+    host = _float32_contiguous(x, what, 2, "2-D (rows, columns)")
     if host.shape[0] == 0:
         raise ValueError(f"{what} has zero rows")
     if host.shape[1] == 0:
@@ -95,13 +101,7 @@ def validate_row_lengths(row_lengths):
 
 def validate_packed(values, row_lengths, what="values"):
     """Validate packed rows; return (host float32 values, int64 row lengths)."""
-    host = _host_view(values, what)
-    if host.dtype != np.float32:
-        raise ValueError(f"{what} must be float32, got {host.dtype}")
-    if host.ndim != 1:
-        raise ValueError(f"{what} must be 1-D packed rows, got {host.ndim}-D shape {host.shape}")
-    if not host.flags.c_contiguous:
-        raise ValueError(f"{what} must be contiguous, got strides {host.strides}")
+    host = _float32_contiguous(values, what, 1, "1-D packed rows")
     lengths = validate_row_lengths(row_lengths)
     if int(lengths.sum()) != host.size:
         raise ValueError(f"row lengths sum to {int(lengths.sum())} but {what} holds {host.size} elements")
