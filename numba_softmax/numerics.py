@@ -26,9 +26,12 @@ Why each piece looks the way it does
   thread folds the per-warp partials sequentially, warp 0 first. Floating-point
   addition is commutative, so all lanes of a warp end with the same bits, and the
   result does not depend on timing. Per-thread accumulation (before the block
-  reduction) is sequential over the thread's elements in increasing column order;
-  the kernels follow that rule so that, e.g., the four-stage path and the fused
-  kernel agree bit for bit.
+  reduction) follows one ownership rule: in a row, thread t of the 256 owns the
+  quads of 4 consecutive columns starting at ``QUAD * (t + 256 * q)``, q = 0, 1, ...,
+  and folds its elements sequentially in increasing column order. Row kernels follow
+  that rule (:func:`owned_columns` documents it on the host), so e.g. the four-stage
+  path and the fused kernel agree bit for bit, and the fused kernel can load a quad
+  with one 16-byte instruction.
 
 The Numba CUDA simulator has no libdevice and no warp shuffles. When
 ``NUMBA_ENABLE_CUDASIM=1`` the same names are bound to plain Python/NumPy float32
@@ -46,6 +49,8 @@ from numba import config, cuda, float32, int32
 BLOCK_THREADS = 256
 WARP_SIZE = 32
 WARPS_PER_BLOCK = BLOCK_THREADS // WARP_SIZE
+#: Consecutive columns a thread owns in a row reduction (one 16-byte vector).
+QUAD = 4
 #: Identity of the max reduction. Rows are never empty, so it never survives.
 NEG_INF = float32(-np.inf)
 
@@ -175,6 +180,12 @@ else:
         f32_add, "Sum over the block. ``partials``: shared float32[WARPS_PER_BLOCK].")
 
 
+def owned_columns(tid, cols):
+    """Columns thread ``tid`` of a row reduction owns, in the order it folds them."""
+    return [base + j for base in range(QUAD * tid, cols, QUAD * BLOCK_THREADS)
+            for j in range(QUAD) if base + j < cols]
+
+
 def host_block_reduce(values, is_max):
     """The same combination order on the host, in float32 (for tests and docs).
 
@@ -198,7 +209,7 @@ def host_block_reduce(values, is_max):
 
 
 __all__ = [
-    "BLOCK_THREADS", "WARP_SIZE", "WARPS_PER_BLOCK", "NEG_INF", "SIMULATOR", "KERNEL_OPTIONS",
+    "BLOCK_THREADS", "WARP_SIZE", "WARPS_PER_BLOCK", "QUAD", "owned_columns", "NEG_INF", "SIMULATOR", "KERNEL_OPTIONS",
     "f32_add", "f32_sub", "f32_mul", "f32_max", "f32_exp", "f32_div",
     "block_reduce_max", "block_reduce_sum", "host_block_reduce", "int32",
 ]

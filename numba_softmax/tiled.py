@@ -18,19 +18,22 @@
   every intermediate (:class:`TiledResult`).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numba import cuda
 
 from .cases import EXPERIMENT_B_SCHEDULERS, TILE_ELEMENTS
-from .kernels.persistent import (A_NEXT, C_DONE, COUNTER_INITIAL, COUNTER_NAMES, COUNTER_SLOTS,
+from .kernels.persistent import (A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_INITIAL, COUNTER_NAMES, COUNTER_SLOTS,
+                                 HEAD_OVERSHOOT,
                                  DEFAULT_MAX_POLLS, ERR_COMPLETION_TIMEOUT, ERR_FIFO_OVERFLOW,
                                  ERR_INVALID_TASK, ERR_NONE, ERR_READY_TIMEOUT, ERROR_CODE,
                                  ERROR_NAMES, ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER,
                                  FIFO_HEAD, FIFO_TAIL, MODE_PHASED, dag_launches,
-                                 persistent_args, persistent_tiles, phased_launches)
+                                 persistent_args, persistent_tiles, persistent_trace_kernel,
+                                 phased_launches)
 from .kernels.tiles import MAX_TILE_ELEMENTS, separate_launches
+from .kernels.tracing import TRACE_FIELDS
 from .numerics import BLOCK_THREADS, SIMULATOR
 from .launch.submit import launch_stream, run_launches
 from .validation import validate_packed, validate_row_lengths
@@ -161,6 +164,9 @@ class TiledBuffers:
     row_arrivals: object
     fifo_slots: object
     fifo_ready: object
+    #: int64[tasks, TRACE_FIELDS] in trace mode; a 1-row placeholder otherwise (the
+    #: performance kernels take the argument but never touch it).
+    trace: object
 
     @property
     def rows(self):
@@ -171,7 +177,7 @@ class TiledBuffers:
         return self.layout.n_tiles
 
     @classmethod
-    def allocate(cls, layout, values=None, stream=0):
+    def allocate(cls, layout, values=None, stream=0, trace=False):
         """Allocate every array; copies go on ``stream`` (a Numba stream, 0 = legacy).
 
         Use the launch stream's ``.numba`` for ``stream`` on a GPU: the launch layer's
@@ -196,6 +202,8 @@ class TiledBuffers:
             row_arrivals=cuda.device_array(r, dtype=np.int32),
             fifo_slots=cuda.device_array(layout.fifo_capacity, dtype=np.int32),
             fifo_ready=cuda.device_array(layout.fifo_capacity, dtype=np.int32),
+            trace=cuda.to_device(np.zeros((trace_task_count(layout) if trace else 1, TRACE_FIELDS),
+                                          dtype=np.int64)),
         )
         if values is not None:
             buffers.load_values(values, stream)
@@ -218,6 +226,14 @@ class TiledBuffers:
                            ("fifo_ready", 9)):
             arr = getattr(self, name)
             arr.copy_to_device(np.full(arr.shape, junk, dtype=np.int32), stream=stream)
+
+    @property
+    def traced(self):
+        return self.trace.shape[0] == trace_task_count(self.layout)
+
+    def reset_trace(self, stream=0):
+        """Zero the trace (visit counts accumulate) before a traced invocation."""
+        self.trace.copy_to_device(np.zeros(self.trace.shape, dtype=np.int64), stream=stream)
 
     def intermediates(self):
         return {name: getattr(self, name).copy_to_host()
@@ -275,7 +291,12 @@ def worker_plan(buffers, workers=None):
                       sm_count=int(sm_count), n_tiles=n_tiles, source=source)
 
 
-def tiled_launches(scheduler, buffers, workers=None, max_polls=DEFAULT_MAX_POLLS):
+def trace_task_count(layout):
+    """A, B and C tasks: one trace row each (see :mod:`numba_softmax.kernels.tracing`)."""
+    return 2 * layout.n_tiles + layout.rows
+
+
+def tiled_launches(scheduler, buffers, workers=None, max_polls=DEFAULT_MAX_POLLS, trace=False):
     """The KernelLaunch list of one scheduler invocation.
 
     separate: tile_summary_kernel, row_combine_kernel, tile_normalize_kernel;
@@ -285,8 +306,10 @@ def tiled_launches(scheduler, buffers, workers=None, max_polls=DEFAULT_MAX_POLLS
     """
     if scheduler not in SCHEDULERS:
         raise ValueError(f"unknown scheduler {scheduler!r}; expected one of {SCHEDULERS}")
+    if trace and not buffers.traced:
+        raise ValueError("trace=True needs buffers allocated with TiledBuffers.allocate(..., trace=True)")
     if scheduler == "separate":
-        return separate_launches(buffers)
+        return separate_launches(buffers, trace=trace)
     if workers is None:
         workers = worker_plan(buffers).workers
     workers = int(workers)
@@ -296,8 +319,8 @@ def tiled_launches(scheduler, buffers, workers=None, max_polls=DEFAULT_MAX_POLLS
         raise ValueError("the simulator runs blocks one at a time and its grid barrier is a block "
                          "barrier: phased mode can only be simulated with workers=1")
     if scheduler == "phased":
-        return phased_launches(buffers, workers)
-    return dag_launches(buffers, workers, max_polls)
+        return phased_launches(buffers, workers, kernel=persistent_trace_kernel() if trace else None)
+    return dag_launches(buffers, workers, max_polls, kernel=persistent_trace_kernel() if trace else None)
 
 
 # ---- queue verification -----------------------------------------------------------------
@@ -306,19 +329,25 @@ class QueueStateError(AssertionError):
     """The DAG queue did not end in the exact expected state."""
 
 
-def expected_counters(layout):
+def expected_counters(layout, a_overshoot=0, head_overshoot=0):
     """Exact ``counters`` after a complete, error-free DAG invocation.
 
-    * a_next == n_tiles              every A tile claimed exactly once (the claim CAS
-                                     stops at n_tiles)
-    * fifo_head == fifo_tail == rows + n_tiles
-                                     every B and C task published and consumed once
-    * c_done == n_tiles              every C tile finished
+    Claims are tickets (``atomicAdd``); a ticket past the end is counted, so:
+
+    * a_next - a_overshoot == n_tiles       every A tile claimed exactly once
+    * fifo_tail == rows + n_tiles           every B and C task published exactly once
+    * fifo_head - head_overshoot == rows + n_tiles
+                                            every published task consumed exactly once
+    * c_done == n_tiles                     every C tile finished
     * error_code == 0; error_task == error_waited_on == error_worker == -1 (untouched)
+
+    The overshoots are the failed claims (workers that found nothing left); they are
+    read from the counters themselves and must be non-negative.
     """
     expected = dict(zip(COUNTER_NAMES, COUNTER_INITIAL, strict=True))
-    expected.update(a_next=layout.n_tiles, fifo_head=layout.fifo_capacity,
-                    fifo_tail=layout.fifo_capacity, c_done=layout.n_tiles)
+    expected.update(a_next=layout.n_tiles + a_overshoot, fifo_head=layout.fifo_capacity + head_overshoot,
+                    fifo_tail=layout.fifo_capacity, c_done=layout.n_tiles,
+                    a_overshoot=a_overshoot, head_overshoot=head_overshoot)
     return expected
 
 
@@ -355,7 +384,10 @@ def verify_counters(counters_host, layout):
         raise QueueStateError(f"counters must have {COUNTER_SLOTS} slots, got shape {c.shape}")
     if int(c[ERROR_CODE]) != ERR_NONE:
         raise QueueStateError("DAG worker reported an error: " + describe_error(c, layout))
-    expected = expected_counters(layout)
+    a_over, head_over = int(c[A_OVERSHOOT]), int(c[HEAD_OVERSHOOT])
+    if a_over < 0 or head_over < 0:
+        raise QueueStateError(f"negative overshoot counters: a_overshoot {a_over}, head_overshoot {head_over}")
+    expected = expected_counters(layout, a_over, head_over)
     wrong = [f"{name} = {int(c[i])}, expected {expected[name]}"
              for i, name in enumerate(COUNTER_NAMES) if int(c[i]) != expected[name]]
     if wrong:
@@ -408,17 +440,20 @@ class TiledResult:
     workers: int = None
     counters: np.ndarray = None       # dag only
     queue: dict = field(default=None)  # dag only: counters, row_arrivals, fifo_slots, fifo_ready
+    trace: np.ndarray = None           # trace builds only: int64[tasks, 5] (kernels/tracing.py)
 
 
 def tiled_softmax(values, row_lengths, scheduler="separate", workers=None, stream=None,
                   tile_elements=TILE_ELEMENTS, max_polls=DEFAULT_MAX_POLLS, buffers=None,
-                  verify=True):
+                  verify=True, trace=False, kernel=None):
     """Tiled softmax of packed rows with one scheduler; output and intermediates on the host.
 
     ``values``: packed float32 rows (validated first: finite, non-empty rows, lengths
     summing to the size). For ``dag`` the queue counters are returned and, with
     ``verify=True``, checked exactly (:func:`verify_queue`). ``buffers`` may pass
     preallocated :class:`TiledBuffers` of the same layout (their values are replaced).
+    ``trace=True`` runs the trace build and returns the task trace (never for timing);
+    ``kernel`` replaces the persistent kernel (negative controls in tests only).
     """
     if scheduler not in SCHEDULERS:
         raise ValueError(f"unknown scheduler {scheduler!r}; expected one of {SCHEDULERS}")
@@ -428,7 +463,7 @@ def tiled_softmax(values, row_lengths, scheduler="separate", workers=None, strea
     target = None if SIMULATOR else launch_stream(stream)
     copy_stream = 0 if SIMULATOR else target.numba
     if buffers is None:
-        buffers = TiledBuffers.allocate(layout, host, stream=copy_stream)
+        buffers = TiledBuffers.allocate(layout, host, stream=copy_stream, trace=trace)
     else:
         if not np.array_equal(layout.row_lengths, lengths) or layout.tile_elements != tile_elements:
             raise ValueError("buffers were allocated for different row lengths or tile size")
@@ -436,11 +471,18 @@ def tiled_softmax(values, row_lengths, scheduler="separate", workers=None, strea
     chosen = None
     if scheduler != "separate":
         chosen = worker_plan(buffers, workers).workers
-    launches = tiled_launches(scheduler, buffers, chosen, max_polls)
+    if trace:
+        buffers.reset_trace(stream=copy_stream)
+    launches = tiled_launches(scheduler, buffers, chosen, max_polls, trace=trace)
+    if kernel is not None:
+        launches = [replace(launch, kernel=kernel) if launch.kernel in (persistent_tiles, persistent_trace_kernel())
+                    else launch for launch in launches]
     run_launches(launches, target, name=f"tiled-{scheduler}")
     # run_launches synchronized the stream: plain device-to-host copies are safe now.
     result = TiledResult(scheduler=scheduler, layout=layout, out=buffers.out.copy_to_host(),
                          workers=chosen, **buffers.intermediates())
+    if trace:
+        result.trace = buffers.trace.copy_to_host()
     if scheduler == "dag":
         result.queue = buffers.queue_state()
         result.counters = result.queue["counters"]

@@ -36,8 +36,11 @@ Simulator (``NUMBA_ENABLE_CUDASIM=1``): custom intrinsics, ``nanosleep``,
 ``%globaltimer`` and ``%smid`` do not exist there. The same names are bound to plain
 device functions doing ordinary loads/stores and ``cuda.atomic.add`` (the simulator
 runs one block at a time and its fences are no-ops, so ordering is trivially
-satisfied); ``backoff`` is a no-op and the trace helpers return 0.
+satisfied); ``backoff`` is a no-op, ``smid`` returns 0 and ``globaltimer`` the host's
+nanosecond clock (it orders tasks; it does not time them).
 """
+
+import time
 
 from numba import cuda
 
@@ -67,7 +70,9 @@ if SIMULATOR:
 
     @cuda.jit(device=True)
     def globaltimer():
-        return 0
+        # Host nanoseconds: the simulator runs blocks one after another, so trace
+        # timestamps still show the order tasks ran in (never their GPU duration).
+        return time.perf_counter_ns()
 
     @cuda.jit(device=True)
     def smid():

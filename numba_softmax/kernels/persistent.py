@@ -21,7 +21,8 @@ freshly reset by :data:`init_queue_kernel` before every invocation:
 
 * ``counters`` (int32[:data:`COUNTER_SLOTS`]), indices :data:`A_NEXT`, :data:`FIFO_HEAD`,
   :data:`FIFO_TAIL`, :data:`C_DONE`, :data:`ERROR_CODE`, :data:`ERROR_TASK`,
-  :data:`ERROR_WAITED_ON`, :data:`ERROR_WORKER`; reset to :data:`COUNTER_INITIAL`.
+  :data:`ERROR_WAITED_ON`, :data:`ERROR_WORKER`, :data:`A_OVERSHOOT`,
+  :data:`HEAD_OVERSHOOT`; reset to :data:`COUNTER_INITIAL`.
 * ``row_arrivals[rows]`` = 0: finished A tiles per row.
 * ``fifo_slots[rows + n_tiles]`` = -1 and ``fifo_ready[rows + n_tiles]`` = 0: the FIFO
   of ready consumer tasks. It holds exactly all B and C tasks, each once:
@@ -29,16 +30,21 @@ freshly reset by :data:`init_queue_kernel` before every invocation:
   claimed from the counter ``a_next``.
 
 Worker loop (thread 0 decides, broadcasts ``(kind, index)`` through shared memory;
-``syncthreads`` before and after every task):
+``syncthreads`` before and after every task). Claims are tickets -- one ``atomicAdd``
+each, which always succeeds -- never CAS loops (a CAS claim succeeds once per atomic
+round trip, which serialized 528 workers at ~0.55 us per task on the H200):
 
-1. Prefer the FIFO: if ``head < tail`` (relaxed loads), CAS ``head -> head+1``; the
-   winner waits (bounded) for an ACQUIRE load of ``fifo_ready[head] == 1`` and then
-   reads ``fifo_slots[head]`` (a producer may have reserved the slot but not yet
-   filled it).
-2. Otherwise, while ``a_next < n_tiles``, CAS ``a_next -> a_next+1`` claims A(a_next)
-   (so ``a_next`` ends exactly at ``n_tiles``).
-3. Otherwise, if an acquire load of ``c_done`` shows ``n_tiles`` the worker exits;
-   if not, it backs off and polls again.
+1. Prefer the FIFO: if the worker holds no ticket and ``head < tail`` (relaxed loads),
+   ``h = atomicAdd(fifo_head, 1)``; ``h < capacity`` makes slot h its ticket (a ticket
+   past the end is counted in ``head_overshoot``). As soon as an ACQUIRE load of
+   ``fifo_ready[ticket]`` reads 1 it runs the task in ``fifo_slots[ticket]``.
+2. Otherwise -- also while its ticketed slot is reserved but not yet published --
+   ``a = atomicAdd(a_next, 1)`` claims A(a) if ``a < n_tiles`` (else counted in
+   ``a_overshoot``). Doing producer work while waiting means every ticketed slot is
+   eventually published: all B and C tasks are published exactly once, filling
+   exactly the FIFO's ``rows + n_tiles`` slots.
+3. Otherwise, once nothing is left to claim, the worker exits when an acquire load of
+   ``c_done`` shows ``n_tiles``; meanwhile it backs off and polls again.
 
 After A(t) (thread 0 wrote tile_max[t], tile_sum[t] inside the task): an acq_rel
 ``atomicAdd(row_arrivals[row], 1)``; the LAST producer (old == row_tile_count - 1)
@@ -90,13 +96,14 @@ Shared memory (static, no dynamic reservation): partials float32[8] (32 B), the
 broadcast ``(kind, index)`` int32[2] and ``(m, z)`` float32[2] (16 B).
 """
 
-from numba import cuda, float32, int32
+from numba import cuda, float32, int32, int64
 
 from ..launch.plan import KernelLaunch
 from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARPS_PER_BLOCK
 from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff,
                        load_acquire_gpu, load_relaxed_gpu, store_release_gpu)
 from .tiles import task_a, task_b, task_c
+from .tracing import trace_now, trace_record
 
 MODE_PHASED = 0
 MODE_DAG = 1
@@ -111,11 +118,14 @@ ERROR_CODE = 4
 ERROR_TASK = 5
 ERROR_WAITED_ON = 6
 ERROR_WORKER = 7
-COUNTER_SLOTS = 8
+A_OVERSHOOT = 8
+HEAD_OVERSHOOT = 9
+COUNTER_SLOTS = 10
 COUNTER_NAMES = ("a_next", "fifo_head", "fifo_tail", "c_done",
-                 "error_code", "error_task", "error_waited_on", "error_worker")
+                 "error_code", "error_task", "error_waited_on", "error_worker",
+                 "a_overshoot", "head_overshoot")
 #: What ``init_queue_kernel`` writes into ``counters``.
-COUNTER_INITIAL = (0, 0, 0, 0, 0, -1, -1, -1)
+COUNTER_INITIAL = (0, 0, 0, 0, 0, -1, -1, -1, 0, 0)
 
 ERR_NONE = 0
 ERR_READY_TIMEOUT = 1
@@ -139,9 +149,11 @@ _I64 = "int64[::1]"
 #: Numba signatures the launch layer compiles these kernels for (C-contiguous device arrays).
 SIGNATURES = {
     # mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
-    # tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready, max_polls
+    # tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready, max_polls,
+    # trace
     "persistent_tiles": (f"void(int32, {_F32}, {_F32}, {_I32}, {_I64}, {_I32}, {_I32}, {_I32}, "
-                         f"{_F32}, {_F32}, {_F32}, {_F32}, {_I32}, {_I32}, {_I32}, {_I32}, int32)"),
+                         f"{_F32}, {_F32}, {_F32}, {_F32}, {_I32}, {_I32}, {_I32}, {_I32}, int32, "
+                         "int64[:, ::1])"),
     "init_queue_kernel": f"void({_I32}, {_I32}, {_I32}, {_I32})",
 }
 
@@ -191,60 +203,72 @@ def decode_fifo_task(task, slot, rows, n_tiles, counters):
 
 
 def _make_next_task(acquire_ready):
-    """Thread 0's scheduling decision. ``acquire_ready=False`` only for a negative control."""
+    """Thread 0's scheduling decision. ``acquire_ready=False`` only for a negative control.
+
+    Claims are tickets (one ``atomicAdd`` each, which always succeeds), not CAS loops:
+    with hundreds of workers a CAS claim succeeds once per atomic round trip and the
+    whole queue serializes on it (measured: ~0.55 us per task on the H200). A worker
+    keeps at most one FIFO ticket; while its slot is reserved but not yet published it
+    keeps claiming A tiles, so every claimed slot is eventually served. Tickets past the
+    end (``a_next >= n_tiles`` or ``fifo_head >= capacity``) are counted in
+    ``a_overshoot`` / ``head_overshoot``, which keeps the accounting exact.
+    Returns ``(kind, index, ticket)``; ``ticket`` (-1 for none) carries over to the next call.
+    """
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
-    def next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls):
+    def next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket):
+        capacity = fifo_slots.shape[0]
         polls = 0
         while True:
             if load_relaxed_gpu(counters, ERROR_CODE) != 0:
-                return int32(KIND_EXIT), int32(-1)
-            head = load_relaxed_gpu(counters, FIFO_HEAD)
-            tail = load_relaxed_gpu(counters, FIFO_TAIL)
-            if head < tail:
-                # 1. a ready consumer task (B or C) is preferred over a new producer.
-                if cuda.atomic.cas(counters, FIFO_HEAD, head, head + 1) == head:
-                    if acquire_ready:
-                        waits = 0
-                        while load_acquire_gpu(fifo_ready, head) != 1:
-                            waits += 1
-                            if waits > max_polls:
-                                record_error(counters, ERR_READY_TIMEOUT, -1, head)
-                                return int32(KIND_EXIT), int32(-1)
-                            backoff(waits)
-                    return decode_fifo_task(fifo_slots[head], head, rows, n_tiles, counters)
-                # Lost the race for this slot: back off before retrying, otherwise every
-                # idle worker hammers the same counter word with CAS (measured on the H200:
-                # ~1 ms per invocation with 528 workers retrying without a pause).
-                backoff(polls)
-            else:
-                a = load_relaxed_gpu(counters, A_NEXT)
-                if a < n_tiles:
-                    # 2. claim the next producer tile.
-                    if cuda.atomic.cas(counters, A_NEXT, a, a + 1) == a:
-                        return int32(KIND_A), int32(a)
-                    backoff(polls)
-                elif load_acquire_gpu(counters, C_DONE) >= n_tiles:
-                    # 3. every C tile finished.
-                    return int32(KIND_EXIT), int32(-1)
+                return int32(KIND_EXIT), int32(-1), int32(-1)
+            if ticket < 0 and load_relaxed_gpu(counters, FIFO_HEAD) < load_relaxed_gpu(counters, FIFO_TAIL):
+                # 1. a consumer task (B or C) has been published or reserved: take a ticket.
+                h = cuda.atomic.add(counters, FIFO_HEAD, 1)
+                if h < capacity:
+                    ticket = h
                 else:
-                    backoff(polls)
+                    cuda.atomic.add(counters, HEAD_OVERSHOOT, 1)
+            if ticket >= 0:
+                # The consumer is preferred as soon as its slot is published.
+                if not acquire_ready:  # negative control: read the slot without the acquire
+                    return decode_fifo_task(fifo_slots[ticket], ticket, rows, n_tiles, counters) + (int32(-1),)
+                if load_acquire_gpu(fifo_ready, ticket) == 1:
+                    return decode_fifo_task(fifo_slots[ticket], ticket, rows, n_tiles, counters) + (int32(-1),)
+            if load_relaxed_gpu(counters, A_NEXT) < n_tiles:
+                # 2. claim the next producer tile (also while a reserved slot fills).
+                a = cuda.atomic.add(counters, A_NEXT, 1)
+                if a < n_tiles:
+                    return int32(KIND_A), int32(a), ticket
+                cuda.atomic.add(counters, A_OVERSHOOT, 1)
+            elif ticket < 0 and load_relaxed_gpu(counters, FIFO_HEAD) >= capacity:
+                # 3. nothing left to claim: leave once every C tile finished.
+                if load_acquire_gpu(counters, C_DONE) >= n_tiles:
+                    return int32(KIND_EXIT), int32(-1), int32(-1)
+            backoff(polls)
             polls += 1
             if polls > max_polls:
-                record_error(counters, ERR_COMPLETION_TIMEOUT, -1,
-                             load_relaxed_gpu(counters, C_DONE))
-                return int32(KIND_EXIT), int32(-1)
+                if ticket >= 0:
+                    record_error(counters, ERR_READY_TIMEOUT, -1, ticket)
+                else:
+                    record_error(counters, ERR_COMPLETION_TIMEOUT, -1, load_relaxed_gpu(counters, C_DONE))
+                return int32(KIND_EXIT), int32(-1), int32(-1)
 
     return next_task
 
 
-def _make_persistent_kernel(name, acquire_ready, publish_after_last):
-    """Build one compilation of the persistent kernel (closure constants select the variant)."""
+def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build=False):
+    """Build one compilation of the persistent kernel (closure constants select the variant).
+
+    ``trace_build`` selects the trace build (:mod:`.tracing`); the performance build takes
+    the same ``trace`` argument but its constant-false branches are pruned away.
+    """
     next_task = _make_next_task(acquire_ready)
+    TRACE = trace_build
 
     def kernel(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
                tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready,
-               max_polls):
+               max_polls, trace):
         partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
         tid = cuda.threadIdx.x
         n_tiles = tile_row.shape[0]
@@ -253,27 +277,49 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last):
         if mode == MODE_PHASED:
             grid = cuda.cg.this_grid()
             for t in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
+                start = int64(0)
+                if TRACE and tid == 0:
+                    start = trace_now()
                 task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
+                if TRACE and tid == 0:
+                    trace_record(trace, t, start)
             grid.sync()
             for r in range(cuda.grid(1), rows, cuda.gridsize(1)):
+                start = int64(0)
+                if TRACE:
+                    start = trace_now()
                 task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum)
+                if TRACE:
+                    trace_record(trace, n_tiles + r, start)
             grid.sync()
             for t in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
                 row = tile_row[t]
+                start = int64(0)
+                if TRACE and tid == 0:
+                    start = trace_now()
                 task_c(t, row_max[row], row_sum[row], values, tile_start, tile_len, out)
+                if TRACE:
+                    cuda.syncthreads()
+                    if tid == 0:
+                        trace_record(trace, n_tiles + rows + t, start)
             return
 
         # ---- DAG mode ----
         ctrl = cuda.shared.array(2, int32)
         mz = cuda.shared.array(2, float32)
         c_pending = False  # thread 0: a finished C tile not yet counted
+        c_index = int32(0)  # thread 0, trace builds: that tile and when it started
+        ticket = int32(-1)  # thread 0: a FIFO slot claimed but not yet published
+        start = int64(0)
         while True:
             if tid == 0:
                 if c_pending:
+                    if TRACE:  # after the barrier that ended the C task
+                        trace_record(trace, n_tiles + rows + c_index, start)
                     atomic_add_release_gpu(counters, C_DONE, 1)
                     c_pending = False
-                decided_kind, decided_index = next_task(counters, fifo_slots, fifo_ready,
-                                                        rows, n_tiles, max_polls)
+                decided_kind, decided_index, ticket = next_task(counters, fifo_slots, fifo_ready,
+                                                                rows, n_tiles, max_polls, ticket)
                 if decided_kind == KIND_C:
                     row = tile_row[decided_index]
                     mz[0] = row_max[row]
@@ -285,9 +331,13 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last):
             index = ctrl[1]
             if kind == KIND_EXIT:
                 break
+            if TRACE and tid == 0:
+                start = trace_now()
             if kind == KIND_A:
                 task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials)
                 if tid == 0:
+                    if TRACE:  # before the arrival that may publish B
+                        trace_record(trace, index, start)
                     row = tile_row[index]
                     old = atomic_add_acq_rel_gpu(row_arrivals, row, 1)
                     if publish_after_last:
@@ -300,11 +350,14 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last):
                 if tid == 0:
                     task_b(index, row_first_tile, row_tile_count, tile_max, tile_sum,
                            row_max, row_sum)
+                    if TRACE:  # before its C tasks are published
+                        trace_record(trace, n_tiles + index, start)
                     publish_tasks(counters, fifo_slots, fifo_ready,
                                   rows + row_first_tile[index], row_tile_count[index])
             else:
                 task_c(index, mz[0], mz[1], values, tile_start, tile_len, out)
                 c_pending = True
+                c_index = index
             cuda.syncthreads()
 
     kernel.__name__ = kernel.__qualname__ = name
@@ -315,6 +368,17 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last):
 persistent_tiles = _make_persistent_kernel("persistent_tiles", acquire_ready=True,
                                            publish_after_last=True)
 
+_trace_build = []
+
+
+def persistent_trace_kernel():
+    """The trace build of :data:`persistent_tiles` (compiled on first use; never timed)."""
+    if not _trace_build:
+        _trace_build.append(_make_persistent_kernel("persistent_tiles_trace", acquire_ready=True,
+                                                    publish_after_last=True, trace_build=True))
+    return _trace_build[0]
+
+
 #: Negative controls: name -> (acquire_ready, publish_after_last). Tests only.
 NEGATIVE_CONTROLS = {
     "unacquired_slot_read": (False, True),
@@ -323,15 +387,17 @@ NEGATIVE_CONTROLS = {
 _control_kernels = {}
 
 
-def negative_control_kernel(name):
-    """A separately compiled, deliberately broken persistent kernel (never for timing)."""
+def negative_control_kernel(name, trace=False):
+    """A separately compiled, deliberately broken persistent kernel (never for timing);
+    ``trace=True`` gives its trace build (the trace checks must reject it)."""
     if name not in NEGATIVE_CONTROLS:
         raise ValueError(f"unknown negative control {name!r}; expected one of {sorted(NEGATIVE_CONTROLS)}")
-    kernel = _control_kernels.get(name)
+    kernel = _control_kernels.get((name, trace))
     if kernel is None:
         acquire_ready, publish_after_last = NEGATIVE_CONTROLS[name]
-        kernel = _control_kernels[name] = _make_persistent_kernel(
-            f"persistent_tiles_control_{name}", acquire_ready, publish_after_last)
+        kernel = _control_kernels[(name, trace)] = _make_persistent_kernel(
+            f"persistent_tiles_control_{name}{'_trace' if trace else ''}", acquire_ready,
+            publish_after_last, trace_build=trace)
     return kernel
 
 
@@ -341,7 +407,7 @@ def init_queue_kernel(counters, row_arrivals, fifo_slots, fifo_ready):
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     if i < COUNTER_SLOTS:
-        counters[i] = -1 if i >= ERROR_TASK else 0
+        counters[i] = -1 if ERROR_TASK <= i <= ERROR_WORKER else 0
     for k in range(i, row_arrivals.shape[0], stride):
         row_arrivals[k] = 0
     for k in range(i, fifo_slots.shape[0], stride):
@@ -356,7 +422,7 @@ def persistent_args(mode, buffers, max_polls=DEFAULT_MAX_POLLS):
     b = buffers
     return (int32(mode), b.values, b.out, b.tile_row, b.tile_start, b.tile_len,
             b.row_first_tile, b.row_tile_count, b.tile_max, b.tile_sum, b.row_max, b.row_sum,
-            b.counters, b.row_arrivals, b.fifo_slots, b.fifo_ready, int32(max_polls))
+            b.counters, b.row_arrivals, b.fifo_slots, b.fifo_ready, int32(max_polls), b.trace)
 
 
 def init_queue_launch(buffers):

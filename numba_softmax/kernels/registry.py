@@ -4,7 +4,7 @@ The PTX tools (``python -m bench ptx``) and the policy tests iterate over this t
 so a new kernel is checked as soon as it is registered here.
 """
 
-from .fused_row import fused_row_softmax
+from .fused_row import FUSED_KERNELS
 from .row_stages import divide_stage, exp_stage, row_max_stage, row_sum_stage
 from .persistent import SIGNATURES as PERSISTENT_SIGNATURES
 from .persistent import init_queue_kernel, persistent_tiles
@@ -16,7 +16,7 @@ VECTOR = "float32[::1]"
 
 #: name -> (dispatcher, Numba signature). Arrays are C-contiguous device arrays.
 KERNELS = {
-    "fused_row_softmax": (fused_row_softmax, f"void({MATRIX}, {MATRIX})"),
+    **{kernel.py_func.__name__: (kernel, f"void({MATRIX}, {MATRIX})") for kernel in FUSED_KERNELS.values()},
     "row_max_stage": (row_max_stage, f"void({MATRIX}, {VECTOR})"),
     "exp_stage": (exp_stage, f"void({MATRIX}, {VECTOR}, {MATRIX})"),
     "row_sum_stage": (row_sum_stage, f"void({MATRIX}, {VECTOR})"),

@@ -15,8 +15,9 @@ Bytes each stage must move (N = rows * cols, 4-byte floats)
     3. read 4N, write 4 rows        4. read 4N (+ z), write 4N
     Total about 24N bytes against the fused kernel's 8N.
 
-Bitwise contract: in the two row reductions thread t visits columns t, t+256, ...
-in increasing order and the block reduction of :mod:`numba_softmax.numerics`
+Bitwise contract: in the two row reductions thread t visits its quads (columns
+4(t + 256q) .. 4(t + 256q) + 3, the numerics policy's ownership rule) in increasing
+order and the block reduction of :mod:`numba_softmax.numerics`
 combines the per-thread values, exactly as the fused kernel does; the elementwise
 stages use the same ``exp(x - m)`` and IEEE division. So this path reproduces the
 fused kernel's output bit for bit (tested on the GPU).
@@ -25,7 +26,7 @@ fused kernel's output bit for bit (tested on the GPU).
 from numba import cuda, float32
 
 from ..launch.plan import KernelLaunch
-from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, WARPS_PER_BLOCK,
+from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, WARPS_PER_BLOCK,
                         block_reduce_max, block_reduce_sum, f32_add, f32_div,
                         f32_exp, f32_max, f32_sub)
 
@@ -35,9 +36,12 @@ def row_max_stage(x, row_max):
     row = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+    cols = x.shape[1]
     local_max = NEG_INF
-    for col in range(tid, x.shape[1], BLOCK_THREADS):
-        local_max = f32_max(local_max, x[row, col])
+    for base in range(QUAD * tid, cols, QUAD * BLOCK_THREADS):  # the ownership rule
+        for j in range(QUAD):
+            if base + j < cols:
+                local_max = f32_max(local_max, x[row, base + j])
     m = block_reduce_max(local_max, partials)
     if tid == 0:
         row_max[row] = m
@@ -58,9 +62,12 @@ def row_sum_stage(exps, row_sum):
     row = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+    cols = exps.shape[1]
     local_sum = float32(0.0)
-    for col in range(tid, exps.shape[1], BLOCK_THREADS):
-        local_sum = f32_add(local_sum, exps[row, col])
+    for base in range(QUAD * tid, cols, QUAD * BLOCK_THREADS):  # the ownership rule
+        for j in range(QUAD):
+            if base + j < cols:
+                local_sum = f32_add(local_sum, exps[row, base + j])
     z = block_reduce_sum(local_sum, partials)
     if tid == 0:
         row_sum[row] = z

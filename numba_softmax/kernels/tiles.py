@@ -41,21 +41,23 @@ Shared memory: ``WARPS_PER_BLOCK`` float32 partials (32 B) for the block reducti
 owned by the kernel and passed to :func:`task_a`.
 """
 
-from numba import cuda, float32
+from numba import cuda, float32, int64
 
 from ..launch.plan import KernelLaunch
 from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, WARPS_PER_BLOCK,
                         block_reduce_max, block_reduce_sum, f32_add, f32_div,
                         f32_exp, f32_max, f32_mul, f32_sub)
+from .tracing import trace_now, trace_record
 
 _F32 = "float32[::1]"
 _I32 = "int32[::1]"
 _I64 = "int64[::1]"
+_TRACE = "int64[:, ::1]"
 #: Numba signatures the launch layer compiles these kernels for (C-contiguous device arrays).
 SIGNATURES = {
-    "tile_summary_kernel": f"void({_F32}, {_I64}, {_I32}, {_F32}, {_F32})",
-    "row_combine_kernel": f"void({_I32}, {_I32}, {_F32}, {_F32}, {_F32}, {_F32})",
-    "tile_normalize_kernel": f"void({_F32}, {_I32}, {_I64}, {_I32}, {_F32}, {_F32}, {_F32})",
+    "tile_summary_kernel": f"void({_F32}, {_I64}, {_I32}, {_F32}, {_F32}, {_TRACE})",
+    "row_combine_kernel": f"void({_I32}, {_I32}, {_F32}, {_F32}, {_F32}, {_F32}, {_TRACE})",
+    "tile_normalize_kernel": f"void({_F32}, {_I32}, {_I64}, {_I32}, {_F32}, {_F32}, {_F32}, {_TRACE})",
 }
 
 #: Largest tile the helpers handle: 256 threads x 4 values kept in registers.
@@ -129,38 +131,80 @@ def task_c(t, m, z, values, tile_start, tile_len, out):
 
 # ---- separate scheduler: three kernels ------------------------------------------------------
 
-@cuda.jit(**KERNEL_OPTIONS)
-def tile_summary_kernel(values, tile_start, tile_len, tile_max, tile_sum):
-    partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
-    task_a(cuda.blockIdx.x, values, tile_start, tile_len, tile_max, tile_sum, partials)
+def _make_separate_kernels(trace_build):
+    """The three separate-scheduler kernels; ``trace_build`` selects the trace build.
+
+    Both builds take the ``trace`` array (see :mod:`.tracing`); in the performance
+    build the constant-false branches are pruned, so it never touches it.
+    """
+    TRACE = trace_build
+
+    def tile_summary_kernel(values, tile_start, tile_len, tile_max, tile_sum, trace):
+        partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+        t = cuda.blockIdx.x
+        start = int64(0)
+        if TRACE and cuda.threadIdx.x == 0:
+            start = trace_now()
+        task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
+        if TRACE and cuda.threadIdx.x == 0:
+            trace_record(trace, t, start)
+
+    def row_combine_kernel(row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum, trace):
+        r = cuda.grid(1)
+        if r < row_first_tile.shape[0]:
+            start = int64(0)
+            if TRACE:
+                start = trace_now()
+            task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum)
+            if TRACE:
+                trace_record(trace, tile_max.shape[0] + r, start)
+
+    def tile_normalize_kernel(values, tile_row, tile_start, tile_len, row_max, row_sum, out, trace):
+        t = cuda.blockIdx.x
+        row = tile_row[t]
+        start = int64(0)
+        if TRACE and cuda.threadIdx.x == 0:
+            start = trace_now()
+        task_c(t, row_max[row], row_sum[row], values, tile_start, tile_len, out)
+        if TRACE:
+            cuda.syncthreads()  # every thread's stores precede the recorded end
+            if cuda.threadIdx.x == 0:
+                trace_record(trace, tile_row.shape[0] + row_max.shape[0] + t, start)
+
+    suffix = "_trace" if trace_build else ""
+    kernels = []
+    for fn in (tile_summary_kernel, row_combine_kernel, tile_normalize_kernel):
+        fn.__name__ = fn.__qualname__ = fn.__name__ + suffix
+        kernels.append(cuda.jit(**KERNEL_OPTIONS)(fn))
+    return tuple(kernels)
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def row_combine_kernel(row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum):
-    r = cuda.grid(1)
-    if r < row_first_tile.shape[0]:
-        task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum)
+#: Performance builds (registered, timed).
+tile_summary_kernel, row_combine_kernel, tile_normalize_kernel = _make_separate_kernels(False)
+_trace_kernels = []
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def tile_normalize_kernel(values, tile_row, tile_start, tile_len, row_max, row_sum, out):
-    t = cuda.blockIdx.x
-    row = tile_row[t]
-    task_c(t, row_max[row], row_sum[row], values, tile_start, tile_len, out)
+def separate_trace_kernels():
+    """The trace builds (compiled on first use; never timed)."""
+    if not _trace_kernels:
+        _trace_kernels.extend(_make_separate_kernels(True))
+    return tuple(_trace_kernels)
 
 
-def separate_launches(buffers):
+def separate_launches(buffers, trace=False):
     """The three launches of the separate scheduler over :class:`~numba_softmax.tiled.TiledBuffers`."""
     b = buffers
     n_tiles, rows = b.n_tiles, b.rows
     block = (BLOCK_THREADS,)
+    summary, combine, normalize = (separate_trace_kernels() if trace else
+                                   (tile_summary_kernel, row_combine_kernel, tile_normalize_kernel))
     return [
-        KernelLaunch("tile_summary_kernel", tile_summary_kernel, (n_tiles,), block,
-                     (b.values, b.tile_start, b.tile_len, b.tile_max, b.tile_sum)),
-        KernelLaunch("row_combine_kernel", row_combine_kernel,
+        KernelLaunch("tile_summary_kernel", summary, (n_tiles,), block,
+                     (b.values, b.tile_start, b.tile_len, b.tile_max, b.tile_sum, b.trace)),
+        KernelLaunch("row_combine_kernel", combine,
                      ((rows + BLOCK_THREADS - 1) // BLOCK_THREADS,), block,
                      (b.row_first_tile, b.row_tile_count, b.tile_max, b.tile_sum,
-                      b.row_max, b.row_sum)),
-        KernelLaunch("tile_normalize_kernel", tile_normalize_kernel, (n_tiles,), block,
-                     (b.values, b.tile_row, b.tile_start, b.tile_len, b.row_max, b.row_sum, b.out)),
+                      b.row_max, b.row_sum, b.trace)),
+        KernelLaunch("tile_normalize_kernel", normalize, (n_tiles,), block,
+                     (b.values, b.tile_row, b.tile_start, b.tile_len, b.row_max, b.row_sum, b.out, b.trace)),
     ]

@@ -5,7 +5,7 @@ import pytest
 from controls import contracted_scale_add
 from numba_softmax.kernels.registry import KERNELS
 from numba_softmax.numerics import host_block_reduce
-from numba_softmax.ptx import check_policy, kernel_ptx, ptxas_resources
+from numba_softmax.ptx import check_policy, instruction_histogram, kernel_ptx, ptxas_resources
 
 _ptx_cache = {}
 
@@ -30,20 +30,41 @@ def test_every_kernel_is_declared_fastmath_false(name):
     assert dispatcher.targetoptions.get("fastmath") is False
 
 
-def test_fused_kernel_arithmetic_is_what_the_policy_says():
-    report = check_policy("fused_row_softmax", ptx_of("fused_row_softmax"))
+@pytest.mark.parametrize("name", ["fused_row_softmax_q4", "fused_row_softmax_q4_v4"])
+def test_fused_kernel_arithmetic_is_what_the_policy_says(name):
+    report = check_policy(name, ptx_of(name))
     assert report.expf_count == 16          # one expf per register value, unrolled
     assert report.fma_count == 4 * 16       # only expf's own fmas
     assert report.rounded_arith["sub"] == 16
     assert report.divisions == {"div.rn.f32": 16}
 
 
-def test_fused_kernel_keeps_its_values_in_registers():
-    resources = ptxas_resources(ptx_of("fused_row_softmax"))
+@pytest.mark.parametrize("name", ["fused_row_softmax_q4", "fused_row_softmax_q4_v4"])
+def test_fused_kernel_keeps_its_values_in_registers(name):
+    resources = ptxas_resources(ptx_of(name))
     if resources is None:
         pytest.skip("ptxas not installed: register/stack figures unavailable")
     assert resources["stack_frame_bytes"] == 0
     assert resources["spill_store_bytes"] == 0 and resources["spill_load_bytes"] == 0
+
+
+@pytest.mark.parametrize("quads", [1, 2, 4])
+def test_vector_builds_move_quads_with_16_byte_instructions(quads):
+    hist = instruction_histogram(ptx_of(f"fused_row_softmax_q{quads}_v4"))
+    assert hist["ld.global.v4.f32"] == quads and hist["st.global.v4.f32"] == quads
+    assert hist.get("ld.global.f32", 0) == 0 and hist.get("st.global.f32", 0) == 0
+    scalar = instruction_histogram(ptx_of(f"fused_row_softmax_q{quads}"))
+    assert scalar["ld.global.f32"] == 4 * quads and scalar.get("ld.global.v4.f32", 0) == 0
+
+
+def test_ownership_rule_covers_each_column_once_in_increasing_order():
+    from numba_softmax.numerics import BLOCK_THREADS, owned_columns
+    for cols in (1, 128, 781, 1024, 4096):
+        owned = [owned_columns(t, cols) for t in range(BLOCK_THREADS)]
+        assert sorted(c for cols_t in owned for c in cols_t) == list(range(cols))
+        assert all(cols_t == sorted(cols_t) for cols_t in owned)
+    assert owned_columns(1, 4096) == [4, 5, 6, 7, 1028, 1029, 1030, 1031, 2052, 2053, 2054, 2055,
+                                      3076, 3077, 3078, 3079]
 
 
 def test_negative_control_contracted_fma_is_rejected():

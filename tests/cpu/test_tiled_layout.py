@@ -114,7 +114,12 @@ def test_expected_counters_are_exact():
     assert expected_counters(layout) == {
         "a_next": 1024, "fifo_head": 1152, "fifo_tail": 1152, "c_done": 1024,
         "error_code": 0, "error_task": -1, "error_waited_on": -1, "error_worker": -1,
+        "a_overshoot": 0, "head_overshoot": 0,
     }
+    # failed ticket claims are counted, so the successful claims stay exact
+    with_overshoot = expected_counters(layout, a_overshoot=5, head_overshoot=7)
+    assert (with_overshoot["a_next"], with_overshoot["fifo_head"]) == (1029, 1159)
+    assert with_overshoot["fifo_tail"] == 1152
     ragged = build_layout(row_lengths_for(2048, "ragged"))
     exp = expected_counters(ragged)
     assert exp["a_next"] == exp["c_done"] == 16384
@@ -122,14 +127,26 @@ def test_expected_counters_are_exact():
 
 
 def test_counter_layout_matches_the_names():
-    assert COUNTER_SLOTS == len(COUNTER_NAMES) == len(COUNTER_INITIAL) == 8
+    assert COUNTER_SLOTS == len(COUNTER_NAMES) == len(COUNTER_INITIAL) == 10
     assert COUNTER_NAMES[ERROR_CODE] == "error_code"
-    assert COUNTER_INITIAL[ERROR_TASK:] == (-1, -1, -1)
+    assert COUNTER_INITIAL[ERROR_TASK:ERROR_WORKER + 1] == (-1, -1, -1)
+    assert COUNTER_INITIAL[ERROR_WORKER + 1:] == (0, 0)
 
 
 def _good_counters(layout):
     exp = expected_counters(layout)
     return np.array([exp[name] for name in COUNTER_NAMES], dtype=np.int32)
+
+
+def test_verify_counters_accepts_counted_overshoot_and_rejects_a_negative_one():
+    layout = _layout()
+    counters = _good_counters(layout)
+    counters[COUNTER_NAMES.index("a_next")] += 3
+    counters[COUNTER_NAMES.index("a_overshoot")] = 3
+    verify_counters(counters, layout)
+    counters[COUNTER_NAMES.index("head_overshoot")] = -1
+    with pytest.raises(QueueStateError, match="negative overshoot"):
+        verify_counters(counters, layout)
 
 
 def test_verify_counters_accepts_the_exact_state():
@@ -138,7 +155,8 @@ def test_verify_counters_accepts_the_exact_state():
 
 
 @pytest.mark.parametrize("name, value", [("a_next", 1023), ("fifo_head", 1151), ("fifo_tail", 1153),
-                                         ("c_done", 1000), ("error_task", 5)])
+                                         ("c_done", 1000), ("error_task", 5), ("a_next", 1025),
+                                         ("fifo_head", 1153)])
 def test_verify_counters_rejects_a_wrong_value_and_names_it(name, value):
     layout = _layout()
     counters = _good_counters(layout)

@@ -198,6 +198,7 @@ def _seeded_dag(tamper, kernel=persistent_tiles):
 
 def _reserved_but_unpublished(state, layout):
     state["counters"][FIFO_TAIL] = 1  # a producer reserved slot 0 and never filled it
+    state["counters"][A_NEXT] = layout.n_tiles  # and no producer work is left to fill it
 
 
 def test_ready_flag_wait_is_bounded_and_recorded():

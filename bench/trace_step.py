@@ -1,0 +1,72 @@
+"""``python -m bench --experiment B --trace``: trace builds on representative cases.
+
+Runs after every timing run of the sweep, never inside one: the trace builds are
+separate compilations (:mod:`numba_softmax.kernels.tracing`) with their own buffers.
+Per case and scheduler it writes ``traces/<case>_<scheduler>.csv`` (one row per task),
+``.json`` (Chrome/Perfetto trace events, one track per SM) and ``.png`` (timeline),
+and one record per trace in ``traces.jsonl`` (the checks' verdict, early starts).
+"""
+
+import os
+
+from numba_softmax import tiled_softmax
+from numba_softmax.cases import EXPERIMENT_B_SCHEDULERS
+from numba_softmax.fixtures import packed_fixture
+from numba_softmax.oracle import AcceptanceError, check_packed
+from numba_softmax.traces import check_trace, plot_timeline, write_csv, write_perfetto
+
+#: One balanced and one ragged case: the smallest and the largest row counts.
+REPRESENTATIVE_CASES = ("balanced-128", "ragged-2048")
+TRACE_FIXTURE = "random"
+TRACE_NOTE = ("Trace intervals show ordering (%globaltimer, taken after the barrier that ends each task), "
+              "not SM utilization; trace builds are never timed.")
+
+
+def run_traces(run, stream, cases, gpu):
+    """``cases``: (name, row_lengths) pairs. Raises AcceptanceError if a check fails (after writing)."""
+    failures = []
+    for name, lengths in cases:
+        values = packed_fixture(TRACE_FIXTURE, lengths)
+        for scheduler in EXPERIMENT_B_SCHEDULERS:
+            workers = 1 if (not gpu and scheduler != "separate") else None
+            result = tiled_softmax(values, lengths, scheduler=scheduler, workers=workers,
+                                   stream=stream if gpu else None, trace=True)
+            correct = check_packed(result.out, values, lengths)
+            report = check_trace(result.trace, result.layout, scheduler)
+            stem = f"traces/{name}_{scheduler}"
+            os.makedirs(run.path_of("traces"), exist_ok=True)
+            write_csv(run.path_of(stem + ".csv"), result.trace, result.layout)
+            write_perfetto(run.path_of(stem + ".json"), result.trace, result.layout, scheduler)
+            png = plot_timeline(run.path_of(stem + ".png"), result.trace, result.layout, scheduler, name, report)
+            run.append_jsonl("traces.jsonl", dict(
+                report.record(), case=name, scheduler=scheduler, workers=result.workers,
+                fixture=TRACE_FIXTURE, output_passed=correct.passed, csv=stem + ".csv",
+                perfetto=stem + ".json", png=(stem + ".png") if png else None, note=TRACE_NOTE))
+            if not report.passed:
+                failures.append(f"{name}/{scheduler}: " + "; ".join(report.problems))
+            if not correct.passed:
+                failures.append(f"{name}/{scheduler} trace build output: {correct.describe()}")
+    if failures:
+        raise AcceptanceError("trace checks failed: " + " | ".join(failures))
+
+
+def trace_summary_lines(records):
+    """Markdown for summary.md from traces.jsonl records (empty list when there are none)."""
+    if not records:
+        return []
+    lines = ["## Task traces", "", TRACE_NOTE, "",
+             "| case | scheduler | workers | tasks | checks | early B | early C | span (us) | SMs seen | files |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        files = f"[csv]({r['csv']}) [perfetto]({r['perfetto']})"
+        if r.get("png"):
+            files += f" [timeline]({r['png']})"
+        verdict = "passed" if r["passed"] else "FAILED: " + "; ".join(r["problems"])
+        lines.append(f"| {r['case']} | {r['scheduler']} | {r['workers'] or '-'} | {r['tasks']} | {verdict} | "
+                     f"{r['early_b']} | {r['early_c']} | {r['span_ns'] / 1e3:.1f} | {r['sms_seen']} | {files} |")
+    lines += ["", "Early starts: B or C tasks that started before the last A task of the whole grid ended "
+                  "(counted for the DAG, not required; zero by construction for separate and phased).", ""]
+    for r in records:
+        if r.get("png"):
+            lines.append(f"![{r['case']} {r['scheduler']}]({r['png']})")
+    return lines + [""]

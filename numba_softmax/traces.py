@@ -1,0 +1,221 @@
+"""Task traces of the Experiment B schedulers: checks, CSV, Perfetto JSON, timeline PNG.
+
+A trace is the int64 ``[tasks, 5]`` array a trace build fills (layout in
+:mod:`numba_softmax.kernels.tracing`). The checks prove ordering, not performance:
+
+* complete, unique coverage: every A, B and C task visited exactly once;
+* each B(r) starts no earlier than the end of every A tile of row r;
+* each C(t) starts no earlier than the end of B(row(t));
+* separate and phased schedulers: full-phase ordering (no B before the last A ends,
+  no C before the last B ends);
+* DAG: early starts are counted (B or C tasks that started before the last A task of
+  the whole grid ended); they are reported, not required.
+
+Timestamps are ``%globaltimer`` nanoseconds taken by the thread that owns each task
+(after the barrier ending it); equal timestamps count as ordered (the timer is
+coarser than some tasks). Intervals illustrate ordering, not SM utilization.
+"""
+
+import csv
+import json
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .kernels.tracing import TRACE_COLUMNS, TRACE_END, TRACE_FIELDS, TRACE_SM, TRACE_START, TRACE_VISITS
+
+KINDS = ("A", "B", "C")
+
+
+@dataclass
+class TaskTable:
+    """One row per task, in task-id order: A tiles, then B rows, then C tiles."""
+    kind: np.ndarray      # "A" / "B" / "C"
+    index: np.ndarray     # tile id (A, C) or row id (B)
+    row: np.ndarray       # the row the task belongs to
+    data: np.ndarray      # int64[tasks, TRACE_FIELDS]
+
+    def column(self, name):
+        return self.data[:, TRACE_COLUMNS.index(name)]
+
+    def label(self, i):
+        what = "row" if self.kind[i] == "B" else "tile"
+        return f"{self.kind[i]}({what} {int(self.index[i])})"
+
+
+def task_table(trace, layout):
+    trace = np.asarray(trace, dtype=np.int64)
+    n_tiles, rows = layout.n_tiles, layout.rows
+    expected = (2 * n_tiles + rows, TRACE_FIELDS)
+    if trace.shape != expected:
+        raise ValueError(f"trace has shape {trace.shape}, expected {expected} for {rows} rows, {n_tiles} tiles")
+    tiles = np.arange(n_tiles)
+    kind = np.array(["A"] * n_tiles + ["B"] * rows + ["C"] * n_tiles)
+    index = np.concatenate([tiles, np.arange(rows), tiles])
+    row = np.concatenate([layout.tile_row, np.arange(rows), layout.tile_row]).astype(np.int64)
+    return TaskTable(kind=kind, index=index, row=row, data=trace)
+
+
+@dataclass
+class TraceReport:
+    scheduler: str
+    tasks: int
+    problems: list = field(default_factory=list)
+    early_b: int = 0
+    early_c: int = 0
+    span_ns: int = 0
+    sms_seen: int = 0
+    workers_seen: int = 0
+
+    @property
+    def passed(self):
+        return not self.problems
+
+    def record(self):
+        return dict(asdict(self), passed=self.passed)
+
+
+def _first(mask):
+    hits = np.flatnonzero(mask)
+    return int(hits[0]) if hits.size else None
+
+
+def check_trace(trace, layout, scheduler, max_listed=5):
+    """Apply the ordering checks; the report names every offending task (up to ``max_listed``)."""
+    table = task_table(trace, layout)
+    n_tiles, rows = layout.n_tiles, layout.rows
+    report = TraceReport(scheduler=scheduler, tasks=len(table.kind))
+    start, end = table.data[:, TRACE_START], table.data[:, TRACE_END]
+    visits = table.data[:, TRACE_VISITS]
+
+    def complain(message, offenders):
+        listed = ", ".join(table.label(i) for i in offenders[:max_listed])
+        more = f" (+{len(offenders) - max_listed} more)" if len(offenders) > max_listed else ""
+        report.problems.append(f"{message}: {listed}{more}")
+
+    missing = np.flatnonzero(visits == 0)
+    if missing.size:
+        complain("never visited", missing)
+    repeated = np.flatnonzero(visits > 1)
+    if repeated.size:
+        complain(f"visited more than once (up to {int(visits.max())} times)", repeated)
+    seen = visits >= 1
+    backwards = np.flatnonzero(seen & (end < start))
+    if backwards.size:
+        complain("end before start", backwards)
+
+    a_end = end[:n_tiles]
+    b_start, b_end = start[n_tiles:n_tiles + rows], end[n_tiles:n_tiles + rows]
+    c_start = start[n_tiles + rows:]
+    # last A end per row (the fan-in B waits on)
+    last_a_end = np.full(rows, np.iinfo(np.int64).min)
+    np.maximum.at(last_a_end, layout.tile_row, a_end)
+    early_b_rows = np.flatnonzero(seen[n_tiles:n_tiles + rows] & (b_start < last_a_end))
+    if early_b_rows.size:
+        offenders = n_tiles + early_b_rows
+        complain("B started before all A tiles of its row ended", offenders)
+    early_c_tiles = np.flatnonzero(seen[n_tiles + rows:] & (c_start < b_end[layout.tile_row]))
+    if early_c_tiles.size:
+        complain("C started before its row's B ended", n_tiles + rows + early_c_tiles)
+
+    if visits.min(initial=1) >= 1:
+        last_a, last_b = int(a_end.max()), int(b_end.max())
+        report.early_b = int(np.sum(b_start < last_a))
+        report.early_c = int(np.sum(c_start < last_a))
+        if scheduler in ("separate", "phased"):
+            if report.early_b:
+                complain("full-phase ordering broken: B started before the last A ended",
+                         n_tiles + np.flatnonzero(b_start < last_a))
+            before_b = np.flatnonzero(c_start < last_b)
+            if before_b.size:
+                complain("full-phase ordering broken: C started before the last B ended",
+                         n_tiles + rows + before_b)
+        report.span_ns = int(end.max() - start.min())
+    report.sms_seen = int(np.unique(table.data[seen, TRACE_SM]).size)
+    report.workers_seen = int(np.unique(table.column("worker")[seen]).size)
+    return report
+
+
+def _first_start(table):
+    """Earliest start over visited tasks (0 when nothing ran): the timeline's origin."""
+    starts = table.data[table.data[:, TRACE_VISITS] > 0, TRACE_START]
+    return int(starts.min()) if starts.size else 0
+
+
+def write_csv(path, trace, layout):
+    table = task_table(trace, layout)
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(("task", "kind", "index", "row") + TRACE_COLUMNS)
+        for i in range(len(table.kind)):
+            writer.writerow((i, table.kind[i], int(table.index[i]), int(table.row[i]),
+                             *(int(v) for v in table.data[i])))
+
+
+def read_csv(path):
+    """(kinds, trace array) from a task CSV written by :func:`write_csv`."""
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    data = np.array([[int(r[c]) for c in TRACE_COLUMNS] for r in rows], dtype=np.int64)
+    return [r["kind"] for r in rows], data
+
+
+def write_perfetto(path, trace, layout, scheduler):
+    """Chrome trace-event JSON (opens in ui.perfetto.dev): one track per SM, microseconds."""
+    table = task_table(trace, layout)
+    t0 = _first_start(table)
+    events = []
+    for i in np.flatnonzero(table.data[:, TRACE_VISITS] > 0):
+        s, e, sm, worker, visits = (int(v) for v in table.data[i])
+        events.append({"name": table.label(i), "cat": str(table.kind[i]), "ph": "X",
+                       "ts": (s - t0) / 1e3, "dur": max(e - s, 0) / 1e3, "pid": 0, "tid": sm,
+                       "args": {"row": int(table.row[i]), "worker": worker, "visits": visits}})
+    sms = sorted({e["tid"] for e in events})
+    events += [{"name": "thread_name", "ph": "M", "pid": 0, "tid": sm, "args": {"name": f"SM {sm}"}}
+               for sm in sms]
+    events.append({"name": "process_name", "ph": "M", "pid": 0, "args": {"name": f"{scheduler} scheduler"}})
+    with open(path, "w") as handle:
+        json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, handle)
+
+
+COLORS = {"A": "#4C72B0", "B": "#DD8452", "C": "#55A868"}
+
+
+def plot_timeline(path, trace, layout, scheduler, case, report=None):
+    """PNG: one lane per SM, tasks coloured by kind. Returns the path, or None without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+    except ImportError:
+        return None
+    table = task_table(trace, layout)
+    seen = table.data[:, TRACE_VISITS] > 0
+    t0 = _first_start(table)
+    sms = np.unique(table.data[seen, TRACE_SM])
+    lane = {int(sm): k for k, sm in enumerate(sms)}
+    fig, ax = plt.subplots(figsize=(12, max(3.0, 0.035 * len(sms) + 1.5)))
+    for kind in KINDS:
+        idx = np.flatnonzero(seen & (table.kind == kind))
+        if not idx.size:
+            continue
+        starts = (table.data[idx, TRACE_START] - t0) / 1e3
+        widths = np.maximum((table.data[idx, TRACE_END] - table.data[idx, TRACE_START]) / 1e3, 0.05)
+        lanes = np.array([lane[int(sm)] for sm in table.data[idx, TRACE_SM]])
+        ax.barh(lanes, widths, left=starts, height=0.8, color=COLORS[kind], linewidth=0)
+    ax.set_xlabel("time since the first task started (us, %globaltimer)")
+    ax.set_ylabel(f"SM lane ({len(sms)} SMs seen)")
+    title = f"Experiment B {case}: {scheduler} scheduler, {len(table.kind)} tasks"
+    if report is not None:
+        title += f" -- checks {'passed' if report.passed else 'FAILED'}"
+        if scheduler == "dag":
+            title += f", early starts: {report.early_b} B / {report.early_c} C"
+    ax.set_title(title)
+    ax.legend(handles=[Patch(color=COLORS[k], label=f"{k} task") for k in KINDS], loc="upper right")
+    ax.set_ylim(-1, len(sms))
+    fig.text(0.01, 0.01, "Intervals show ordering, not SM utilization.", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,65 @@
+"""Performance builds contain no trace code; trace builds do (sm_90 PTX, no GPU needed).
+
+Compiled in a child process with the real CUDA target, like test_tiled_ptx.py.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_CHILD = textwrap.dedent("""
+    import json, sys
+    from numba_softmax.kernels import persistent, tiles
+    from numba_softmax.ptx import kernel_ptx
+    out = {}
+    perf = (tiles.tile_summary_kernel, tiles.row_combine_kernel, tiles.tile_normalize_kernel)
+    names = ("tile_summary_kernel", "row_combine_kernel", "tile_normalize_kernel")
+    for name, perf_k, trace_k in zip(names, perf, tiles.separate_trace_kernels()):
+        out[name] = [kernel_ptx(perf_k, tiles.SIGNATURES[name]), kernel_ptx(trace_k, tiles.SIGNATURES[name])]
+    sig = persistent.SIGNATURES["persistent_tiles"]
+    out["persistent_tiles"] = [kernel_ptx(persistent.persistent_tiles, sig),
+                               kernel_ptx(persistent.persistent_trace_kernel(), sig)]
+    json.dump(out, open(sys.argv[1], "w"))
+""")
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ptx") / "builds.json"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(path)], cwd=REPO, env=env,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(path.read_text())
+
+
+def _trace_param_uses(ptx):
+    """Instructions that touch the last kernel argument (the 2-D trace array = 9 params)."""
+    params = re.findall(r"\.param \.\w+ (\S+?_param_\d+)", ptx)
+    trace_params = set(params[-9:])
+    body = ptx[ptx.index("{"):]
+    return [line for line in body.splitlines() if any(p in line for p in trace_params)]
+
+
+KERNELS = ("tile_summary_kernel", "row_combine_kernel", "tile_normalize_kernel", "persistent_tiles")
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_performance_build_has_no_trace_code(builds, name):
+    perf, _ = builds[name]
+    assert "%globaltimer" not in perf and "%smid" not in perf
+    assert _trace_param_uses(perf) == []
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_trace_build_reads_the_clock_and_writes_the_trace(builds, name):
+    _, trace = builds[name]
+    assert "%globaltimer" in trace and "%smid" in trace
+    assert any("ld.param" in line for line in _trace_param_uses(trace))
+    assert "atom.global.add.u64" in trace or "red.global.add.u64" in trace  # visit counter

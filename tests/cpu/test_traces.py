@@ -1,0 +1,110 @@
+"""Trace checks on synthetic traces, with negative controls (no GPU needed)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from numba_softmax.kernels.tracing import TRACE_END, TRACE_FIELDS, TRACE_START, TRACE_VISITS
+from numba_softmax.tiled import build_layout
+from numba_softmax.traces import check_trace, plot_timeline, read_csv, write_csv, write_perfetto
+
+LAYOUT = build_layout(np.array([2048, 1024, 3000]))  # tiles: 2 + 1 + 3 = 6; rows 3
+
+
+def phased_trace(layout=LAYOUT):
+    """A correct full-phase trace: all A, then all B, then all C (10 ns apart)."""
+    n, r = layout.n_tiles, layout.rows
+    trace = np.zeros((2 * n + r, TRACE_FIELDS), dtype=np.int64)
+    clock = 1000
+    for task in range(2 * n + r):
+        trace[task, TRACE_START], trace[task, TRACE_END] = clock, clock + 5
+        trace[task, TRACE_VISITS] = 1
+        trace[task, 2] = task % 3        # sm
+        trace[task, 3] = task % 2        # worker
+        clock += 10
+    return trace
+
+
+def b_task(r):
+    return LAYOUT.n_tiles + r
+
+
+def c_task(t):
+    return LAYOUT.n_tiles + LAYOUT.rows + t
+
+
+@pytest.mark.parametrize("scheduler", ["separate", "phased", "dag"])
+def test_correct_full_phase_trace_passes(scheduler):
+    report = check_trace(phased_trace(), LAYOUT, scheduler)
+    assert report.passed, report.problems
+    assert report.early_b == report.early_c == 0
+
+
+def test_c_before_its_b_is_rejected_and_named():
+    trace = phased_trace()
+    trace[c_task(5), TRACE_START] = trace[b_task(2), TRACE_END] - 1  # tile 5 belongs to row 2
+    report = check_trace(trace, LAYOUT, "dag")
+    assert not report.passed
+    assert any("C started before its row's B ended: C(tile 5)" in p for p in report.problems)
+
+
+def test_b_before_the_last_a_of_its_row_is_rejected():
+    trace = phased_trace()
+    trace[b_task(2), TRACE_START] = trace[5, TRACE_END] - 1  # A(tile 5) is row 2's last tile
+    report = check_trace(trace, LAYOUT, "dag")
+    assert any("B started before all A tiles of its row ended: B(row 2)" in p for p in report.problems)
+
+
+def test_missing_task_is_rejected_and_named():
+    trace = phased_trace()
+    trace[3] = 0
+    report = check_trace(trace, LAYOUT, "separate")
+    assert any(p.startswith("never visited: A(tile 3)") for p in report.problems)
+
+
+def test_task_visited_twice_is_rejected_and_named():
+    trace = phased_trace()
+    trace[b_task(1), TRACE_VISITS] = 2
+    report = check_trace(trace, LAYOUT, "phased")
+    assert any("visited more than once" in p and "B(row 1)" in p for p in report.problems)
+
+
+def test_dag_early_starts_are_counted_not_rejected_but_phased_rejects_them():
+    trace = phased_trace()
+    # row 1 (tile 2 only) finishes early: its B and C run before tiles 3..5 of row 2 end.
+    last_a = trace[5, TRACE_END]
+    trace[b_task(1), TRACE_START:TRACE_END + 1] = (trace[2, TRACE_END] + 1, trace[2, TRACE_END] + 2)
+    trace[c_task(2), TRACE_START:TRACE_END + 1] = (trace[2, TRACE_END] + 3, trace[2, TRACE_END] + 4)
+    assert trace[c_task(2), TRACE_START] < last_a
+    dag = check_trace(trace, LAYOUT, "dag")
+    assert dag.passed and (dag.early_b, dag.early_c) == (1, 1)
+    phased = check_trace(trace, LAYOUT, "phased")
+    assert not phased.passed
+    assert any("full-phase ordering broken: B started before the last A ended: B(row 1)" in p
+               for p in phased.problems)
+
+
+def test_wrong_shape_is_an_error():
+    with pytest.raises(ValueError, match="expected"):
+        check_trace(np.zeros((3, TRACE_FIELDS), dtype=np.int64), LAYOUT, "dag")
+
+
+def test_csv_round_trip_and_perfetto_json(tmp_path):
+    trace = phased_trace()
+    write_csv(tmp_path / "t.csv", trace, LAYOUT)
+    kinds, data = read_csv(tmp_path / "t.csv")
+    assert np.array_equal(data, trace) and kinds[:6] == ["A"] * 6 and kinds[6:9] == ["B"] * 3
+    write_perfetto(tmp_path / "t.json", trace, LAYOUT, "dag")
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert len(spans) == len(trace) and spans[0]["ts"] == 0.0 and spans[0]["dur"] == 0.005
+    assert {e["cat"] for e in spans} == {"A", "B", "C"}
+
+
+def test_timeline_png(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib (the plots extra) not installed")
+    path = plot_timeline(tmp_path / "t.png", phased_trace(), LAYOUT, "phased", "synthetic",
+                         check_trace(phased_trace(), LAYOUT, "phased"))
+    data = (tmp_path / "t.png").read_bytes()
+    assert path is not None and data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
