@@ -82,6 +82,10 @@ if SIMULATOR:
     def backoff(polls):
         pass
 
+    @cuda.jit(device=True)
+    def pause_us(microseconds):
+        pass
+
 else:
     from llvmlite import ir
     from numba import types, uint32
@@ -196,6 +200,12 @@ else:
 
         return types.uint32(), codegen
 
+    @cuda.jit(device=True)
+    def pause_us(microseconds):
+        """Sleep about ``microseconds`` (negative controls only: widens a race window)."""
+        for _ in range(microseconds):
+            cuda.nanosleep(uint32(1000))
+
     @cuda.jit(device=True, inline="always")
     def backoff(polls):
         """Sleep a little while spinning: 32, 64, 128, then 256 ns per poll."""
@@ -204,4 +214,4 @@ else:
 
 
 __all__ = ["load_acquire_gpu", "load_relaxed_gpu", "store_release_gpu",
-           "atomic_add_acq_rel_gpu", "atomic_add_release_gpu", "globaltimer", "smid", "backoff"]
+           "atomic_add_acq_rel_gpu", "atomic_add_release_gpu", "globaltimer", "smid", "backoff", "pause_us"]

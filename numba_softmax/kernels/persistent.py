@@ -100,7 +100,7 @@ from numba import cuda, float32, int32, int64
 
 from ..launch.plan import KernelLaunch
 from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARPS_PER_BLOCK
-from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff,
+from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, pause_us,
                        load_acquire_gpu, load_relaxed_gpu, store_release_gpu)
 from .tiles import task_a, task_b, task_c
 from .tracing import trace_now, trace_record
@@ -334,6 +334,13 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             if TRACE and tid == 0:
                 start = trace_now()
             if kind == KIND_A:
+                if not publish_after_last:
+                    # Negative control only: hold back every tile but a row's first, so
+                    # the B it publishes early reliably reads missing summaries (without
+                    # this the race rarely shows: a row's A tiles run side by side).
+                    if tid == 0 and index != row_first_tile[tile_row[index]]:
+                        pause_us(50)
+                    cuda.syncthreads()
                 task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials)
                 if tid == 0:
                     if TRACE:  # before the arrival that may publish B
