@@ -40,7 +40,12 @@ def select_backend(stream=sys.stderr):
         print(SIMULATOR_BANNER, file=stream)
         return False
     if "numba" in sys.modules:
-        raise RuntimeError("select_backend() must run before numba is imported")
+        # Already chosen in this process (e.g. a second experiment in one Modal container):
+        # Numba read NUMBA_ENABLE_CUDASIM at import, so report what it chose.
+        from numba import config
+        if config.ENABLE_CUDASIM:
+            print(SIMULATOR_BANNER, file=stream)
+        return not config.ENABLE_CUDASIM
     if gpu_present():
         return True
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"

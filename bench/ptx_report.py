@@ -1,37 +1,808 @@
-"""``python -m bench ptx [--kernel NAME] [--out DIR]``: every kernel's sm_90 PTX and policy report.
+"""``python -m bench ptx [--kernel NAME] [--out DIR] [--compare]``: sm_90 PTX, policy, and nvcc beside Numba.
 
-Runs without a GPU. Writes ``<kernel>.ptx`` and ``policy.json`` into DIR and prints one
-line per kernel; exits 1 when any kernel breaks the numerics policy.
+Runs without a GPU.
+
+Without ``--compare``: writes ``<kernel>.ptx`` and ``policy.json`` into DIR and prints one line
+per kernel; exits 1 when any kernel breaks the numerics policy.
+
+With ``--compare``: builds (if needed) the nvcc reference kernels of ``reference_cu/``
+(:mod:`bench.reference_build`) and puts each Numba kernel's PTX beside nvcc's PTX of the same
+algorithm (the name mapping is :data:`numba_softmax.launch.reference.REFERENCE_KERNELS`).
+Per kernel, DIR gets ``<kernel>.numba.ptx``, ``<kernel>.nvcc.ptx`` and ``<kernel>.compare.md``:
+
+* a normalized instruction histogram (opcode with all modifiers; registers, labels and
+  immediates dropped) of both sides;
+* an aligned diff (difflib) of the ARITHMETIC sequence: float add/sub/mul/fma/div/max/min/
+  neg/ex2/cvt and the warp shuffles of the reductions (with their xor offsets), each token
+  carrying the float constants it uses;
+* a verdict: ``identical arithmetic``, or each difference named and explained;
+* the non-arithmetic differences, named and explained (array-argument ABI and parameter
+  loads, 64-bit index math, Numba's negative-index wraparound and floor-division code,
+  generic vs global accesses, how the grid barrier is implemented, ...);
+* nvcc's PTX checked against the same numerics policy (:func:`numba_softmax.ptx.check_policy`).
+
+plus ``compare.json`` and ``compare_summary.md``, and prints the summary table. Where nvdisasm
+is found, each report also counts the float SASS instructions ptxas makes of both PTX texts
+(FFMA/FMUL/MUFU.EX2 must agree: evidence that ptxas contracted nothing). Exit status:
+0 when every compared kernel has identical arithmetic, the same memory-ordering operations
+(global atomics, acquire/release/relaxed accesses, fences, nanosleep) and both sides obey the
+policy, 1 otherwise, 2 when nvcc is missing or a kernel is unknown.
+
+One normalization, with its evidence computed per kernel: Numba compiles with NVVM's FMA
+contraction on, so libdevice expf's internal ``add``/``mul`` come out unqualified
+(``add.f32``, ``mul.f32``), while nvcc ``--fmad=false`` writes them ``add.rn.f32`` /
+``mul.rn.f32``. In PTX an unqualified ``add``/``mul`` rounds to nearest even exactly like
+``.rn``; the only difference is that ptxas MAY fuse an unqualified ``mul`` into an
+unqualified ``add``/``sub`` that consumes it. The comparison therefore makes the default
+``.rn`` explicit ONLY in a PTX where no unqualified mul feeds an unqualified add/sub
+(``contraction_candidates`` is empty); otherwise the tokens stay as written and show up
+as differences.
 """
 
 import argparse
+import difflib
 import json
 import os
+import re
 import sys
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+# ---- PTX parsing ------------------------------------------------------------------------
+
+_GUARD = re.compile(r"^@!?%\w+\s+")
+_OPCODE = re.compile(r"^([a-z][\w.:]*)\s*(.*)$", re.DOTALL)
+_FLOAT_IMM = re.compile(r"^0[fFdD][0-9A-Fa-f]+$")
+_INT_IMM = re.compile(r"^-?(0[xX][0-9A-Fa-f]+|\d+)U?$")
+_REGISTER = re.compile(r"^%\w+$")
+_NO_DEST = ("st.", "bar.", "barrier.", "red.", "bra", "ret", "call", "nanosleep", "membar", "fence",
+            "exit", "trap", "prefetch", "brkpt", "pmevent", "wgmma.fence", "cp.async.commit")
+
+
+@dataclass(frozen=True)
+class Instruction:
+    opcode: str
+    operands: tuple
+    text: str
+
+    @property
+    def has_dest(self):
+        return bool(self.operands) and not self.opcode.startswith(_NO_DEST)
+
+    @property
+    def dests(self):
+        """Registers written: ``%r1|%p2`` (shfl) and ``{%f1, %f2, ...}`` (vector loads) split."""
+        if not self.has_dest:
+            return ()
+        text = self.operands[0].strip("{}")
+        return tuple(part.strip() for chunk in text.split(",") for part in chunk.split("|") if part.strip())
+
+    @property
+    def sources(self):
+        return self.operands[1:] if self.has_dest else self.operands
+
+
+def _split_operands(text):
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    tail = "".join(current).strip()
+    if tail:
+        parts.append(tail)
+    return tuple(parts)
+
+
+def parse_instructions(ptx):
+    """Every instruction of a PTX text, in order (directives, labels, comments skipped)."""
+    out = []
+    for line in ptx.splitlines():
+        code = line.split("//", 1)[0]
+        for statement in code.split(";"):
+            s = statement.strip().lstrip("{").rstrip("}").strip()
+            if not s or s.startswith(".") or s.endswith(":") or s.startswith("$"):
+                continue
+            s = _GUARD.sub("", s)
+            match = _OPCODE.match(s)
+            if match:
+                out.append(Instruction(match.group(1), _split_operands(match.group(2)), s))
+    return out
+
+
+_ENTRY = re.compile(r"\.entry\s+([\w$]+)\s*\(")
+
+
+def entry_names(ptx):
+    return _ENTRY.findall(ptx)
+
+
+def extract_entry(ptx, name):
+    """The text of one ``.entry`` (header, parameters and body) of a module's PTX."""
+    match = re.search(r"\.entry\s+" + re.escape(name) + r"\s*\(", ptx)
+    if match is None:
+        raise KeyError(f"entry {name!r} not in PTX (entries: {entry_names(ptx)})")
+    start = ptx.rfind("\n", 0, match.start()) + 1
+    brace = ptx.index("{", ptx.index(")", match.end()))
+    depth = 0
+    for i in range(brace, len(ptx)):
+        if ptx[i] == "{":
+            depth += 1
+        elif ptx[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return ptx[start:i + 1]
+    raise ValueError(f"entry {name!r}: unbalanced braces")
+
+
+_MODULE_DECL = re.compile(r"^\.(?:visible\s+|weak\s+)?(?:shared|global|const|extern)\b"
+                          r".*?([\w$]+)\s*(?:\[[^\]]*\])?\s*(?:=.*)?;\s*$")
+
+
+def standalone_entry(module_ptx, name):
+    """One entry as a PTX file of its own (ptxas can assemble it): the module's .version,
+    .target and .address_size, the module-scope declarations the entry uses (e.g. nvcc puts
+    a device function's ``__shared__`` array there), and the entry."""
+    entry = extract_entry(module_ptx, name)
+    header, decls = [], []
+    for line in module_ptx.splitlines():
+        stripped = line.strip()
+        if stripped.startswith((".version", ".target", ".address_size")):
+            header.append(stripped)
+            continue
+        match = _MODULE_DECL.match(stripped)
+        if match and not stripped.startswith(".extern .func") and re.search(
+                r"(?<![\w$])" + re.escape(match.group(1)) + r"(?![\w$])", entry):
+            decls.append(stripped)
+    return "\n".join([f"// entry {name}, extracted from its nvcc module", *header, "", *decls, "", entry, ""])
+
+
+def defined_functions(ptx):
+    """Device functions with a body in the module (not inlined), and extern declarations."""
+    defined = re.findall(r"^\s*(?:\.visible\s+|\.weak\s+)?\.func\s+(?:\([^)]*\)\s*)?([\w$]+)\s*\([^;{]*\)\s*\{",
+                         ptx, re.MULTILINE)
+    externs = re.findall(r"^\s*\.extern\s+\.func\s+(?:\([^)]*\)\s*)?([\w$]+)", ptx, re.MULTILINE)
+    return defined, externs
+
+
+def normalized_histogram(ptx):
+    """Opcode (with modifiers) -> count; registers, labels and immediates normalized away."""
+    return Counter(ins.opcode for ins in parse_instructions(ptx))
+
+
+# ---- the arithmetic sequence --------------------------------------------------------------
+
+_FLOAT_TYPES = ("f32", "f64", "f16", "bf16", "f16x2", "bf16x2")
+_ARITH_BASES = {"add", "sub", "mul", "fma", "mad", "div", "max", "min", "neg", "abs", "ex2", "lg2", "rcp",
+                "sqrt", "rsqrt", "sin", "cos", "tanh", "copysign", "testp"}
+_ROUNDING = (".rn", ".rz", ".rm", ".rp")
+
+
+def is_arithmetic(opcode):
+    """Float arithmetic (and float conversions), plus the warp shuffles of the reductions."""
+    parts = opcode.split(".")
+    if parts[0] == "shfl":
+        return True
+    if parts[0] == "cvt":
+        return any(p in _FLOAT_TYPES for p in parts[1:])
+    return parts[0] in _ARITH_BASES and parts[-1] in _FLOAT_TYPES
+
+
+def _unqualified(opcode, bases):
+    parts = opcode.split(".")
+    return parts[0] in bases and parts[-1] == "f32" and not any(r in "." + ".".join(parts[1:]) + "."
+                                                                 for r in (".rn.", ".rz.", ".rm.", ".rp."))
+
+
+def contraction_candidates(instructions):
+    """Unqualified ``mul.f32`` results consumed by an unqualified ``add``/``sub.f32``: the only
+    pairs ptxas may still fuse into an fma. Conservative: a register counts as a plain-mul
+    result if ANY instruction of the function defines it with a plain mul."""
+    plain_mul_regs = {d for ins in instructions if _unqualified(ins.opcode, ("mul",)) for d in ins.dests}
+    return [ins.text for ins in instructions
+            if _unqualified(ins.opcode, ("add", "sub")) and any(s in plain_mul_regs for s in ins.sources)]
+
+
+def _constant_value(operand, constants):
+    if _FLOAT_IMM.match(operand) or _INT_IMM.match(operand):
+        return operand.upper() if operand[:2].lower() in ("0f", "0d") else operand
+    return constants.get(operand)
+
+
+def arithmetic_tokens(instructions, make_rounding_explicit):
+    """(tokens, rewritten): one token per arithmetic instruction, in program order.
+
+    A token is the opcode and, in brackets, the constants among its sources (register
+    operands are dropped; a register loaded by ``mov`` from an immediate counts as that
+    constant, when that mov is the register's only write). A shuffle's token carries its
+    lane offset. ``rewritten`` counts the
+    unqualified add/sub/mul.f32 written with their default ``.rn``.
+    """
+    # A register is a constant only if the function writes it exactly once, with a mov of an
+    # immediate (NVVM's PTX is SSA-like except loop-carried values, which are written twice).
+    writes = Counter(d for ins in instructions for d in ins.dests)
+    constants = {}
+    for ins in instructions:
+        if ins.opcode.startswith("mov.") and len(ins.operands) == 2 and writes[ins.operands[0]] == 1:
+            value = _constant_value(ins.operands[1], {})
+            if value is not None:
+                constants[ins.operands[0]] = value
+    tokens, rewritten = [], 0
+    for ins in instructions:
+        if is_arithmetic(ins.opcode):
+            opcode = ins.opcode
+            if make_rounding_explicit and _unqualified(opcode, ("add", "sub", "mul")):
+                base, rest = opcode.split(".", 1)
+                opcode = f"{base}.rn.{rest}"
+                rewritten += 1
+            if opcode.startswith("shfl"):
+                srcs = ins.sources
+                offset = _constant_value(srcs[1], constants) if len(srcs) > 1 else None
+                tokens.append(f"{opcode} [offset {offset if offset is not None else '?'}]")
+            else:
+                values = sorted(v for v in (_constant_value(s, constants) for s in ins.sources) if v is not None)
+                tokens.append(opcode + (f" [{', '.join(values)}]" if values else ""))
+    return tokens, rewritten
+
+
+def _is_ordering_token(opcode):
+    parts = opcode.split(".")
+    if parts[0] in ("atom", "red"):
+        return "global" in parts
+    if parts[0] in ("ld", "st"):
+        return "global" in parts and any(q in parts for q in ("acquire", "release", "relaxed", "volatile"))
+    return parts[0] in ("fence", "membar", "nanosleep")
+
+
+def ordering_tokens(instructions):
+    """The queue protocol's memory operations, in program (text) order: atomics and
+    acquire/release/relaxed accesses on GLOBAL memory, fences, nanosleep; each with the
+    integer constants among its sources (e.g. ``atom.global.add.u32 [1]``). Generic-address
+    ones (nvcc's inlined cooperative-groups grid barrier) are left out: Numba's grid barrier
+    is a libcudadevrt call, named among the non-arithmetic differences instead."""
+    writes = Counter(d for ins in instructions for d in ins.dests)
+    constants = {ins.operands[0]: ins.operands[1] for ins in instructions
+                 if ins.opcode.startswith("mov.") and len(ins.operands) == 2 and writes[ins.operands[0]] == 1
+                 and _INT_IMM.match(ins.operands[1])}
+    tokens = []
+    for ins in instructions:
+        if _is_ordering_token(ins.opcode):
+            values = [v for v in (_constant_value(s, constants) for s in ins.sources if not s.startswith("["))
+                      if v is not None]
+            tokens.append(ins.opcode + (f" [{', '.join(values)}]" if values else ""))
+    return tokens
+
+
+def aligned_diff(left, right):
+    """difflib alignment: rows (tag, left token or '', right token or '')."""
+    rows = []
+    matcher = difflib.SequenceMatcher(None, left, right, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        a, b = left[i1:i2], right[j1:j2]
+        for k in range(max(len(a), len(b))):
+            rows.append((tag, a[k] if k < len(a) else "", b[k] if k < len(b) else ""))
+    return rows
+
+
+# ---- named non-arithmetic differences -------------------------------------------------------
+
+def _count(hist, predicate):
+    return sum(n for op, n in hist.items() if predicate(op))
+
+
+def _int_arith(op, width):
+    parts = op.split(".")
+    return (parts[0] in ("add", "sub", "mul", "mad", "div", "rem", "shl", "shr", "and", "or", "xor", "neg", "min",
+                         "max", "abs", "selp")
+            and parts[-1] in (f"s{width}", f"u{width}", f"b{width}"))
+
+
+def _is_generic_access(op):
+    parts = op.split(".")
+    spaces = ("global", "shared", "local", "param", "const")
+    return parts[0] in ("ld", "st") and not any(p in spaces for p in parts[1:])
+
+
+def _is_ordering(op):
+    return (op.startswith(("atom.", "red.", "fence", "membar")) or ".acquire." in op or ".release." in op
+            or ".relaxed." in op or op.startswith("nanosleep"))
+
+
+#: (key, title, measure(hist, instrs, ptx) -> number, explanation). A key whose numbers
+#: differ between the two sides is reported with its explanation.
+def _sign_masks(instrs):
+    return sum(1 for ins in instrs if ins.opcode == "shr.s64" and ins.operands[-1:] == ("63",))
+
+
+def _floor_fixups(instrs):
+    return sum(1 for ins in instrs if ins.opcode.startswith("selp.") and ins.operands[1:3] == ("-1", "0"))
+
+
+NAMED_DIFFERENCES = (
+    ("param_loads", "kernel parameter loads (ld.param)",
+     lambda h, i, p: _count(h, lambda op: op.startswith("ld.param")),
+     "Numba's kernel ABI flattens every array argument into meminfo, parent, nitems, itemsize, data, "
+     "shape[nd], strides[nd] (8-byte words each) and the kernel loads the words it uses (data pointer, "
+     "shape for bounds and loops, stride for 2-D indexing); the nvcc entry takes a raw pointer per array "
+     "and explicit integer sizes."),
+    ("param_count", "kernel parameters declared",
+     lambda h, i, p: len(re.findall(r"^\s*\.param\b", p, re.MULTILINE)),
+     "Same cause: one array argument is 5 + 2*ndim parameters in Numba's ABI, one pointer in C++."),
+    ("int64_ops", "64-bit integer arithmetic instructions",
+     lambda h, i, p: _count(h, lambda op: _int_arith(op, 64)),
+     "Index math width: Numba computes indices as intp (int64) and multiplies by the stride it loaded; "
+     "the C++ index types (int / long long as written in reference_cu) let nvcc keep some index math in 32 "
+     "bits or fold it into address arithmetic."),
+    ("int32_ops", "32-bit integer arithmetic instructions",
+     lambda h, i, p: _count(h, lambda op: _int_arith(op, 32)),
+     "Index and loop-counter math kept in 32 bits (C++ int loop counters, Numba int32 task ids)."),
+    ("wraparound", "negative-index wraparound sign masks (shr.s64 x, 63)",
+     lambda h, i, p: _sign_masks(i),
+     "Numba's array indexing supports negative indices: for every index it cannot prove non-negative it "
+     "adds (index >> 63) & extent (shr.s64 / and.b64 / add.s64). C++ pointer indexing has no such code."),
+    ("floor_division", "sign corrections (selp -1, 0)",
+     lambda h, i, p: _floor_fixups(i),
+     "Python integer semantics: // rounds toward negative infinity, so Numba adds a sign correction after "
+     "each integer division (xor of signs, remainder test, selp -1/0), and range(start, stop, step) "
+     "computes a clamped trip count with the same selp pattern (also the block-reduction fold's "
+     "blockDim // 32); C++ / truncates and a for loop just compares."),
+    ("int_division", "integer divisions (div/rem .s64/.u64/.u32/.s32)",
+     lambda h, i, p: _count(h, lambda op: op.split(".")[0] in ("div", "rem") and op.split(".")[-1][0] in "su"),
+     "row = i // cols in the elementwise stages divides on both sides (LLVM's 64-bit division bypass: "
+     "div.s64 plus a div.u32 fast path). Numba's range(start, stop, step) with a runtime step (grid-stride "
+     "loops) computes its trip count with a division up front; a C++ for loop compares and adds instead."),
+    ("global_accesses", "global-space loads/stores (ld/st.global.*)",
+     lambda h, i, p: _count(h, lambda op: op.split(".")[0] in ("ld", "st") and "global" in op.split(".")),
+     "Loads/stores whose address is known to be global (after cvta.to.global)."),
+    ("generic_accesses", "generic-space loads/stores (ld/st without a state space)",
+     lambda h, i, p: _count(h, _is_generic_access),
+     "A generic load/store works on any address; a global one names the state space. Kernel arrays are "
+     "global on both sides (cvta.to.global). nvcc's generic accesses in persistent_tiles are the "
+     "cooperative-groups grid barrier polling its arrival word (ld.acquire.gpu.u32 on the grid workspace); "
+     "Numba's barrier runs inside libcudadevrt instead (a call)."),
+    ("shared_accesses", "shared-memory loads/stores",
+     lambda h, i, p: _count(h, lambda op: op.split(".")[0] in ("ld", "st") and "shared" in op.split(".")),
+     "Block-reduction partials and the DAG broadcast slots; a different count means a value is re-read "
+     "from shared memory instead of kept in a register (or the reverse)."),
+    ("cvta", "address conversions (cvta)",
+     lambda h, i, p: _count(h, lambda op: op.startswith("cvta")),
+     "Generic-to-global conversions of pointer arguments (one per array used, placed by each compiler)."),
+    ("ordering", "atomics, fences, acquire/release/relaxed accesses, nanosleep",
+     lambda h, i, p: _count(h, _is_ordering),
+     "Memory-ordering operations. The acquire/release/relaxed primitives are the same inline PTX on both "
+     "sides; the grid barrier differs: Numba calls libcudadevrt (cudaCGGetIntrinsicHandle, "
+     "cudaCGSynchronize) while nvcc inlines cooperative_groups' barrier (atom.add.release.gpu, "
+     "ld.acquire.gpu spin, bar.sync)."),
+    ("calls", "calls (call.*)",
+     lambda h, i, p: _count(h, lambda op: op.startswith("call")),
+     "Numba's grid.sync() is a call into libcudadevrt (linked at load time); nvcc inlines the "
+     "cooperative-groups barrier, so its PTX has no call."),
+    ("barriers", "block barriers (bar.sync / barrier.sync)",
+     lambda h, i, p: _count(h, lambda op: op.startswith(("bar.", "barrier."))),
+     "__syncthreads() / cuda.syncthreads() and the barrier inside the grid barrier; unrolled or "
+     "duplicated code paths change the static count, not the dynamic order."),
+    ("branches", "branches (bra)",
+     lambda h, i, p: _count(h, lambda op: op.startswith("bra")),
+     "Control flow layout: loop unrolling, bounds checks and the wraparound/floor-division fix-ups."),
+    ("predicated_selects", "selects (selp)",
+     lambda h, i, p: _count(h, lambda op: op.startswith("selp")),
+     "Branch-free selects, mostly from Numba's wraparound and floor-division code or from if-conversion."),
+)
+
+
+# ---- optional SASS evidence (needs ptxas and nvdisasm) ---------------------------------------
+
+SASS_COUNTED = ("FFMA", "FMUL", "FADD", "FMNMX", "MUFU.EX2", "MUFU.RCP")
+
+
+def find_nvdisasm():
+    """nvdisasm from $NVDISASM, PATH, or an installed ``nvidia-cuda-nvdisasm`` wheel (None if absent)."""
+    import glob
+    import shutil
+    candidates = [os.environ.get("NVDISASM"), shutil.which("nvdisasm")]
+    try:
+        import nvidia
+        for root in list(nvidia.__path__):
+            candidates += sorted(glob.glob(os.path.join(root, "*", "bin", "nvdisasm")))
+    except ImportError:
+        pass
+    return next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
+
+
+def sass_counts(ptx, arch="sm_90"):
+    """Static counts of float SASS instructions after ``ptxas -c`` (None without ptxas/nvdisasm)."""
+    import subprocess
+    import tempfile
+
+    from numba_softmax.ptx import find_ptxas
+    ptxas, nvdisasm = find_ptxas(), find_nvdisasm()
+    if ptxas is None or nvdisasm is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        source, cubin = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
+        with open(source, "w") as handle:
+            handle.write(ptx)
+        proc = subprocess.run([ptxas, "-c", f"-arch={arch}", source, "-o", cubin], capture_output=True, text=True)
+        if proc.returncode != 0:
+            return {"error": (proc.stdout + proc.stderr).strip()}
+        text = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True).stdout
+    ops = Counter(m.group(1) for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", text))
+    counts = {}
+    for name in SASS_COUNTED:
+        counts[name] = sum(n for op, n in ops.items() if op == name or op.startswith(name + "."))
+    return counts
+
+
+def sass_note(numba_counts, nvcc_counts):
+    """The contraction evidence in SASS: FFMA and FMUL counts must agree."""
+    if not numba_counts or not nvcc_counts or "error" in numba_counts or "error" in nvcc_counts:
+        return None
+    same = all(numba_counts[k] == nvcc_counts[k] for k in ("FFMA", "FMUL", "MUFU.EX2"))
+    figures = ", ".join(f"{k} {numba_counts[k]}/{nvcc_counts[k]}" for k in SASS_COUNTED)
+    if same:
+        return (f"SASS (ptxas on both PTX texts, static counts Numba/nvcc): {figures}. FFMA, FMUL and MUFU.EX2 "
+                "agree: ptxas fused nothing on either side. Static FADD/FMNMX counts may differ where ptxas "
+                "unrolls a loop differently: the warp-partials fold is a 32-bit loop with constant offsets in "
+                "nvcc's PTX, which ptxas unrolls further, and a 64-bit range() loop with wraparound index code "
+                "in Numba's; both execute the same PTX sequence of operations.")
+    return (f"SASS (static counts Numba/nvcc): {figures}. FFMA/FMUL/MUFU.EX2 DIFFER: check for contraction "
+            "by ptxas or a duplicated code path.")
+
+
+# ---- one comparison -------------------------------------------------------------------------
+
+@dataclass
+class Comparison:
+    kernel: str
+    reference_entry: str
+    reference_source: str
+    numba_instructions: int = 0
+    nvcc_instructions: int = 0
+    numba_histogram: dict = field(default_factory=dict)
+    nvcc_histogram: dict = field(default_factory=dict)
+    numba_arithmetic: list = field(default_factory=list)
+    nvcc_arithmetic: list = field(default_factory=list)
+    diff: list = field(default_factory=list)
+    arithmetic_identical: bool = False
+    verdict: str = ""
+    arithmetic_differences: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    named_differences: list = field(default_factory=list)
+    numba_policy: dict = field(default_factory=dict)
+    nvcc_policy: dict = field(default_factory=dict)
+    numba_resources: dict = field(default_factory=dict)
+    nvcc_resources: dict = field(default_factory=dict)
+    contraction_candidates: dict = field(default_factory=dict)
+    sass: dict = field(default_factory=dict)
+    numba_ordering: list = field(default_factory=list)
+    nvcc_ordering: list = field(default_factory=list)
+    ordering_same_operations: bool = False
+    ordering_verdict: str = ""
+    ordering_differences: list = field(default_factory=list)
+
+    @property
+    def ok(self):
+        return bool(self.arithmetic_identical and self.ordering_same_operations and self.numba_policy.get("ok")
+                    and self.nvcc_policy.get("ok"))
+
+    def record(self):
+        return dict(asdict(self), ok=bool(self.ok))
+
+
+def _describe_arithmetic_differences(left, right):
+    """Name each non-equal chunk of the arithmetic alignment."""
+    out = []
+    matcher = difflib.SequenceMatcher(None, left, right, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        a, b = Counter(left[i1:i2]), Counter(right[j1:j2])
+        where = f"Numba #{i1}-{i2 - 1}" if i2 > i1 else f"Numba before #{i1}"
+        where += f" / nvcc #{j1}-{j2 - 1}" if j2 > j1 else f" / nvcc before #{j1}"
+        if a == b:
+            out.append(f"{where}: the same {sum(a.values())} operations in a different order")
+            continue
+        only_numba = a - b
+        only_nvcc = b - a
+        parts = []
+        if only_numba:
+            parts.append("only Numba: " + ", ".join(f"{n} x {t}" for t, n in sorted(only_numba.items())))
+        if only_nvcc:
+            parts.append("only nvcc: " + ", ".join(f"{n} x {t}" for t, n in sorted(only_nvcc.items())))
+        out.append(f"{where}: " + "; ".join(parts))
+    total_a, total_b = Counter(left), Counter(right)
+    if total_a == total_b and out:
+        out.insert(0, "the two sequences contain exactly the same operations (same multiset); they differ "
+                      "only in order: check whether the reordered operations are independent")
+    elif out:
+        extra_a, extra_b = total_a - total_b, total_b - total_a
+        summary = []
+        if extra_a:
+            summary.append("Numba has more: " + ", ".join(f"{n} x {t}" for t, n in sorted(extra_a.items())))
+        if extra_b:
+            summary.append("nvcc has more: " + ", ".join(f"{n} x {t}" for t, n in sorted(extra_b.items())))
+        out.insert(0, "operation counts differ (" + "; ".join(summary) + "): typically a loop unrolled a "
+                      "different number of times, or one compiler duplicated a code path")
+    return out
+
+
+def compare_ptx(kernel, numba_ptx, nvcc_ptx, reference_entry="", reference_source=""):
+    """Compare one kernel's PTX from Numba with nvcc's PTX of the same algorithm."""
+    from numba_softmax.ptx import check_policy
+
+    cmp = Comparison(kernel=kernel, reference_entry=reference_entry, reference_source=reference_source)
+    left_ins, right_ins = parse_instructions(numba_ptx), parse_instructions(nvcc_ptx)
+    cmp.numba_instructions, cmp.nvcc_instructions = len(left_ins), len(right_ins)
+    left_hist, right_hist = Counter(i.opcode for i in left_ins), Counter(i.opcode for i in right_ins)
+    cmp.numba_histogram, cmp.nvcc_histogram = dict(sorted(left_hist.items())), dict(sorted(right_hist.items()))
+
+    cand_left, cand_right = contraction_candidates(left_ins), contraction_candidates(right_ins)
+    cmp.contraction_candidates = {"numba": cand_left, "nvcc": cand_right}
+    left, rew_left = arithmetic_tokens(left_ins, make_rounding_explicit=not cand_left)
+    right, rew_right = arithmetic_tokens(right_ins, make_rounding_explicit=not cand_right)
+    cmp.numba_arithmetic, cmp.nvcc_arithmetic = left, right
+    cmp.diff = [list(row) for row in aligned_diff(left, right)]
+    for side, count, cands in (("Numba", rew_left, cand_left), ("nvcc", rew_right, cand_right)):
+        if count:
+            cmp.notes.append(
+                f"{side}: {count} unqualified add/sub/mul.f32 written with their default .rn for the comparison "
+                f"(libdevice expf's internal add and mul under NVVM's default FMA contraction). Evidence that "
+                f"this is the same arithmetic: no unqualified mul.f32 result feeds an unqualified add/sub.f32 "
+                f"in this PTX ({len(cands)} contraction candidates), and ptxas never fuses an operation that "
+                f"carries an explicit rounding modifier, so every such instruction executes as a separately "
+                f"rounded round-to-nearest-even operation, as .rn does.")
+        if cands:
+            cmp.notes.append(f"{side}: {len(cands)} contraction candidates (ptxas MAY fuse them): "
+                             + "; ".join(cands[:5]))
+    cmp.arithmetic_identical = left == right
+    if cmp.arithmetic_identical:
+        cmp.verdict = "identical arithmetic"
+    else:
+        cmp.arithmetic_differences = _describe_arithmetic_differences(left, right)
+        cmp.verdict = "arithmetic differs: " + cmp.arithmetic_differences[0]
+
+    cmp.numba_ordering, cmp.nvcc_ordering = ordering_tokens(left_ins), ordering_tokens(right_ins)
+    cmp.ordering_same_operations = Counter(cmp.numba_ordering) == Counter(cmp.nvcc_ordering)
+    if not cmp.numba_ordering and not cmp.nvcc_ordering:
+        cmp.ordering_verdict = "none"
+    elif cmp.numba_ordering == cmp.nvcc_ordering:
+        cmp.ordering_verdict = "identical"
+    elif cmp.ordering_same_operations:
+        cmp.ordering_verdict = "same operations, different block layout"
+        cmp.ordering_differences = [
+            "the same atomics/acquire/release operations appear in a different text order: the compilers "
+            "placed the basic blocks differently (e.g. the two watchdog error paths); program order within "
+            "each path is the source's"] + _describe_arithmetic_differences(cmp.numba_ordering, cmp.nvcc_ordering)
+    else:
+        cmp.ordering_differences = _describe_arithmetic_differences(cmp.numba_ordering, cmp.nvcc_ordering)
+        cmp.ordering_verdict = "DIFFERS: " + cmp.ordering_differences[0]
+
+    for key, title, measure, explanation in NAMED_DIFFERENCES:
+        a = measure(left_hist, left_ins, numba_ptx)
+        b = measure(right_hist, right_ins, nvcc_ptx)
+        if a != b:
+            cmp.named_differences.append({"key": key, "what": title, "numba": a, "nvcc": b,
+                                          "explanation": explanation})
+    defined_l, externs_l = defined_functions(numba_ptx)
+    defined_r, externs_r = defined_functions(nvcc_ptx)
+    if defined_l or defined_r or externs_l or externs_r:
+        cmp.notes.append(f"functions: Numba defines {defined_l or 'none'}, declares extern {externs_l or 'none'}; "
+                         f"nvcc defines {defined_r or 'none'}, declares extern {externs_r or 'none'}")
+
+    cmp.numba_policy = check_policy(kernel, numba_ptx).record()
+    cmp.nvcc_policy = check_policy(reference_entry or kernel, nvcc_ptx).record()
+    return cmp
+
+
+# ---- rendering --------------------------------------------------------------------------------
+
+def render_markdown(cmp):
+    from tabulate import tabulate
+
+    lines = [f"# {cmp.kernel}: Numba vs nvcc", "",
+             f"* Numba kernel: `numba_softmax.kernels` `{cmp.kernel}` (numba-cuda NVVM, libdevice fadd/fsub/fmul_rn)",
+             f"* nvcc reference: `{cmp.reference_source}` entry `{cmp.reference_entry}` "
+             "(`--fmad=false`, no fast math)",
+             f"* **verdict: {cmp.verdict}**", ""]
+    if cmp.arithmetic_differences:
+        lines += ["## Arithmetic differences", ""] + [f"* {d}" for d in cmp.arithmetic_differences] + [""]
+    if cmp.notes:
+        lines += ["## Notes", ""] + [f"* {n}" for n in cmp.notes] + [""]
+    lines += ["## Memory-ordering operations (global atomics, acquire/release/relaxed, fences, nanosleep)", "",
+              f"**{cmp.ordering_verdict}** ({len(cmp.numba_ordering)} Numba, {len(cmp.nvcc_ordering)} nvcc)", ""]
+    lines += [f"* {d}" for d in cmp.ordering_differences] + ([""] if cmp.ordering_differences else [])
+    if cmp.numba_ordering or cmp.nvcc_ordering:
+        width_o = max(len(t) for t in cmp.numba_ordering + cmp.nvcc_ordering + ["Numba"])
+        lines += ["```"] + [f"{ {'equal': ' ', 'replace': '~', 'delete': '-', 'insert': '+'}[tag]} {a:<{width_o}} | {b}"
+                            for tag, a, b in aligned_diff(cmp.numba_ordering, cmp.nvcc_ordering)] + ["```", ""]
+    lines += ["## Policy", "",
+              tabulate([[side, "ok" if p["ok"] else "VIOLATES", p["expf_count"], p["fma_count"],
+                         sum(p["rounded_arith"].values()), sum(p["unrounded_arith"].values()),
+                         ", ".join(f"{k}:{v}" for k, v in p["divisions"].items()) or "-",
+                         "; ".join(p["violations"]) or "-"]
+                        for side, p in (("Numba", cmp.numba_policy), ("nvcc", cmp.nvcc_policy))],
+                       headers=["side", "policy", "expf", "fma", "op.rn", "op (plain)", "div", "violations"],
+                       tablefmt="github"), ""]
+    if cmp.numba_resources or cmp.nvcc_resources:
+        keys = ("registers", "stack_frame_bytes", "spill_store_bytes", "spill_load_bytes")
+        lines += ["## ptxas -v (sm_90)", "",
+                  tabulate([[side] + [r.get(k, "-") for k in keys]
+                            for side, r in (("Numba", cmp.numba_resources), ("nvcc", cmp.nvcc_resources))],
+                           headers=["side", "regs", "stack B", "spill store B", "spill load B"],
+                           tablefmt="github"), ""]
+    lines += ["## Named non-arithmetic differences", ""]
+    if cmp.named_differences:
+        lines += [tabulate([[d["what"], d["numba"], d["nvcc"], d["explanation"]] for d in cmp.named_differences],
+                           headers=["what", "Numba", "nvcc", "why"], tablefmt="github"), ""]
+    else:
+        lines += ["none", ""]
+    lines += ["## Arithmetic sequence, aligned (difflib)", "",
+              f"{len(cmp.numba_arithmetic)} Numba tokens, {len(cmp.nvcc_arithmetic)} nvcc tokens.", "", "```"]
+    width = max([len(r[1]) for r in cmp.diff] + [10])
+    for tag, a, b in cmp.diff:
+        mark = {"equal": " ", "replace": "~", "delete": "-", "insert": "+"}[tag]
+        lines.append(f"{mark} {a:<{width}} | {b}")
+    lines += ["```", "", "## Normalized instruction histogram", "",
+              f"{cmp.numba_instructions} Numba instructions, {cmp.nvcc_instructions} nvcc instructions.", ""]
+    rows = []
+    for op in sorted(set(cmp.numba_histogram) | set(cmp.nvcc_histogram)):
+        a, b = cmp.numba_histogram.get(op, 0), cmp.nvcc_histogram.get(op, 0)
+        rows.append([op, a, b, b - a if a != b else ""])
+    lines += [tabulate(rows, headers=["opcode", "Numba", "nvcc", "nvcc - Numba"], tablefmt="github"), ""]
+    return "\n".join(lines)
+
+
+def summary_rows(comparisons):
+    rows = []
+    for cmp in comparisons:
+        named = ", ".join(d["key"] for d in cmp.named_differences) or "-"
+        rows.append([cmp.kernel, f"{cmp.reference_source}:{cmp.reference_entry}", cmp.verdict,
+                     cmp.ordering_verdict,
+                     len(cmp.numba_arithmetic), len(cmp.nvcc_arithmetic),
+                     "ok" if cmp.numba_policy.get("ok") else "VIOLATES",
+                     "ok" if cmp.nvcc_policy.get("ok") else "VIOLATES",
+                     f"{cmp.numba_resources.get('registers', '-')}/{cmp.nvcc_resources.get('registers', '-')}",
+                     named])
+    return rows
+
+
+SUMMARY_HEADERS = ["kernel", "nvcc reference", "verdict", "ordering ops", "arith (Numba)", "arith (nvcc)",
+                   "policy Numba",
+                   "policy nvcc", "regs N/nvcc", "named non-arithmetic differences"]
+
+
+def render_summary(comparisons, manifest):
+    from tabulate import tabulate
+
+    from numba_softmax.launch.reference import REFERENCE_KERNELS
+
+    version = manifest.get("nvcc_version", {})
+    lines = ["# Numba vs nvcc: PTX comparison (sm_90)", "",
+             f"nvcc {version.get('version', version)} `{' '.join(manifest.get('flags', []))}`; "
+             "Numba: numba-cuda with NVVM, `fastmath=False`, libdevice fadd/fsub/fmul_rn, expf, div.rn.", "",
+             "## Kernel name mapping", "",
+             tabulate([[name, k.source, k.entry, k.geometry] for name, k in REFERENCE_KERNELS.items()],
+                      headers=["Numba kernel", "nvcc source", "entry", "launch geometry"], tablefmt="github"), "",
+             "## Verdicts", "",
+             tabulate(summary_rows(comparisons), headers=SUMMARY_HEADERS, tablefmt="github"), "",
+             "`identical arithmetic`: the float operations (with their constants) and the reduction "
+             "shuffles (with their offsets) form the same sequence in both PTX texts (register operands "
+             "are not compared: tests/gpu/test_reference_cu_gpu.py checks the data flow bit for bit), after writing "
+             "Numba's unqualified expf add/mul with their default `.rn` where no contraction is possible "
+             "(see each kernel's notes). `ordering ops`: the global-memory atomics, acquire/release/relaxed "
+             "accesses, fences and nanosleeps of the queue protocol, compared the same way (`same operations, "
+             "different block layout`: equal multisets, basic blocks placed in another order). Everything else is "
+             "named in each `<kernel>.compare.md`.", ""]
+    return "\n".join(lines)
+
+
+# ---- CLI ---------------------------------------------------------------------------------------
+
+def run_compare(names, out_dir, build_dir=None, nvcc=None, sass=None):
+    """Build the reference if needed, compare every kernel in ``names``; write files; return comparisons.
+
+    ``sass``: also count float SASS instructions (ptxas + nvdisasm); None = when nvdisasm exists."""
+    from bench.reference_build import BUILD_DIR, ensure_built
+    from numba_softmax.kernels.registry import KERNELS
+    from numba_softmax.launch.reference import REFERENCE_KERNELS
+    from numba_softmax.ptx import kernel_ptx, ptxas_resources
+
+    build = ensure_built(build_dir or BUILD_DIR, nvcc=nvcc)
+    os.makedirs(out_dir, exist_ok=True)
+    if sass is None:
+        sass = find_nvdisasm() is not None
+    module_ptx = {}
+    comparisons = []
+    for name in names:
+        ref = REFERENCE_KERNELS[name]
+        if ref.module not in module_ptx:
+            with open(build.ptx[ref.module]) as handle:
+                module_ptx[ref.module] = handle.read()
+        nvcc_ptx = standalone_entry(module_ptx[ref.module], ref.entry)
+        dispatcher, signature = KERNELS[name]
+        numba_ptx = kernel_ptx(dispatcher, signature)
+        cmp = compare_ptx(name, numba_ptx, nvcc_ptx, ref.entry, ref.source)
+        cmp.numba_resources = ptxas_resources(numba_ptx) or {"note": "ptxas not installed"}
+        cmp.nvcc_resources = dict(build.resources().get(ref.entry, {}))
+        if sass:
+            cmp.sass = {"numba": sass_counts(numba_ptx), "nvcc": sass_counts(nvcc_ptx)}
+            note = sass_note(cmp.sass["numba"], cmp.sass["nvcc"])
+            cmp.notes.append(note or f"SASS evidence unavailable: {cmp.sass}")
+        for suffix, text in (("numba.ptx", numba_ptx), ("nvcc.ptx", nvcc_ptx), ("compare.md", render_markdown(cmp))):
+            with open(os.path.join(out_dir, f"{name}.{suffix}"), "w") as handle:
+                handle.write(text)
+        comparisons.append(cmp)
+    with open(os.path.join(out_dir, "compare.json"), "w") as handle:
+        json.dump({"manifest": build.manifest, "kernels": [c.record() for c in comparisons]}, handle, indent=2)
+    with open(os.path.join(out_dir, "compare_summary.md"), "w") as handle:
+        handle.write(render_summary(comparisons, build.manifest))
+    return comparisons
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="python -m bench ptx", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench ptx", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kernel", action="append", help="kernel name (repeatable); default: all")
-    parser.add_argument("--out", default="ptx", help="output folder (default ./ptx)")
+    parser.add_argument("--out", help="output folder (default ./ptx, or ./ptx-compare with --compare)")
+    parser.add_argument("--compare", action="store_true",
+                        help="put nvcc's PTX of reference_cu/ beside Numba's, kernel by kernel")
+    parser.add_argument("--build-dir", help="--compare: reference build folder (default reference_cu/build)")
+    parser.add_argument("--nvcc", help="--compare: nvcc to build the reference with")
+    parser.add_argument("--no-sass", action="store_true",
+                        help="--compare: skip the SASS counts (done when nvdisasm is found: $NVDISASM, PATH, "
+                             "or the nvidia-cuda-nvdisasm wheel)")
     args = parser.parse_args(argv)
 
     from tabulate import tabulate
 
     from numba_softmax.kernels.registry import KERNELS
-    from numba_softmax.ptx import check_policy, kernel_ptx, ptxas_resources
 
     names = args.kernel or sorted(KERNELS)
     unknown = [n for n in names if n not in KERNELS]
     if unknown:
         print(f"unknown kernel(s) {unknown}; known: {sorted(KERNELS)}", file=sys.stderr)
         return 2
-    os.makedirs(args.out, exist_ok=True)
+    if args.compare:
+        from bench.reference_build import BuildError, NvccNotFound
+        from numba_softmax.launch.reference import REFERENCE_KERNELS
+        missing = [n for n in names if n not in REFERENCE_KERNELS]
+        if missing:
+            print(f"no nvcc reference for {missing}: add it to reference_cu/ and REFERENCE_KERNELS",
+                  file=sys.stderr)
+            return 2
+        out = args.out or "ptx-compare"
+        try:
+            comparisons = run_compare(names, out, args.build_dir, args.nvcc, sass=False if args.no_sass else None)
+        except NvccNotFound as exc:
+            print(f"error: {exc}; the comparison needs nvcc (or a current reference_cu/build)", file=sys.stderr)
+            return 2
+        except BuildError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(tabulate(summary_rows(comparisons), headers=SUMMARY_HEADERS, tablefmt="github"))
+        for cmp in comparisons:
+            for note in cmp.arithmetic_differences:
+                print(f"  {cmp.kernel}: {note}", file=sys.stderr)
+            if not cmp.ordering_same_operations:
+                print(f"  {cmp.kernel}: ordering {cmp.ordering_verdict}", file=sys.stderr)
+        print(f"\nper-kernel comparisons and compare_summary.md written to {os.path.abspath(out)}")
+        return 0 if all(c.ok for c in comparisons) else 1
+
+    from numba_softmax.ptx import check_policy, kernel_ptx, ptxas_resources
+
+    out = args.out or "ptx"
+    os.makedirs(out, exist_ok=True)
     reports, rows = [], []
     for name in names:
         dispatcher, signature = KERNELS[name]
         ptx = kernel_ptx(dispatcher, signature)
-        with open(os.path.join(args.out, f"{name}.ptx"), "w") as handle:
+        with open(os.path.join(out, f"{name}.ptx"), "w") as handle:
             handle.write(ptx)
         report = check_policy(name, ptx)
         report.resources = ptxas_resources(ptx) or {"note": "ptxas not installed"}
@@ -44,9 +815,9 @@ def main(argv):
                      res.get("spill_store_bytes", "-")])
         for violation in report.violations:
             print(f"  {name}: {violation}", file=sys.stderr)
-    with open(os.path.join(args.out, "policy.json"), "w") as handle:
+    with open(os.path.join(out, "policy.json"), "w") as handle:
         json.dump(reports, handle, indent=2)
     print(tabulate(rows, headers=["kernel", "policy", "expf", "fma", "op.rn", "op (plain)", "div",
                                   "regs", "stack B", "spill B"], tablefmt="github"))
-    print(f"\nPTX and policy.json written to {os.path.abspath(args.out)}")
+    print(f"\nPTX and policy.json written to {os.path.abspath(out)}")
     return 0 if all(r["ok"] for r in reports) else 1

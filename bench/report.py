@@ -16,6 +16,7 @@ from tabulate import tabulate
 from bench.artifacts import RunFolder, to_jsonable
 from bench.protocol import BATCH, METRICS, MODES, Measurement
 from bench.stats import paired_ratios, summarize
+from bench.trace_step import trace_summary_lines
 
 CORRECTNESS_KEYS = (
     "experiment", "case", "variant", "mode", "fixture",
@@ -27,8 +28,8 @@ RATIO_METRICS = ("event_us", "host_completion_us")
 GBPS_HEADER = "GB/s (logical bytes / event time)"
 
 
-def write_summary(run: RunFolder) -> Path:
-    """Write summary.md into the run folder and return its path."""
+def write_summary(run: RunFolder, *, plots: bool = True) -> Path:
+    """Write summary.md (and, with matplotlib, plots/*.png) into the run folder; return its path."""
     metadata = _read_metadata(run)
     cases = _read_optional_jsonl(run, "cases.jsonl")
     raw_timings = _read_optional_jsonl(run, "timings.jsonl")
@@ -39,11 +40,31 @@ def write_summary(run: RunFolder) -> Path:
     if not timings:
         lines += _no_timings_notice(metadata)
     lines += _correctness_section(cases or [])
+    if timings and plots:
+        lines += _plots_section(run, timings, metadata)
     if timings:
         lines += _baseline_section(timings)
         lines += _timing_sections(timings, cases or [], metadata)
+    lines += _graphs_section(_read_optional_jsonl(run, "graphs.jsonl") or [])
+    lines += trace_summary_lines(_read_optional_jsonl(run, "traces.jsonl") or [])
     lines += _metadata_section(metadata)
     return run.write_text("summary.md", "\n".join(lines).rstrip("\n") + "\n")
+
+
+def _graphs_section(records) -> list[str]:
+    """Captured graphs: node counts and types read back from each graph, and the one-off costs."""
+    if not records:
+        return []
+    rows = [[r["experiment"], r["case"], r["variant"], r["node_count"],
+             ", ".join(f"{k}: {v}" for k, v in sorted(r["node_types"].items())),
+             f"{r['capture_us']:.1f}", f"{r['instantiate_us']:.1f}", f"{r['first_replay_us']:.1f}"]
+            for r in records]
+    return ["## CUDA graphs", "",
+            "Node counts and types are read back from each captured graph (cuDNN's included). Capture, "
+            "instantiation and first replay (with synchronize) are host-clock microseconds, each measured "
+            "once, outside every timed interval.", "",
+            tabulate(rows, headers=["experiment", "case", "variant", "nodes", "node types", "capture us",
+                                    "instantiate us", "first replay us"], tablefmt="github"), ""]
 
 
 # ---------------------------------------------------------------- inputs
@@ -231,6 +252,20 @@ def _ratio_row(rounds, variant, reference, mode, metric) -> list[str]:
     s = paired_ratios(rounds, variant, reference, metric)
     return [mode, variant, reference, metric, str(s["n"]),
             f"{s['median']:.4f}", f"{s['p10']:.4f}", f"{s['p90']:.4f}"]
+
+
+# ---------------------------------------------------------------- plots
+
+def _plots_section(run: RunFolder, timings: list[Measurement], metadata) -> list[str]:
+    from bench.plots import write_plots
+
+    written, skipped = write_plots(run, timings, metadata)
+    lines = ["## Plots", ""]
+    if skipped:
+        return lines + [f"> **Plots skipped: {skipped}.**", ""]
+    for title, relpath in written:
+        lines += [f"![{title}]({relpath})", ""]
+    return lines
 
 
 # ---------------------------------------------------------------- metadata

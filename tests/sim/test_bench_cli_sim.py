@@ -20,7 +20,7 @@ def _run(args, tmp_path):
 
 
 @pytest.mark.parametrize("args", [["--experiment", "A", "--shapes", "1x128"],
-                                  ["--experiment", "B"]], ids=["A", "B"])
+                                  ["--experiment", "B", "--trace"]], ids=["A", "B"])
 def test_cli_in_simulator_mode(args, tmp_path):
     proc, out = _run(args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -33,7 +33,15 @@ def test_cli_in_simulator_mode(args, tmp_path):
     assert {r["fixture"] for r in records} == {"constant", "dominant", "random", "offset"}
     metadata = json.loads((out / "metadata.json").read_text())
     assert metadata["backend"] == "simulator" and metadata["timing_disabled_reason"]
-    assert "NO TIMINGS WERE TAKEN" in (out / "summary.md").read_text()
+    summary = (out / "summary.md").read_text()
+    assert "NO TIMINGS WERE TAKEN" in summary
+    if "--trace" in args:
+        traces = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
+        assert {t["scheduler"] for t in traces} == {"separate", "phased", "dag"}
+        assert all(t["passed"] and t["output_passed"] for t in traces)
+        assert "## Task traces" in summary
+        for t in traces:
+            assert (out / t["csv"]).exists() and (out / t["perfetto"]).exists()
 
 
 def test_cli_refuses_to_overwrite_a_run_folder(tmp_path):

@@ -1,0 +1,246 @@
+// persistent.cu -- numba_softmax/kernels/persistent.py: the persistent worker kernel
+// (phased and DAG modes, one compiled kernel, mode is a runtime argument) and the queue
+// init kernel. Same queue/counter layout, error codes, task ids and acquire/release rules.
+//
+//   persistent_tiles(int32 mode, const float* values, float* out, const int32* tile_row,
+//                    const int64* tile_start, const int32* tile_len, const int32* row_first_tile,
+//                    const int32* row_tile_count, float* tile_max, float* tile_sum,
+//                    float* row_max, float* row_sum, int32* counters, int32* row_arrivals,
+//                    int32* fifo_slots, int32* fifo_ready, int32 max_polls,
+//                    int32 n_tiles, int32 rows, int32 fifo_capacity)
+//       The first 17 arguments mean what the Numba kernel's do (same order; its 18th, the
+//       trace array, is untouched by its performance build and has no counterpart here); the Numba
+//       kernel reads n_tiles, rows and fifo_capacity from tile_row.shape[0],
+//       row_first_tile.shape[0] and fifo_slots.shape[0]; here they are passed.
+//       grid (workers,), block (256,), COOPERATIVE launch in both modes (phased uses a grid
+//       barrier; workers <= the cooperative occupancy limit).
+//   init_queue_kernel(int32* counters, int32* row_arrivals, int32* fifo_slots, int32* fifo_ready,
+//                     int32 rows, int32 fifo_capacity)
+//       grid (min(ceil(fifo_capacity/256), 1024),), block (256,), grid-stride:
+//       counters = {0,0,0,0,0,-1,-1,-1,0,0}, row_arrivals = 0, fifo_slots = -1, fifo_ready = 0.
+//
+// counters[10]: a_next, fifo_head, fifo_tail, c_done, error_code, error_task, error_waited_on,
+// error_worker, a_overshoot, head_overshoot. Claims are tickets (atomicAdd); a ticket past the
+// end is counted in the overshoot words, so a_next - a_overshoot == n_tiles and
+// fifo_head - head_overshoot == fifo_tail == rows + n_tiles after a complete run.
+// FIFO task id r < rows is B(r); rows + t is C(t). Errors: 1 ready flag never set (a ticket
+// held past max_polls), 2 no work and C not complete, 3 invalid task id, 4 FIFO overflow
+// (first error wins).
+#include <cooperative_groups.h>
+
+#include "ordering.cuh"
+#include "tiles.cuh"
+
+namespace cg = cooperative_groups;
+
+enum { MODE_PHASED = 0, MODE_DAG = 1 };
+enum {
+    A_NEXT = 0,
+    FIFO_HEAD = 1,
+    FIFO_TAIL = 2,
+    C_DONE = 3,
+    ERROR_CODE = 4,
+    ERROR_TASK = 5,
+    ERROR_WAITED_ON = 6,
+    ERROR_WORKER = 7,
+    A_OVERSHOOT = 8,
+    HEAD_OVERSHOOT = 9,
+    COUNTER_SLOTS = 10
+};
+enum { ERR_NONE = 0, ERR_READY_TIMEOUT = 1, ERR_COMPLETION_TIMEOUT = 2, ERR_INVALID_TASK = 3, ERR_FIFO_OVERFLOW = 4 };
+enum { KIND_EXIT = 0, KIND_A = 1, KIND_B = 2, KIND_C = 3 };
+
+struct Decision {
+    int kind;
+    int index;
+    int ticket;  // thread 0's FIFO ticket carried to the next decision (-1: none)
+};
+
+// ---- queue helpers (thread 0 only) --------------------------------------------------------
+
+// First error wins: CAS error_code from 0, then record the details.
+__device__ __forceinline__ void record_error(int* counters, int code, int task, int waited_on) {
+    if (atomicCAS(&counters[ERROR_CODE], 0, code) == 0) {
+        counters[ERROR_TASK] = task;
+        counters[ERROR_WAITED_ON] = waited_on;
+        counters[ERROR_WORKER] = blockIdx.x;
+    }
+}
+
+// Reserve count FIFO slots with one atomic add, fill them, release each flag.
+__device__ __forceinline__ void publish_tasks(int* counters, int* fifo_slots, int* fifo_ready, int capacity,
+                                              int first_task, int count) {
+    const int slot = atomicAdd(&counters[FIFO_TAIL], count);
+    for (int k = 0; k < count; ++k) {
+        const int s = slot + k;
+        if (s >= capacity) {
+            record_error(counters, ERR_FIFO_OVERFLOW, first_task + k, s);
+            return;
+        }
+        fifo_slots[s] = first_task + k;
+        store_release_gpu(&fifo_ready[s], 1);
+    }
+}
+
+// FIFO task id -> (kind, index); an invalid id records error 3. The ticket is spent.
+__device__ __forceinline__ Decision decode_fifo_task(int task, int slot, int rows, int n_tiles, int* counters) {
+    if (task >= 0 && task < rows) {
+        return Decision{KIND_B, task, -1};
+    }
+    if (task >= rows && task < rows + n_tiles) {
+        return Decision{KIND_C, task - rows, -1};
+    }
+    record_error(counters, ERR_INVALID_TASK, task, slot);
+    return Decision{KIND_EXIT, -1, -1};
+}
+
+// Thread 0's scheduling decision. Claims are tickets (one atomicAdd each, which always
+// succeeds), never CAS loops. A worker keeps at most one FIFO ticket; while its slot is
+// reserved but not yet published it keeps claiming A tiles, so every claimed slot is
+// eventually served. Tickets past the end are counted in a_overshoot / head_overshoot.
+__device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, int* fifo_ready, int rows, int n_tiles,
+                                              int capacity, int max_polls, int ticket) {
+    int polls = 0;
+    while (true) {
+        if (load_relaxed_gpu(&counters[ERROR_CODE]) != 0) {
+            return Decision{KIND_EXIT, -1, -1};
+        }
+        if (ticket < 0) {
+            const int head = load_relaxed_gpu(&counters[FIFO_HEAD]);
+            const int tail = load_relaxed_gpu(&counters[FIFO_TAIL]);
+            if (head < tail) {
+                // 1. a consumer task (B or C) has been published or reserved: take a ticket.
+                const int h = atomicAdd(&counters[FIFO_HEAD], 1);
+                if (h < capacity) {
+                    ticket = h;
+                } else {
+                    atomicAdd(&counters[HEAD_OVERSHOOT], 1);
+                }
+            }
+        }
+        if (ticket >= 0) {
+            // The consumer is preferred as soon as its slot is published.
+            if (load_acquire_gpu(&fifo_ready[ticket]) == 1) {
+                return decode_fifo_task(fifo_slots[ticket], ticket, rows, n_tiles, counters);
+            }
+        }
+        if (load_relaxed_gpu(&counters[A_NEXT]) < n_tiles) {
+            // 2. claim the next producer tile (also while a reserved slot fills).
+            const int a = atomicAdd(&counters[A_NEXT], 1);
+            if (a < n_tiles) {
+                return Decision{KIND_A, a, ticket};
+            }
+            atomicAdd(&counters[A_OVERSHOOT], 1);
+        } else if (ticket < 0 && load_relaxed_gpu(&counters[FIFO_HEAD]) >= capacity) {
+            // 3. nothing left to claim: leave once every C tile finished.
+            if (load_acquire_gpu(&counters[C_DONE]) >= n_tiles) {
+                return Decision{KIND_EXIT, -1, -1};
+            }
+        }
+        backoff(polls);
+        polls += 1;
+        if (polls > max_polls) {
+            if (ticket >= 0) {
+                record_error(counters, ERR_READY_TIMEOUT, -1, ticket);
+            } else {
+                record_error(counters, ERR_COMPLETION_TIMEOUT, -1, load_relaxed_gpu(&counters[C_DONE]));
+            }
+            return Decision{KIND_EXIT, -1, -1};
+        }
+    }
+}
+
+extern "C" __global__ void persistent_tiles(int mode, const float* values, float* out, const int* tile_row,
+                                            const long long* tile_start, const int* tile_len,
+                                            const int* row_first_tile, const int* row_tile_count, float* tile_max,
+                                            float* tile_sum, float* row_max, float* row_sum, int* counters,
+                                            int* row_arrivals, int* fifo_slots, int* fifo_ready, int max_polls,
+                                            int n_tiles, int rows, int fifo_capacity) {
+    __shared__ float partials[WARPS_PER_BLOCK];
+    const int tid = threadIdx.x;
+
+    if (mode == MODE_PHASED) {
+        cg::grid_group grid = cg::this_grid();
+        for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
+            task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials);
+        }
+        grid.sync();
+        const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+        const long long stride = (long long)gridDim.x * blockDim.x;
+        for (long long r = first; r < rows; r += stride) {
+            task_b((int)r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
+        }
+        grid.sync();
+        for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
+            const int row = tile_row[t];
+            task_c(t, row_max[row], row_sum[row], values, tile_start, tile_len, out);
+        }
+        return;
+    }
+
+    // ---- DAG mode ----
+    __shared__ int ctrl[2];
+    __shared__ float mz[2];
+    bool c_pending = false;  // thread 0: a finished C tile not yet counted
+    int ticket = -1;         // thread 0: a FIFO slot claimed but not yet published
+    while (true) {
+        if (tid == 0) {
+            if (c_pending) {
+                atomic_add_release_gpu(&counters[C_DONE], 1);
+                c_pending = false;
+            }
+            const Decision d =
+                next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, fifo_capacity, max_polls, ticket);
+            ticket = d.ticket;
+            if (d.kind == KIND_C) {
+                const int row = tile_row[d.index];
+                mz[0] = row_max[row];
+                mz[1] = row_sum[row];
+            }
+            ctrl[0] = d.kind;
+            ctrl[1] = d.index;
+        }
+        __syncthreads();
+        const int kind = ctrl[0];
+        const int index = ctrl[1];
+        if (kind == KIND_EXIT) {
+            break;
+        }
+        if (kind == KIND_A) {
+            task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials);
+            if (tid == 0) {
+                const int row = tile_row[index];
+                const int old = atomic_add_acq_rel_gpu(&row_arrivals[row], 1);
+                if (old == row_tile_count[row] - 1) {  // the LAST producer publishes B
+                    publish_tasks(counters, fifo_slots, fifo_ready, fifo_capacity, row, 1);
+                }
+            }
+        } else if (kind == KIND_B) {
+            if (tid == 0) {
+                task_b(index, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
+                publish_tasks(counters, fifo_slots, fifo_ready, fifo_capacity, rows + row_first_tile[index],
+                              row_tile_count[index]);
+            }
+        } else {
+            task_c(index, mz[0], mz[1], values, tile_start, tile_len, out);
+            c_pending = true;
+        }
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void init_queue_kernel(int* counters, int* row_arrivals, int* fifo_slots, int* fifo_ready,
+                                             int rows, int fifo_capacity) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    if (i < COUNTER_SLOTS) {
+        counters[i] = (i >= ERROR_TASK && i <= ERROR_WORKER) ? -1 : 0;
+    }
+    for (long long k = i; k < rows; k += stride) {
+        row_arrivals[k] = 0;
+    }
+    for (long long k = i; k < fifo_capacity; k += stride) {
+        fifo_slots[k] = -1;
+        fifo_ready[k] = 0;
+    }
+}

@@ -1,0 +1,37 @@
+// tiles.cu -- the separate scheduler of numba_softmax/kernels/tiles.py: three kernels.
+//
+//   tile_summary_kernel(const float* values, const int64* tile_start, const int32* tile_len,
+//                       float* tile_max, float* tile_sum)
+//       grid (n_tiles,), block (256,): one A per block.
+//   row_combine_kernel(const int32* row_first_tile, const int32* row_tile_count,
+//                      const float* tile_max, const float* tile_sum, float* row_max,
+//                      float* row_sum, int32 rows)
+//       grid (ceil(rows/256),), block (256,): one B per thread (r < rows).
+//   tile_normalize_kernel(const float* values, const int32* tile_row, const int64* tile_start,
+//                         const int32* tile_len, const float* row_max, const float* row_sum,
+//                         float* out)
+//       grid (n_tiles,), block (256,): one C per block.
+#include "tiles.cuh"
+
+extern "C" __global__ void tile_summary_kernel(const float* values, const long long* tile_start, const int* tile_len,
+                                               float* tile_max, float* tile_sum) {
+    __shared__ float partials[WARPS_PER_BLOCK];
+    task_a(blockIdx.x, values, tile_start, tile_len, tile_max, tile_sum, partials);
+}
+
+extern "C" __global__ void row_combine_kernel(const int* row_first_tile, const int* row_tile_count,
+                                              const float* tile_max, const float* tile_sum, float* row_max,
+                                              float* row_sum, int rows) {
+    const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < rows) {
+        task_b((int)r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
+    }
+}
+
+extern "C" __global__ void tile_normalize_kernel(const float* values, const int* tile_row, const long long* tile_start,
+                                                 const int* tile_len, const float* row_max, const float* row_sum,
+                                                 float* out) {
+    const int t = blockIdx.x;
+    const int row = tile_row[t];
+    task_c(t, row_max[row], row_sum[row], values, tile_start, tile_len, out);
+}
