@@ -187,6 +187,8 @@ UNIT_SCALE = {
     "sector": ("sector", 1), "Ksector": ("sector", 1e3), "Msector": ("sector", 1e6), "Gsector": ("sector", 1e9),
     "nsecond": ("nsecond", 1), "usecond": ("nsecond", 1e3), "msecond": ("nsecond", 1e6),
     "second": ("nsecond", 1e9),
+    # ncu 2025.3 (the H200 image) spells time units short in --print-units base CSVs
+    "ns": ("nsecond", 1), "us": ("nsecond", 1e3), "ms": ("nsecond", 1e6), "s": ("nsecond", 1e9),
 }
 #: The base unit each metric must arrive in (after scaling); a different unit is an error, not a guess.
 EXPECTED_UNITS = {"gpu__time_duration.sum": "nsecond", "dram__bytes_read.sum": "byte",
@@ -477,7 +479,28 @@ def parser():
     return p
 
 
+def rebuild_summary(out: Path) -> Path:
+    """profile_summary.md again from profile.json + profile.jsonl alone (no profiler needed)."""
+    info = json.loads((out / "profile.json").read_text(encoding="utf-8"))
+    launches = {}
+    with open(out / "profile.jsonl", encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line)
+            launches.setdefault((record["case"], record["variant"], record["mode"]), []).append(record)
+    results = [dict(run, launches=launches.get((run["case"], run["variant"], run["mode"]), []))
+               for run in info.get("runs", [])]
+    summary = out / "profile_summary.md"
+    summary.write_text(summary_markdown(info, results, info.get("nsys_runs", [])), encoding="utf-8")
+    return summary
+
+
 def main(argv=None) -> int:
+    if argv and argv[0] == "--summarize":
+        if len(argv) != 2:
+            print("usage: python -m bench profile --summarize DIR", file=sys.stderr)
+            return 2
+        print(rebuild_summary(Path(argv[1])))
+        return 0
     args = parser().parse_args(argv)
     experiment = args.experiment
     out = Path(args.out or os.path.join(

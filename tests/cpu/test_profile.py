@@ -390,3 +390,11 @@ def test_driver_brackets_exactly_the_repeated_invocations(tmp_path, monkeypatch,
     data = json.loads(record.read_text())
     assert data["bytes_moved_logical"] == 256 and data["check"]["passed"] is (not wrong)
     assert data["kernel_resources"][0]["registers_per_thread"] == 56 and data["device"]["sm_count"] == 132
+
+
+def test_short_time_units_of_ncu_2025_are_nanoseconds():
+    from bench.profile import metric_value
+    launch = {"metrics": {"gpu__time_duration.sum": {"value": 38200, "unit": "ns"}}}
+    assert metric_value(launch, "gpu__time_duration.sum") == 38200
+    launch = {"metrics": {"gpu__time_duration.sum": {"value": 38.2, "unit": "us"}}}
+    assert metric_value(launch, "gpu__time_duration.sum") == 38200
