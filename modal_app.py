@@ -100,6 +100,8 @@ def run_folder(run_name: str, experiment: str | None = None) -> str:
 def experiment_argv(experiment: str, out: str, resume: bool) -> list[str]:
     """The ``python -m bench`` arguments of one GPU call."""
     argv = ["--experiment", experiment, "--expect-device", EXPECTED_DEVICE]
+    if experiment == "B":
+        argv.append("--trace")  # trace builds after the timing runs (never inside them)
     return argv + (["--resume", out] if resume else ["--out", out])
 
 

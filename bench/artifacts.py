@@ -126,20 +126,30 @@ class RunFolder:
         return records
 
     def _atomic_write(self, relpath: str, write: Callable) -> Path:
-        target = self.path_of(relpath)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                write(f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        return target
+        return atomic_write(self.path_of(relpath), write)
+
+
+def atomic_write(target: str | os.PathLike, write: Callable) -> Path:
+    """Write ``target`` through a temp file in its folder, fsync'd, then os.replace: a reader (or a
+    crash) sees the old file or the new one, never half of one. ``write(f)`` gets the binary file."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def atomic_write_text(target: str | os.PathLike, text: str) -> Path:
+    return atomic_write(target, lambda f: f.write(text.encode("utf-8")))
 
 
 def manifest(path: str | os.PathLike) -> list[dict]:

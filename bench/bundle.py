@@ -31,10 +31,9 @@ import json
 import os
 import sys
 import tarfile
-import tempfile
 from pathlib import Path
 
-from bench.artifacts import manifest
+from bench.artifacts import atomic_write, atomic_write_text, manifest
 
 MANIFEST_NAME = "manifest.json"
 OMITTED_NAME = "omitted.txt"
@@ -106,33 +105,7 @@ def write_archive(target: Path, members: dict[str, bytes]) -> None:
             info.uname = info.gname = ""
             tar.addfile(info, io.BytesIO(data))
     payload = deterministic_gzip(tar_buffer.getvalue())
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # a review bundle is meant to be read by others
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(target, lambda f: (f.write(payload), os.fchmod(f.fileno(), 0o644)))  # meant to be read by others
 
 
 def bundle(run_dir: str | os.PathLike, out: str | os.PathLike | None = None,
@@ -149,7 +122,7 @@ def bundle(run_dir: str | os.PathLike, out: str | os.PathLike | None = None,
     document = {"root": root.name, "algorithm": "sha256", "files": entries,
                 "total_bytes": sum(e["bytes"] for e in entries), "file_count": len(entries)}
     manifest_text = json.dumps(document, indent=2, sort_keys=True) + "\n"
-    _write_atomic(root / MANIFEST_NAME, manifest_text)
+    atomic_write_text(root / MANIFEST_NAME, manifest_text)
 
     included, omitted = plan_bundle(entries, max_file_bytes)
     prefix = root.name

@@ -84,7 +84,6 @@ import functools
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -223,15 +222,9 @@ def is_starved(host_window_us, delay_gpu_us):
 
 
 def find_nvcc():
-    """nvcc from $NVCC, PATH, $CUDA_HOME/bin, $CUDA_PATH/bin or /usr/local/cuda/bin (None if absent)."""
-    candidates = [os.environ.get("NVCC"), shutil.which("nvcc")]
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home:
-            candidates.append(os.path.join(home, "bin", "nvcc"))
-    for path in candidates:
-        if path and os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return None
+    """nvcc as the reference build finds it ($NVCC, PATH, $CUDA_HOME/bin, ... ; None if absent)."""
+    from bench.reference_build import find_nvcc as find
+    return find()
 
 
 def nvcc_command(nvcc, source, output, lib_dirs=()):

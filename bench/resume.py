@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -268,20 +266,9 @@ def drop_partial_cases(folder: Path, cases: list[str], experiment: str, *, stamp
 
 
 def _atomic_write_jsonl(path: Path, records: list[dict]) -> None:
-    from bench.artifacts import _dumps
+    from bench.artifacts import _dumps, atomic_write_text
 
-    text = "".join(_dumps(r, indent=None) + "\n" for r in records)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(path, "".join(_dumps(r, indent=None) + "\n" for r in records))
 
 
 # ---------------------------------------------------------------- metadata of a resumed run

@@ -124,7 +124,7 @@ def test_gpu_body_is_bench_cli_main_and_commits_per_case(fake_volume, tmp_path, 
     out = str(tmp_path / "vol" / "r1" / "expB")
     out_a = str(tmp_path / "vol" / "r1" / "expA")
     assert calls == [["--experiment", "A", "--expect-device", "H100", "--out", out_a],
-                     ["--experiment", "B", "--expect-device", "H100", "--out", out]]
+                     ["--experiment", "B", "--expect-device", "H100", "--trace", "--out", out]]
     assert fake_volume.commits == 6  # after each case, and once at the end of each experiment
     result = results[1]
     assert [r["experiment"] for r in results] == ["A", "B"]
@@ -136,7 +136,7 @@ def test_gpu_body_is_bench_cli_main_and_commits_per_case(fake_volume, tmp_path, 
     Path(out).mkdir(parents=True)
     (Path(out) / "metadata.json").write_text("{}")
     assert raw(["B"], "r1", "abc123")[0]["resumed"] is True
-    assert calls[-1] == ["--experiment", "B", "--expect-device", "H100", "--resume", out]
+    assert calls[-1] == ["--experiment", "B", "--expect-device", "H100", "--trace", "--resume", out]
 
 
 def test_gpu_body_reports_a_stopped_run(fake_volume, monkeypatch):

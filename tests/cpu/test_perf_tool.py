@@ -308,11 +308,13 @@ def test_performance_md_skeleton():
         text = handle.read()
     for heading in ("## Ceilings and byte floors", "## Optimizations tried", "## How to reproduce"):
         assert heading in text
-    assert ("| fused kernel: one build per width (1/2/4 quads per thread) + 16-byte vector loads/stores "
-            "(ld.global.v4.f32) | 4096x4096 66.7 -> ~40 us (2.0 -> 3.4 TB/s); 16384x1024 163 -> ~45 us; "
-            "4096x128 41 -> ~8 us | pending H200 run |") in text
-    assert ("| DAG scheduler: ticket claims (atomicAdd) instead of CAS loops | 2048 rows 10 ms -> <= 0.4 ms "
-            "(within 2x of phased) | pending |") in text
+    # every optimization row carries its prediction and a measured outcome (none left pending)
+    rows = [line for line in text.splitlines() if line.startswith("| fused kernel:") or line.startswith("| DAG ")]
+    assert len(rows) >= 2
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert len(cells) == 4 and all(cells), row
+        assert "pending" not in cells[2], row
     # the floors in PERFORMANCE.md are the ones this module computes
     assert "| 4096x4096 | 16,777,216 | 134,217,728 | 31.58 |" in text
     assert "| ragged-2048 | 16,777,216 | 16,384 | 201,621,504 | 47.44 |" in text
