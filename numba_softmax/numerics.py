@@ -43,7 +43,7 @@ say nothing about the GPU.
 import math
 
 import numpy as np
-from numba import config, cuda, float32, int32
+from numba import config, cuda, float32, int32, uint32
 
 #: Threads per block for every row and tile kernel (the protocol's 256).
 BLOCK_THREADS = 256
@@ -127,6 +127,14 @@ if SIMULATOR:
         return _block_reduce(value, partials, True)
 
     @cuda.jit(device=True)
+    def warp_reduce_max(value):
+        raise NotImplementedError("warp shuffles do not exist in the simulator (warp builds are GPU only)")
+
+    @cuda.jit(device=True)
+    def warp_reduce_sum(value):
+        raise NotImplementedError("warp shuffles do not exist in the simulator (warp builds are GPU only)")
+
+    @cuda.jit(device=True)
     def block_reduce_sum(value, partials):
         return _block_reduce(value, partials, False)
 
@@ -148,36 +156,48 @@ else:
         return a / b
 
     _FULL_MASK = 0xFFFFFFFF
+    _u32 = uint32
+    _LANE_MASK = np.uint32(WARP_SIZE - 1)
+    _WARP_SHIFT = np.uint32(5)
+    _U32_ZERO = np.uint32(0)
 
-    def _make_block_reduce(combine, doc):
-        """One block reduction per combining operation (max, add), same order for both."""
+    def _make_reductions(combine, name):
+        """The warp and block reductions for one combining operation (max, add), one order."""
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def block_reduce(value, partials):
+        def warp_reduce(value):
             offset = WARP_SIZE // 2
             while offset > 0:
                 value = combine(value, cuda.shfl_xor_sync(_FULL_MASK, value, offset))
                 offset //= 2
-            lane = cuda.threadIdx.x % WARP_SIZE
-            warp = cuda.threadIdx.x // WARP_SIZE
-            if lane == 0:
-                partials[warp] = value
+            return value
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def block_reduce(value, partials):
+            value = warp_reduce(value)
+            # Unsigned lane/warp arithmetic and a compile-time warp count: no signed floor
+            # division, no negative-index wraparound, and a fully unrolled fold. With the
+            # run-time ``blockDim.x // 32`` bound and int64 indices, this fold alone cost
+            # ~150 integer SASS instructions per thread and made the fused kernel 2x slower
+            # (issue 8, PERFORMANCE.md). Every kernel runs BLOCK_THREADS threads.
+            tid = _u32(cuda.threadIdx.x)
+            if tid & _LANE_MASK == _U32_ZERO:
+                partials[tid >> _WARP_SHIFT] = value
             cuda.syncthreads()
             total = partials[0]
-            for w in range(1, cuda.blockDim.x // WARP_SIZE):
+            for w in range(1, WARPS_PER_BLOCK):
                 total = combine(total, partials[w])
             # The partials array is reused by the next reduction: nobody may overwrite it
             # before every thread has read it.
             cuda.syncthreads()
             return total
 
-        block_reduce.__doc__ = doc
-        return block_reduce
+        warp_reduce.__doc__ = f"{name} over the 32 lanes of a warp (xor butterfly); every lane gets it."
+        block_reduce.__doc__ = f"{name} over the block. ``partials``: shared float32[WARPS_PER_BLOCK]."
+        return warp_reduce, block_reduce
 
-    block_reduce_max = _make_block_reduce(
-        f32_max, "Max over the block. ``partials``: shared float32[WARPS_PER_BLOCK].")
-    block_reduce_sum = _make_block_reduce(
-        f32_add, "Sum over the block. ``partials``: shared float32[WARPS_PER_BLOCK].")
+    warp_reduce_max, block_reduce_max = _make_reductions(f32_max, "Max")
+    warp_reduce_sum, block_reduce_sum = _make_reductions(f32_add, "Sum")
 
 
 def owned_columns(tid, cols):
@@ -211,5 +231,5 @@ def host_block_reduce(values, is_max):
 __all__ = [
     "BLOCK_THREADS", "WARP_SIZE", "WARPS_PER_BLOCK", "QUAD", "owned_columns", "NEG_INF", "SIMULATOR", "KERNEL_OPTIONS",
     "f32_add", "f32_sub", "f32_mul", "f32_max", "f32_exp", "f32_div",
-    "block_reduce_max", "block_reduce_sum", "host_block_reduce", "int32",
+    "warp_reduce_max", "warp_reduce_sum", "block_reduce_max", "block_reduce_sum", "host_block_reduce", "int32",
 ]

@@ -50,27 +50,39 @@ struct SumOp {
     __device__ __forceinline__ float operator()(float a, float b) const { return f32_add(a, b); }
 };
 
-// One block reduction per combining operation, same order for both.
+// The warp butterfly (offsets 16, 8, 4, 2, 1): every lane ends with the warp's result.
+template <typename Combine>
+__device__ __forceinline__ float warp_reduce(float value, Combine combine) {
+    for (int offset = WARP_SIZE / 2; offset > 0; offset /= 2) {
+        value = combine(value, __shfl_xor_sync(FULL_MASK, value, offset));
+    }
+    return value;
+}
+
+// One block reduction per combining operation, same order for both. Every kernel runs
+// BLOCK_THREADS threads, so the fold over the warp partials has a compile-time length.
 // partials: shared float[WARPS_PER_BLOCK], reused by the next reduction (hence the
 // second barrier: nobody overwrites it before every thread has read it).
 template <typename Combine>
 __device__ __forceinline__ float block_reduce(float value, float* partials, Combine combine) {
-    for (int offset = WARP_SIZE / 2; offset > 0; offset /= 2) {
-        value = combine(value, __shfl_xor_sync(FULL_MASK, value, offset));
-    }
-    const int lane = threadIdx.x % WARP_SIZE;
-    const int warp = threadIdx.x / WARP_SIZE;
+    value = warp_reduce(value, combine);
+    const unsigned lane = threadIdx.x % WARP_SIZE;
+    const unsigned warp = threadIdx.x / WARP_SIZE;
     if (lane == 0) {
         partials[warp] = value;
     }
     __syncthreads();
     float total = partials[0];
-    for (int w = 1; w < (int)(blockDim.x / WARP_SIZE); ++w) {
+#pragma unroll
+    for (int w = 1; w < WARPS_PER_BLOCK; ++w) {
         total = combine(total, partials[w]);
     }
     __syncthreads();
     return total;
 }
+
+__device__ __forceinline__ float warp_reduce_max(float value) { return warp_reduce(value, MaxOp()); }
+__device__ __forceinline__ float warp_reduce_sum(float value) { return warp_reduce(value, SumOp()); }
 
 __device__ __forceinline__ float block_reduce_max(float value, float* partials) {
     return block_reduce(value, partials, MaxOp());

@@ -21,6 +21,19 @@ Launch geometry
     vector loads and stores (:mod:`.vector_io`); other widths (e.g. 7 x 781) load the
     same quads element by element, masked.
 
+Builds (``FUSED_BUILDS``; the launcher picks the first that holds the row)
+    ``fused_row_softmax_w1_v4``  cols <= 128, vector: under the ownership rule only warp 0
+        owns columns; warps 1-7 leave at once and warp 0 reduces with shuffles alone (no
+        shared memory, no barrier). Bitwise the same as the block reduction: the partials
+        the other warps would fold in are the identities -inf (max) and +0 (sum of
+        positive terms), and combining with an identity is exact.
+    ``fused_row_softmax_q1_v4``  cols <= 1024, vector, with an L2 prefetch of the row one
+        wave ahead (:mod:`.prefetch`): thread 0 asks the bulk-copy engine for row
+        ``row + 8 * %nsmid`` so DRAM stays busy during the block's reductions.
+    ``fused_row_softmax_q{2,4}_v4``  cols <= 2048 / 4096, vector, no prefetch (it made the
+        16 KB rows slower: PERFORMANCE.md).
+    ``fused_row_softmax_q{1,2,4}``  any other width or alignment: scalar masked loads.
+
 Bytes each launch must move
     read ``rows * cols * 4`` (x, once) + write ``rows * cols * 4`` (y, once).
     The intermediates (m, e, z) never leave the block: that is the point of the
@@ -34,37 +47,56 @@ combines; the four-stage path follows the same ownership and order, so both give
 identical bits whichever build runs.
 """
 
+from dataclasses import dataclass
+
 from numba import cuda, float32
 
 from ..launch.plan import KernelLaunch
 from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARPS_PER_BLOCK,
                         block_reduce_max, block_reduce_sum, f32_add, f32_div,
-                        f32_exp, f32_max, f32_sub)
+                        f32_exp, f32_max, f32_sub, warp_reduce_max, warp_reduce_sum)
+from .prefetch import prefetch_row_l2, sm_id_bound
 from .vector_io import load_quad, store_quad
 
 VALUES_PER_THREAD = 16
 MAX_FUSED_COLUMNS = BLOCK_THREADS * VALUES_PER_THREAD
 #: Compiled widths: quads (4 values) per thread. A row uses the smallest that holds it.
 QUADS_PER_THREAD = (1, 2, 4)
+#: Vector widths whose build prefetches the row one wave ahead (measured: PERFORMANCE.md).
+PREFETCH_QUADS = (1,)
+#: Resident 256-thread blocks per SM when registers allow (2048 threads / 256): one wave is
+#: this many blocks per SM, and the prefetch distance is one wave.
+BLOCKS_PER_SM_WAVE = 2048 // BLOCK_THREADS
+#: Widest row the one-warp build takes: 32 lanes x one quad.
+WARP_BUILD_COLUMNS = 32 * QUAD
 
 
-def _make_fused_kernel(quads, vector):
+def _make_fused_kernel(quads, vector, prefetch=False):
     """The fused kernel for rows of up to ``quads * 4 * 256`` columns.
 
-    ``quads`` and ``vector`` are compile-time constants: the loops unroll completely
-    (the values stay in registers) and the unused path is pruned. ``vector`` selects
-    16-byte loads/stores, valid only when the row length is a multiple of 4 and the
-    array is 16-byte aligned (the launcher checks); otherwise the same quads are
-    loaded element by element with a mask, in the same order.
+    ``quads``, ``vector`` and ``prefetch`` are compile-time constants: the loops unroll
+    completely (the values stay in registers) and the unused paths are pruned. ``vector``
+    selects 16-byte loads/stores, valid only when the row length is a multiple of 4 and
+    the array is 16-byte aligned (the launcher checks); otherwise the same quads are
+    loaded element by element with a mask, in the same order. ``prefetch`` (vector builds
+    only: the bulk prefetch needs 16-byte aligned rows) adds the one-wave-ahead L2 prefetch.
     """
     QUADS = quads
     VALUES = quads * QUAD
     VECTOR = vector
+    PREFETCH = prefetch and vector
 
     def fused_row_softmax(x, y):
         row = cuda.blockIdx.x
         tid = cuda.threadIdx.x
         cols = x.shape[1]
+        if PREFETCH:
+            # The block one wave later (8 resident blocks per SM) loads row `ahead`: start
+            # its DRAM read now, while this block spends its time in barriers and shuffles.
+            if tid == 0:
+                ahead = row + BLOCKS_PER_SM_WAVE * sm_id_bound()
+                if ahead < x.shape[0]:
+                    prefetch_row_l2(x, ahead, cols * 4)
         partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
         values = cuda.local.array(VALUES, float32)
 
@@ -93,11 +125,19 @@ def _make_fused_kernel(quads, vector):
         local_sum = float32(0.0)
         for q in range(QUADS):
             base = QUAD * (tid + q * BLOCK_THREADS)
-            for j in range(QUAD):
-                if base + j < cols:
-                    e = f32_exp(f32_sub(values[QUAD * q + j], row_max))
-                    values[QUAD * q + j] = e
-                    local_sum = f32_add(local_sum, e)
+            if VECTOR:
+                # cols % 4 == 0: one test per quad, not one branch per element.
+                if base < cols:
+                    for j in range(QUAD):
+                        e = f32_exp(f32_sub(values[QUAD * q + j], row_max))
+                        values[QUAD * q + j] = e
+                        local_sum = f32_add(local_sum, e)
+            else:
+                for j in range(QUAD):
+                    if base + j < cols:
+                        e = f32_exp(f32_sub(values[QUAD * q + j], row_max))
+                        values[QUAD * q + j] = e
+                        local_sum = f32_add(local_sum, e)
         row_sum = block_reduce_sum(local_sum, partials)
 
         # Pass 3: the only global write.
@@ -118,10 +158,61 @@ def _make_fused_kernel(quads, vector):
     return cuda.jit(**KERNEL_OPTIONS)(fused_row_softmax)
 
 
-#: Every compiled width and load path: (quads, vector) -> dispatcher.
-FUSED_KERNELS = {(q, v): _make_fused_kernel(q, v) for q in QUADS_PER_THREAD for v in (False, True)}
+def fused_row_softmax_w1_v4(x, y):
+    """Rows of at most 128 columns, vector: warp 0 alone (see the module docstring).
+
+    Same operations in the same order as the block build for these rows: lane t owns
+    columns 4t..4t+3, folds them in column order, and the warp butterfly combines the
+    lanes; the cross-warp fold is skipped because it would only combine identities.
+    """
+    tid = cuda.threadIdx.x
+    if tid >= 32:
+        return  # warps 1-7 own no column of a row this short
+    row = cuda.blockIdx.x
+    cols = x.shape[1]
+    base = QUAD * tid
+    a = b = c = d = NEG_INF
+    if base < cols:
+        a, b, c, d = load_quad(x, row, base)
+    row_max = warp_reduce_max(f32_max(f32_max(f32_max(f32_max(NEG_INF, a), b), c), d))
+    local_sum = float32(0.0)
+    if base < cols:
+        a = f32_exp(f32_sub(a, row_max))
+        b = f32_exp(f32_sub(b, row_max))
+        c = f32_exp(f32_sub(c, row_max))
+        d = f32_exp(f32_sub(d, row_max))
+        local_sum = f32_add(f32_add(f32_add(f32_add(local_sum, a), b), c), d)
+    row_sum = warp_reduce_sum(local_sum)
+    if base < cols:
+        store_quad(y, row, base, f32_div(a, row_sum), f32_div(b, row_sum), f32_div(c, row_sum),
+                   f32_div(d, row_sum))
+
+
+fused_row_softmax_w1_v4 = cuda.jit(**KERNEL_OPTIONS)(fused_row_softmax_w1_v4)
+
+
+@dataclass(frozen=True)
+class FusedBuild:
+    """One compiled build and the rows it takes."""
+    kernel: object        # the numba.cuda dispatcher
+    max_columns: int
+    vector: bool          # needs cols % 4 == 0 and 16-byte aligned x, y
+
+    @property
+    def name(self):
+        return self.kernel.py_func.__name__
+
+
+#: Every build, in the launcher's order of preference (the first that takes the row runs).
+FUSED_BUILDS = (
+    [FusedBuild(fused_row_softmax_w1_v4, WARP_BUILD_COLUMNS, True)]
+    + [FusedBuild(_make_fused_kernel(q, True, prefetch=q in PREFETCH_QUADS), q * QUAD * BLOCK_THREADS, True)
+       for q in QUADS_PER_THREAD]
+    + [FusedBuild(_make_fused_kernel(q, False), q * QUAD * BLOCK_THREADS, False) for q in QUADS_PER_THREAD])
+#: build name -> dispatcher.
+FUSED_KERNELS = {build.name: build.kernel for build in FUSED_BUILDS}
 #: The widest scalar build (any row up to 4096 columns), e.g. for the PTX report.
-fused_row_softmax = FUSED_KERNELS[(4, False)]
+fused_row_softmax = FUSED_KERNELS["fused_row_softmax_q4"]
 
 
 def _aligned16(array):
@@ -131,11 +222,11 @@ def _aligned16(array):
 
 
 def fused_kernel_for(x, y):
-    """The build for this shape: fewest quads that hold the row; vector I/O when aligned."""
+    """The build for this shape: the first of ``FUSED_BUILDS`` that holds the row, a vector
+    build when the rows are a multiple of 4 long and both arrays 16-byte aligned."""
     cols = x.shape[1]
-    quads = next(q for q in QUADS_PER_THREAD if cols <= q * QUAD * BLOCK_THREADS)
     vector = cols % QUAD == 0 and _aligned16(x) and _aligned16(y)
-    return FUSED_KERNELS[(quads, vector)]
+    return next(b.kernel for b in FUSED_BUILDS if cols <= b.max_columns and (vector or not b.vector))
 
 
 def fused_launches(x, y):

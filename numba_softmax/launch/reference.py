@@ -73,6 +73,10 @@ REFERENCE_KERNELS = {
                                                      geometry="grid (rows,), block (256,)"
                                                      + (", 16-byte aligned, cols % 4 == 0" if v else ""))
        for q in (1, 2, 4) for v in ("", "_v4")},
+    "fused_row_softmax_w1_v4": ReferenceKernel("fused_row", "fused_row_softmax_w1_v4",
+                                               (("x", "f32*"), ("y", "f32*")) + _A2,
+                                               geometry="grid (rows,), block (256,), cols <= 128, "
+                                                        "16-byte aligned, cols % 4 == 0"),
     "tile_summary_kernel": ReferenceKernel(
         "tiles", "tile_summary_kernel",
         (("values", "f32*"), ("tile_start", "i64*"), ("tile_len", "i32*"), ("tile_max", "f32*"),

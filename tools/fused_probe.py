@@ -1,0 +1,457 @@
+"""Where does the fused kernel's time go? An ablation probe for issue 8 (GPU only).
+
+Times, per shape, the shipped fused build, its nvcc twin, and ablations of the same
+kernel (same geometry, same loads/stores) that drop one piece at a time. Each variant is
+launched BATCH times back to back over rotating input sets (more bytes than L2), between
+two CUDA events; the median over REPS batches / BATCH is the per-launch device time.
+
+    python tools/fused_probe.py [--shapes 4096x128,4096x1024] [--out DIR]
+
+Diagnostic only: the figures that count for the goals come from ``python -m bench perf``.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import numpy as np
+from llvmlite import ir
+from numba import cuda, float32, types, uint32
+from numba.cuda import cgutils
+from numba.cuda.extending import intrinsic
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from numba_softmax.kernels.fused_row import fused_kernel_for  # noqa: E402
+from numba_softmax.kernels.vector_io import load_quad, store_quad  # noqa: E402
+from numba_softmax.launch.driver import Event, Invocation, Stream  # noqa: E402
+from numba_softmax.launch.plan import KernelLaunch  # noqa: E402
+from numba_softmax.numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, WARPS_PER_BLOCK,  # noqa: E402
+                                    block_reduce_max, block_reduce_sum, f32_add, f32_div, f32_exp,
+                                    f32_max, f32_sub)
+
+BATCH, REPS = 20, 15
+
+
+# ---- the block reduction before issue 8's change (run-time warp count, int64 lane math) ----
+def _make_old_reduce(combine):
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def old_reduce(value, partials):
+        offset = 16
+        while offset > 0:
+            value = combine(value, cuda.shfl_xor_sync(0xFFFFFFFF, value, offset))
+            offset //= 2
+        lane = cuda.threadIdx.x % 32
+        warp = cuda.threadIdx.x // 32
+        if lane == 0:
+            partials[warp] = value
+        cuda.syncthreads()
+        total = partials[0]
+        for w in range(1, cuda.blockDim.x // 32):
+            total = combine(total, partials[w])
+        cuda.syncthreads()
+        return total
+    return old_reduce
+
+
+old_reduce_max, old_reduce_sum = _make_old_reduce(f32_max), _make_old_reduce(f32_add)
+
+
+# ---- non-default cache hints: ld.global.nc (read-only path), st.global.cs (streaming) ----
+_F4 = ir.LiteralStructType([ir.FloatType()] * 4)
+
+
+def _address(context, builder, array_type, array, index_types, indices):
+    ary = context.make_array(array_type)(context, builder, value=array)
+    idx = [context.cast(builder, v, t, types.intp) for t, v in zip(index_types, indices, strict=True)]
+    ptr = cgutils.get_item_pointer(context, builder, array_type, ary, idx, wraparound=False)
+    return builder.ptrtoint(ptr, ir.IntType(64))
+
+
+@intrinsic
+def load_quad_nc(typingctx, x, row, col):
+    quad = types.UniTuple(types.float32, 4)
+
+    def codegen(context, builder, sig, args):
+        addr = _address(context, builder, sig.args[0], args[0], sig.args[1:], args[1:])
+        asm = ir.InlineAsm(ir.FunctionType(_F4, [ir.IntType(64)]),
+                           "{ .reg .u64 g; cvta.to.global.u64 g, $4; ld.global.nc.v4.f32 {$0,$1,$2,$3}, [g]; }",
+                           "=f,=f,=f,=f,l", side_effect=False)
+        out = builder.call(asm, [addr])
+        return context.make_tuple(builder, quad, [builder.extract_value(out, k) for k in range(4)])
+
+    return quad(x, row, col), codegen
+
+
+@intrinsic
+def store_quad_cs(typingctx, y, row, col, a, b, c, d):
+    def codegen(context, builder, sig, args):
+        addr = _address(context, builder, sig.args[0], args[0], sig.args[1:3], args[1:3])
+        asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [ir.IntType(64)] + [ir.FloatType()] * 4),
+                           "{ .reg .u64 g; cvta.to.global.u64 g, $0; st.global.cs.v4.f32 [g], {$1,$2,$3,$4}; }",
+                           "l,f,f,f,f,~{memory}", side_effect=True)
+        builder.call(asm, [addr] + list(args[3:]))
+        return context.get_dummy_value()
+
+    return types.void(y, row, col, a, b, c, d), codegen
+
+
+def make_ablation(quads, stage, reduce="lean", io="plain", max_registers=None):
+    """stage: 'copy' (load, store), 'max' (+ block max), 'exp_sum' (+ exp, block sum, store e),
+    'full' (+ division: the shipped algorithm re-typed here). reduce: 'lean' (numerics now),
+    'old' (before issue 8), 'twobuf' (lean, separate partials, no trailing barriers).
+    io: 'plain' (vector_io) or 'nc_cs' (ld.global.nc / st.global.cs)."""
+    QUADS = quads
+    VALUES = quads * QUAD
+    STAGE = {"copy": 0, "max": 1, "exp_sum": 2, "full": 3}[stage]
+    OLD = reduce == "old"
+    TWOBUF = reduce == "twobuf"
+    NC = io == "nc_cs"
+
+    def kernel(x, y):
+        row = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        cols = x.shape[1]
+        partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+        partials2 = cuda.shared.array(WARPS_PER_BLOCK, float32)
+        values = cuda.local.array(VALUES, float32)
+        local_max = NEG_INF
+        for q in range(QUADS):
+            base = QUAD * (tid + q * BLOCK_THREADS)
+            if base < cols:
+                if NC:
+                    a, b, c, d = load_quad_nc(x, row, base)
+                else:
+                    a, b, c, d = load_quad(x, row, base)
+                values[QUAD * q] = a
+                values[QUAD * q + 1] = b
+                values[QUAD * q + 2] = c
+                values[QUAD * q + 3] = d
+                local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
+        row_max = float32(0.0)
+        if STAGE >= 1:
+            if OLD:
+                row_max = old_reduce_max(local_max, partials)
+            elif TWOBUF:
+                row_max = block_reduce_max_nobar(local_max, partials)
+            else:
+                row_max = block_reduce_max(local_max, partials)
+        row_sum = float32(1.0)
+        if STAGE >= 2:
+            local_sum = float32(0.0)
+            for q in range(QUADS):
+                base = QUAD * (tid + q * BLOCK_THREADS)
+                if base < cols:
+                    for j in range(QUAD):
+                        e = f32_exp(f32_sub(values[QUAD * q + j], row_max))
+                        values[QUAD * q + j] = e
+                        local_sum = f32_add(local_sum, e)
+            if OLD:
+                row_sum = old_reduce_sum(local_sum, partials)
+            elif TWOBUF:
+                row_sum = block_reduce_sum_nobar(local_sum, partials2)
+            else:
+                row_sum = block_reduce_sum(local_sum, partials)
+        for q in range(QUADS):
+            base = QUAD * (tid + q * BLOCK_THREADS)
+            if base < cols:
+                if STAGE >= 3:
+                    a = f32_div(values[QUAD * q], row_sum)
+                    b = f32_div(values[QUAD * q + 1], row_sum)
+                    c = f32_div(values[QUAD * q + 2], row_sum)
+                    d = f32_div(values[QUAD * q + 3], row_sum)
+                elif STAGE == 1:
+                    a = f32_sub(values[QUAD * q], row_max)
+                    b = f32_sub(values[QUAD * q + 1], row_max)
+                    c = f32_sub(values[QUAD * q + 2], row_max)
+                    d = f32_sub(values[QUAD * q + 3], row_max)
+                else:
+                    a, b, c, d = values[QUAD * q], values[QUAD * q + 1], values[QUAD * q + 2], values[QUAD * q + 3]
+                if NC:
+                    store_quad_cs(y, row, base, a, b, c, d)
+                else:
+                    store_quad(y, row, base, a, b, c, d)
+
+    kernel.__name__ = kernel.__qualname__ = f"probe_{stage}_{reduce}_{io}_q{quads}_r{max_registers or 0}"
+    options = dict(KERNEL_OPTIONS)
+    if max_registers:
+        options["max_registers"] = max_registers
+    return cuda.jit(**options)(kernel)
+
+
+def _make_nobar_reduce(combine):
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def reduce_nobar(value, partials):
+        offset = 16
+        while offset > 0:
+            value = combine(value, cuda.shfl_xor_sync(0xFFFFFFFF, value, offset))
+            offset //= 2
+        tid = uint32(cuda.threadIdx.x)
+        if tid & np.uint32(31) == np.uint32(0):
+            partials[tid >> np.uint32(5)] = value
+        cuda.syncthreads()
+        total = partials[0]
+        for w in range(1, WARPS_PER_BLOCK):
+            total = combine(total, partials[w])
+        return total
+    return reduce_nobar
+
+
+block_reduce_max_nobar, block_reduce_sum_nobar = _make_nobar_reduce(f32_max), _make_nobar_reduce(f32_add)
+
+
+#: probe variant -> (stage, reduce, io, max_registers)
+PROBES = {
+    "old_reduce": ("full", "old", "plain", None),
+    "lean_retyped": ("full", "lean", "plain", None),
+    "twobuf": ("full", "twobuf", "plain", None),
+    "nc_cs": ("full", "lean", "nc_cs", None),
+    "maxreg32": ("full", "lean", "plain", 32),
+    "copy": ("copy", "lean", "plain", None),
+    "max_only": ("max", "lean", "plain", None),
+    "exp_sum": ("exp_sum", "lean", "plain", None),
+}
+
+
+@intrinsic
+def prefetch_row_l2(typingctx, x, row, nbytes):
+    """cp.async.bulk.prefetch.L2: one instruction asks the copy engine to pull nbytes of
+    row ``row`` (from column 0) into L2; no registers wait on it."""
+
+    def codegen(context, builder, sig, args):
+        zero = context.get_constant(types.intp, 0)
+        addr = _address(context, builder, sig.args[0], args[0], (sig.args[1], types.intp), (args[1], zero))
+        size = context.cast(builder, args[2], sig.args[2], types.uint32)
+        asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [ir.IntType(64), ir.IntType(32)]),
+                           "{ .reg .u64 g; cvta.to.global.u64 g, $0; cp.async.bulk.prefetch.L2.global [g], $1; }",
+                           "l,r", side_effect=True)
+        builder.call(asm, [addr, size])
+        return context.get_dummy_value()
+
+    return types.void(x, row, nbytes), codegen
+
+
+@intrinsic
+def prefetch_line_l2(typingctx, x, row, col):
+    """prefetch.global.L2 of the 128-byte line holding x[row, col]."""
+
+    def codegen(context, builder, sig, args):
+        addr = _address(context, builder, sig.args[0], args[0], sig.args[1:], args[1:])
+        asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [ir.IntType(64)]),
+                           "{ .reg .u64 g; cvta.to.global.u64 g, $0; prefetch.global.L2 [g]; }",
+                           "l", side_effect=True)
+        builder.call(asm, [addr])
+        return context.get_dummy_value()
+
+    return types.void(x, row, col), codegen
+
+
+def make_candidate(quads, prefetch):
+    """The shipped algorithm plus an L2 prefetch of row ``row + distance`` (the row a block
+    one 'wave' later will load). prefetch: 'bulk' (thread 0, one cp.async.bulk.prefetch of the
+    row), 'lines' (one prefetch.global.L2 per 128-byte line), 'narrow' (no prefetch; cols <= 128:
+    warps 1-7 own no column and leave at once, warp 0 reduces with shuffles only -- exact, since
+    the other warps' partials are the identities -inf and +0)."""
+    QUADS = quads
+    VALUES = quads * QUAD
+    MODE = {"bulk": 0, "lines": 1, "narrow": 2}[prefetch]
+
+    def kernel(x, y, distance):
+        row = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        rows = x.shape[0]
+        cols = x.shape[1]
+        if MODE == 2:
+            if tid >= 32:
+                return
+            base = QUAD * tid
+            a = b = c = d = NEG_INF
+            if base < cols:
+                a, b, c, d = load_quad(x, row, base)
+            m = f32_max(f32_max(f32_max(f32_max(NEG_INF, a), b), c), d)
+            offset = 16
+            while offset > 0:
+                m = f32_max(m, cuda.shfl_xor_sync(0xFFFFFFFF, m, offset))
+                offset //= 2
+            z = float32(0.0)
+            if base < cols:
+                a = f32_exp(f32_sub(a, m))
+                b = f32_exp(f32_sub(b, m))
+                c = f32_exp(f32_sub(c, m))
+                d = f32_exp(f32_sub(d, m))
+                z = f32_add(f32_add(f32_add(f32_add(z, a), b), c), d)
+            offset = 16
+            while offset > 0:
+                z = f32_add(z, cuda.shfl_xor_sync(0xFFFFFFFF, z, offset))
+                offset //= 2
+            if base < cols:
+                store_quad(y, row, base, f32_div(a, z), f32_div(b, z), f32_div(c, z), f32_div(d, z))
+            return
+        ahead = row + distance
+        if ahead < rows:
+            if MODE == 0:
+                if tid == 0:
+                    prefetch_row_l2(x, ahead, cols * 4)
+            else:
+                if tid % 8 == 0:
+                    for q in range(QUADS):
+                        base = QUAD * (tid + q * BLOCK_THREADS)
+                        if base < cols:
+                            prefetch_line_l2(x, ahead, base)
+        partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+        values = cuda.local.array(VALUES, float32)
+        local_max = NEG_INF
+        for q in range(QUADS):
+            base = QUAD * (tid + q * BLOCK_THREADS)
+            if base < cols:
+                a, b, c, d = load_quad(x, row, base)
+                values[QUAD * q] = a
+                values[QUAD * q + 1] = b
+                values[QUAD * q + 2] = c
+                values[QUAD * q + 3] = d
+                local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
+        row_max = block_reduce_max(local_max, partials)
+        local_sum = float32(0.0)
+        for q in range(QUADS):
+            base = QUAD * (tid + q * BLOCK_THREADS)
+            if base < cols:
+                for j in range(QUAD):
+                    e = f32_exp(f32_sub(values[QUAD * q + j], row_max))
+                    values[QUAD * q + j] = e
+                    local_sum = f32_add(local_sum, e)
+        row_sum = block_reduce_sum(local_sum, partials)
+        for q in range(QUADS):
+            base = QUAD * (tid + q * BLOCK_THREADS)
+            if base < cols:
+                store_quad(y, row, base, f32_div(values[QUAD * q], row_sum), f32_div(values[QUAD * q + 1], row_sum),
+                           f32_div(values[QUAD * q + 2], row_sum), f32_div(values[QUAD * q + 3], row_sum))
+
+    kernel.__name__ = kernel.__qualname__ = f"candidate_{prefetch}_q{quads}"
+    return cuda.jit(**KERNEL_OPTIONS)(kernel)
+
+
+#: candidate -> (prefetch mode, distance in units of the shipped kernel's resident blocks)
+CANDIDATES = {"bulk_x1": ("bulk", 1.0), "bulk_x2": ("bulk", 2.0), "bulk_x0.5": ("bulk", 0.5),
+              "lines_x1": ("lines", 1.0), "narrow": ("narrow", 0.0)}
+_CANDIDATE_KERNELS = {}
+
+
+def candidate_kernel(quads, mode):
+    if (quads, mode) not in _CANDIDATE_KERNELS:
+        _CANDIDATE_KERNELS[(quads, mode)] = make_candidate(quads, mode)
+    return _CANDIDATE_KERNELS[(quads, mode)]
+
+
+_BUILT = {}
+
+
+def probe_kernel(quads, name):
+    key = (quads, name)
+    if key not in _BUILT:
+        stage, reduce, io, regs = PROBES[name]
+        _BUILT[key] = make_ablation(quads, stage, reduce, io, regs)
+    return _BUILT[key]
+
+
+def quads_for(cols):
+    return next(q for q in (1, 2, 4) if cols <= q * QUAD * BLOCK_THREADS)
+
+
+def time_variant(stream, invocations):
+    start, end = Event(), Event()
+    for inv in invocations[:4]:
+        inv.enqueue(stream)
+    stream.synchronize()
+    samples = []
+    for _ in range(REPS):
+        start.record(stream)
+        for i in range(BATCH):
+            invocations[i % len(invocations)].enqueue(stream)
+        end.record(stream)
+        end.synchronize()
+        samples.append(end.elapsed_us_since(start) / BATCH)
+    samples.sort()
+    return {"median_us": statistics.median(samples), "p10_us": samples[len(samples) // 10],
+            "p90_us": samples[(9 * len(samples)) // 10]}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shapes", default="4096x128,4096x1024,16384x1024,4096x4096")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--candidates-only", action="store_true", help="skip the ablations")
+    parser.add_argument("--reference-build", default=None, help="nvcc cubins dir (built here when absent)")
+    args = parser.parse_args(argv)
+    stream = Stream()
+    l2 = cuda.get_current_device().L2_CACHE_SIZE
+    library = None
+    try:
+        from bench import reference_build
+        from numba_softmax.launch.reference import ReferenceLibrary, reference_fused_launches
+        build_dir = args.reference_build or "/tmp/probe_reference_build"
+        reference_build.ensure_built(build_dir)
+        library = ReferenceLibrary(build_dir)
+    except Exception as exc:  # noqa: BLE001 -- the twin is optional in a probe
+        print(f"nvcc twin unavailable: {exc}")
+    results = []
+    for text in args.shapes.split(","):
+        rows, cols = (int(v) for v in text.split("x"))
+        nbytes = rows * cols * 4
+        sets = max(2, min(16, int(np.ceil(3 * l2 / (2 * nbytes)))))
+        rng = np.random.default_rng(0)
+        xs = [cuda.to_device(rng.standard_normal((rows, cols), dtype=np.float32)) for _ in range(sets)]
+        ys = [cuda.device_array((rows, cols), np.float32) for _ in range(sets)]
+        q = quads_for(cols)
+        variants = {
+            "shipped": [Invocation.from_launches("f", [KernelLaunch("f", fused_kernel_for(x, y), (rows,),
+                                                                    (BLOCK_THREADS,), (x, y))])
+                        for x, y in zip(xs, ys, strict=True)],
+        }
+        if library is not None:
+            variants["nvcc_twin"] = [Invocation("n", [launch.enqueue for launch in ls], ls) for ls in
+                                     (reference_fused_launches(library, x, y) for x, y in zip(xs, ys, strict=True))]
+        resident = (variants["shipped"][0].launches[0].kernel.active_blocks_per_sm(BLOCK_THREADS)
+                    * cuda.get_current_device().MULTIPROCESSOR_COUNT)
+        for cand, (mode, factor) in CANDIDATES.items():
+            if mode == "narrow" and cols > 32 * QUAD:
+                continue
+            distance = int(resident * factor)
+            variants[cand] = [
+                Invocation.from_launches(cand, [KernelLaunch(cand, candidate_kernel(q, mode), (rows,),
+                                                             (BLOCK_THREADS,), (x, y, distance))])
+                for x, y in zip(xs, ys, strict=True)]
+        for probe in PROBES if not args.candidates_only else ():
+            variants[probe] = [
+                Invocation.from_launches(probe, [KernelLaunch(probe, probe_kernel(q, probe), (rows,),
+                                                              (BLOCK_THREADS,), (x, y))])
+                for x, y in zip(xs, ys, strict=True)]
+        for name, invocations in variants.items():
+            stats = time_variant(stream, invocations)
+            stats.update(shape=text, variant=name, tbs=2 * nbytes / stats["median_us"] / 1e6, sets=sets)
+            resources = invocations[0].kernel_resources()[0]
+            stats["regs"] = resources.get("registers_per_thread")
+            stats["local_bytes"] = resources.get("local_bytes_per_thread")
+            results.append(stats)
+            print(f"{text:>11} {name:<16} {stats['median_us']:8.2f} us [{stats['p10_us']:.2f}, "
+                  f"{stats['p90_us']:.2f}]  {stats['tbs']:.3f} TB/s  regs={stats.get('regs')}", flush=True)
+        # a correctness glance: every full-softmax variant gives the shipped bits
+        variants["shipped"][0].enqueue(stream)
+        stream.synchronize()
+        y_shipped = ys[0].copy_to_host()
+        full = [n for n in variants if n in ("nvcc_twin", *CANDIDATES) or (n in PROBES and PROBES[n][0] == "full")]
+        for name in full:
+            variants[name][0].enqueue(stream)
+            stream.synchronize()
+            same = np.array_equal(y_shipped, ys[0].copy_to_host())
+            results.append({"shape": text, "variant": name, "bitwise_equal_to_shipped": same})
+            print(f"{text:>11} {name} == shipped bitwise: {same}")
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "fused_probe.json"), "w") as handle:
+            json.dump(results, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()
