@@ -68,18 +68,26 @@ def package_versions():
 
 
 def git_state():
+    """The commit the run's code came from.
+
+    ``NUMBA_SOFTMAX_COMMIT`` wins when set: a launcher that copied a working tree onto
+    another machine (the device tool) knows the commit it sent, while the copy's own
+    ``.git`` may still point at an older HEAD with the changes applied on top. What git
+    says there is recorded beside it.
+    """
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sent = os.environ.get("NUMBA_SOFTMAX_COMMIT")
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                                 text=True, check=True).stdout.strip()
         dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
                                     capture_output=True, text=True).stdout.strip())
-        return {"commit": commit, "dirty": dirty}
     except (OSError, subprocess.CalledProcessError):
-        # A copy of the tree without .git (e.g. the device machine): the launcher passes
-        # the commit it sent in NUMBA_SOFTMAX_COMMIT.
-        return {"commit": os.environ.get("NUMBA_SOFTMAX_COMMIT"), "dirty": None,
-                "source": "NUMBA_SOFTMAX_COMMIT" if os.environ.get("NUMBA_SOFTMAX_COMMIT") else None}
+        commit = dirty = None
+    if sent:
+        return {"commit": sent, "dirty": None, "source": "NUMBA_SOFTMAX_COMMIT", "git_head": commit,
+                "git_dirty": dirty}
+    return {"commit": commit, "dirty": dirty, "source": "git" if commit else None}
 
 
 def nvidia_smi_record():

@@ -259,21 +259,24 @@ class WorkerPlan:
         return dict(self.__dict__)
 
 
-def worker_plan(buffers, workers=None):
+def worker_plan(buffers, workers=None, kernel=None):
     """Persistent worker count: cooperative occupancy x SMs, capped by the A tasks.
 
     On a GPU the occupancy comes from the compiled kernel's
     ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` (256 threads, no dynamic shared
     memory) and the SM count from the device. The simulator co-schedules one block.
-    ``workers`` overrides (tests); it must still fit the co-residency limit.
+    ``kernel`` is the persistent build that will run (default the performance build;
+    the trace build and the negative controls use more registers, so fewer of them fit
+    per SM). ``workers`` overrides (tests); it must still fit the co-residency limit.
     """
     n_tiles = buffers.n_tiles
+    dispatcher = persistent_tiles if kernel is None else kernel
     if SIMULATOR:
-        limit = persistent_tiles.overloads[None].max_cooperative_grid_blocks(BLOCK_THREADS)
+        limit = dispatcher.overloads[None].max_cooperative_grid_blocks(BLOCK_THREADS)
         blocks_per_sm, sm_count, source = limit, 1, "simulator"
     else:
         from .launch.driver import compiled, device_sm_count
-        kernel = compiled(persistent_tiles, persistent_args(MODE_PHASED, buffers))
+        kernel = compiled(dispatcher, persistent_args(MODE_PHASED, buffers))
         blocks_per_sm = int(kernel.active_blocks_per_sm(BLOCK_THREADS, 0))
         sm_count = int(device_sm_count())
         limit, source = blocks_per_sm * sm_count, "occupancy"
@@ -311,7 +314,7 @@ def tiled_launches(scheduler, buffers, workers=None, max_polls=DEFAULT_MAX_POLLS
     if scheduler == "separate":
         return separate_launches(buffers, trace=trace)
     if workers is None:
-        workers = worker_plan(buffers).workers
+        workers = worker_plan(buffers, kernel=persistent_trace_kernel() if trace else None).workers
     workers = int(workers)
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -470,7 +473,7 @@ def tiled_softmax(values, row_lengths, scheduler="separate", workers=None, strea
         buffers.load_values(host, stream=copy_stream)
     chosen = None
     if scheduler != "separate":
-        chosen = worker_plan(buffers, workers).workers
+        chosen = worker_plan(buffers, workers, kernel=kernel or (persistent_trace_kernel() if trace else None)).workers
     if trace:
         buffers.reset_trace(stream=copy_stream)
     launches = tiled_launches(scheduler, buffers, chosen, max_polls, trace=trace)

@@ -256,16 +256,19 @@ def make_candidate(quads, prefetch):
     the other warps' partials are the identities -inf and +0)."""
     QUADS = quads
     VALUES = quads * QUAD
-    MODE = {"bulk": 0, "lines": 1, "narrow": 2}[prefetch]
+    MODE = {"bulk": 0, "lines": 1, "narrow": 2, "narrow_bulk": 3}[prefetch]
 
     def kernel(x, y, distance):
         row = cuda.blockIdx.x
         tid = cuda.threadIdx.x
         rows = x.shape[0]
         cols = x.shape[1]
-        if MODE == 2:
+        if MODE >= 2:
             if tid >= 32:
                 return
+            if MODE == 3 and tid == 0:
+                if row + distance < rows:
+                    prefetch_row_l2(x, row + distance, cols * 4)
             base = QUAD * tid
             a = b = c = d = NEG_INF
             if base < cols:
@@ -334,7 +337,8 @@ def make_candidate(quads, prefetch):
 
 #: candidate -> (prefetch mode, distance in units of the shipped kernel's resident blocks)
 CANDIDATES = {"bulk_x1": ("bulk", 1.0), "bulk_x2": ("bulk", 2.0), "bulk_x0.5": ("bulk", 0.5),
-              "lines_x1": ("lines", 1.0), "narrow": ("narrow", 0.0)}
+              "lines_x1": ("lines", 1.0), "narrow": ("narrow", 0.0), "narrow_bulk_x1": ("narrow_bulk", 1.0),
+              "narrow_bulk_x2": ("narrow_bulk", 2.0)}
 _CANDIDATE_KERNELS = {}
 
 
@@ -415,7 +419,7 @@ def main(argv=None):
         resident = (variants["shipped"][0].launches[0].kernel.active_blocks_per_sm(BLOCK_THREADS)
                     * cuda.get_current_device().MULTIPROCESSOR_COUNT)
         for cand, (mode, factor) in CANDIDATES.items():
-            if mode == "narrow" and cols > 32 * QUAD:
+            if mode.startswith("narrow") and cols > 32 * QUAD:
                 continue
             distance = int(resident * factor)
             variants[cand] = [

@@ -74,6 +74,37 @@ def test_delay_sizing_and_starvation():
     assert is_starved(30.0, 29.9) and is_starved(30.0, 30.0) and not is_starved(29.0, 30.0)
 
 
+class _StarvingGpu:
+    """A stand-in for the GPU sampler: the host window is fixed; a sample is starved while
+    the delay (iterations x 1 us) is shorter than it."""
+    us_per_iteration = 1.0
+
+    def __init__(self, host_window_us):
+        self.host_window_us = host_window_us
+        self.delays = []
+
+    def sample(self, submits, iterations):
+        self.delays.append(iterations)
+        return {"event_us": 10.0, "delay_gpu_us": float(iterations), "host_window_us": self.host_window_us,
+                "starved": perf.is_starved(self.host_window_us, float(iterations))}
+
+
+class _Variant:
+    delay_single = 30
+
+
+def test_starved_samples_are_retaken_with_a_longer_delay():
+    gpu, variant = _StarvingGpu(host_window_us=100.0), _Variant()
+    sample, retakes = perf._sample_unstarved(gpu, variant, "delay_single", ["submit"])
+    assert not sample["starved"] and retakes == 2 and gpu.delays == [30, 60, 120]
+    assert variant.delay_single == 120  # later rounds start from the delay that sufficed
+    # a host window no delay can cover: bounded retakes, the last (starved) sample kept and said so
+    gpu, variant = _StarvingGpu(host_window_us=1e9), _Variant()
+    sample, retakes = perf._sample_unstarved(gpu, variant, "delay_single", ["submit"])
+    assert sample["starved"] and retakes == perf.STARVED_RETAKES
+    assert len(gpu.delays) == perf.STARVED_RETAKES + 1
+
+
 def test_nvcc_command():
     assert nvcc_command("/usr/bin/nvcc", "src/launch_timer.cu", "/tmp/x/launch_timer") == [
         "/usr/bin/nvcc", "-O2", "-arch=sm_90", "-std=c++17", "-o", "/tmp/x/launch_timer", "src/launch_timer.cu",

@@ -93,21 +93,13 @@ def _matrix_buffers(shape, payload, stream):
 
 
 def _fused_builds(cols):
-    """Every registered fused build that can run ``cols`` columns: (name, dispatcher, vector)."""
-    from numba_softmax import numerics
-    from numba_softmax.kernels.fused_row import MAX_FUSED_COLUMNS
-    from numba_softmax.kernels.registry import KERNELS
-    quad = getattr(numerics, "QUAD", 1)
+    """Every fused build that can run ``cols`` columns: (name, dispatcher, vector)."""
+    from numba_softmax.kernels.fused_row import FUSED_BUILDS
     builds = []
-    for name, (dispatcher, _) in sorted(KERNELS.items()):
-        if not name.startswith("fused_row_softmax"):
-            continue
-        vector = name.endswith("_v4")  # 16-byte loads: whole quads, so cols % 4 == 0
-        stem = name[:-3] if vector else name
-        capacity = (int(stem.rsplit("_q", 1)[1]) * quad * numerics.BLOCK_THREADS if "_q" in stem
-                    else MAX_FUSED_COLUMNS)
-        if cols <= capacity and (not vector or cols % 4 == 0):
-            builds.append((name, dispatcher, vector))
+    for build in FUSED_BUILDS:
+        # vector builds move whole quads: cols % 4 == 0
+        if cols <= build.max_columns and (not build.vector or cols % 4 == 0):
+            builds.append((build.name, build.kernel, build.vector))
     return builds
 
 

@@ -121,8 +121,8 @@ def test_negative_control_publishing_b_before_the_last_producer_is_caught(stream
     buffers = TiledBuffers.allocate(build_layout(lengths, TILE_ELEMENTS), values)
     buffers.poison(stream=stream.numba)
     buffers.load_values(values, stream=stream.numba)
-    workers = worker_plan(buffers).workers
-    Invocation.from_launches("bad-dag", dag_launches(
-        buffers, workers, kernel=negative_control_kernel("first_producer_publishes_b"))).enqueue(stream)
+    control = negative_control_kernel("first_producer_publishes_b")
+    workers = worker_plan(buffers, kernel=control).workers
+    Invocation.from_launches("bad-dag", dag_launches(buffers, workers, kernel=control)).enqueue(stream)
     stream.synchronize()
     assert not check_packed(buffers.out.copy_to_host(), values, lengths).passed
