@@ -1,0 +1,106 @@
+"""Where does the harness's host time per launch go? A probe for issue 8's launch goal (GPU only).
+
+Host enqueue time per launch of an empty kernel <<<1, 32>>> (batches of 32, median over
+batches), through each layer of the launch path:
+
+* ``raw``         cu.cuLaunchKernel(*args) with every argument prebuilt (the floor in Python);
+* ``prepared``    PreparedLaunch.enqueue(stream) (what every timed variant calls per kernel);
+* ``invocation``  Invocation.enqueue(stream) (one more Python loop over the steps);
+* ``sync_raw`` / ``sync_stream``: cuStreamSynchronize on an idle stream, raw and through Stream.
+
+Then the same after ``import torch, triton`` (the perf tool's process has both loaded).
+
+    python tools/launch_probe.py [--batches 200] [--out DIR]
+"""
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from numba import cuda  # noqa: E402
+
+from numba_softmax.launch.driver import Invocation, Stream, cu  # noqa: E402
+from numba_softmax.launch.plan import KernelLaunch  # noqa: E402
+
+BATCH = 32
+
+
+@cuda.jit
+def empty_kernel():
+    pass
+
+
+def per_launch_us(call, stream, batches):
+    values = []
+    for _ in range(batches):
+        stream.synchronize()
+        t0 = time.perf_counter_ns()
+        for _ in range(BATCH):
+            call()
+        values.append((time.perf_counter_ns() - t0) / 1e3 / BATCH)
+    stream.synchronize()
+    return statistics.median(values)
+
+
+def per_call_us(call, batches):
+    values = []
+    for _ in range(batches):
+        t0 = time.perf_counter_ns()
+        call()
+        values.append((time.perf_counter_ns() - t0) / 1e3)
+    return statistics.median(values)
+
+
+def measure(stream, invocation, batches):
+    prepared = invocation.launches[0]
+    args = (prepared.kernel.function, 1, 1, 1, 32, 1, 1, 0, stream.handle, prepared._params, 0)
+    launch = cu.cuLaunchKernel
+    handle = stream.handle
+    sync = cu.cuStreamSynchronize
+    gc.collect()
+    gc.disable()
+    try:
+        return {
+            "raw": per_launch_us(lambda: launch(*args), stream, batches),
+            "prepared": per_launch_us(lambda: prepared.enqueue(stream), stream, batches),
+            "invocation": per_launch_us(lambda: invocation.enqueue(stream), stream, batches),
+            "sync_raw": per_call_us(lambda: sync(handle), batches),
+            "sync_stream": per_call_us(stream.synchronize, batches),
+        }
+    finally:
+        gc.enable()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    stream = Stream()
+    invocation = Invocation.from_launches("empty", [KernelLaunch("empty", empty_kernel, (1,), (32,), ())])
+    for _ in range(3):
+        invocation.enqueue(stream)
+    stream.synchronize()
+    results = {"plain": measure(stream, invocation, args.batches)}
+    try:
+        import torch  # noqa: F401
+        import triton  # noqa: F401
+        results["after_torch_triton_import"] = measure(stream, invocation, args.batches)
+    except ImportError as exc:
+        results["after_torch_triton_import"] = f"skipped: {exc}"
+    for name, values in results.items():
+        print(name, json.dumps(values if isinstance(values, str) else {k: round(v, 3) for k, v in values.items()}))
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "launch_probe.json"), "w") as handle:
+            json.dump(results, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()
