@@ -18,22 +18,9 @@
 //
 //   m = block max; e_j = exp(x_j - m) kept in registers; z = block sum; y_j = e_j / z.
 #include "numerics.cuh"
+#include "prefetch.cuh"
 
 #define VALUES_PER_THREAD 16
-
-// %nsmid: an upper bound of the SM ids (the SM count where ids have no holes).
-__device__ __forceinline__ unsigned sm_id_bound() {
-    unsigned n;
-    asm("mov.u32 %0, %%nsmid;" : "=r"(n));
-    return n;
-}
-
-// Ask the bulk-copy engine to bring nbytes at p (16-byte aligned, nbytes % 16 == 0) into L2.
-__device__ __forceinline__ void prefetch_l2(const void* p, unsigned nbytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(nbytes));
-}
-
-#define BLOCKS_PER_SM_WAVE (2048 / BLOCK_THREADS)
 
 template <int RUNS, bool VECTOR, bool PREFETCH = false>
 __device__ __forceinline__ void fused_row(const float* x, float* y, long long rows, long long cols) {

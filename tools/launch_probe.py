@@ -6,6 +6,8 @@ batches), through each layer of the launch path:
 * ``raw``         cu.cuLaunchKernel(*args) with every argument prebuilt (the floor in Python);
 * ``prepared``    PreparedLaunch.enqueue(stream) (what every timed variant calls per kernel);
 * ``invocation``  Invocation.enqueue(stream) (one more Python loop over the steps);
+* ``ctypes``      libcuda's cuLaunchKernel called through ctypes with prebuilt ctypes arguments
+                  (is the cuda-python wrapper itself the cost?);
 * ``sync_raw`` / ``sync_stream``: cuStreamSynchronize on an idle stream, raw and through Stream.
 
 Then the same after ``import torch, triton`` (the perf tool's process has both loaded).
@@ -14,6 +16,7 @@ Then the same after ``import torch, triton`` (the perf tool's process has both l
 """
 
 import argparse
+import ctypes
 import gc
 import json
 import os
@@ -63,10 +66,17 @@ def measure(stream, invocation, batches):
     launch = cu.cuLaunchKernel
     handle = stream.handle
     sync = cu.cuStreamSynchronize
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    c_launch = libcuda.cuLaunchKernel
+    c_launch.restype = ctypes.c_int
+    one, threads, zero = ctypes.c_uint(1), ctypes.c_uint(32), ctypes.c_uint(0)
+    c_args = (ctypes.c_void_p(int(prepared.kernel.function)), one, one, one, threads, one, one, zero,
+              ctypes.c_void_p(int(stream.handle)), ctypes.c_void_p(prepared._params), ctypes.c_void_p(0))
     gc.collect()
     gc.disable()
     try:
         return {
+            "ctypes": per_launch_us(lambda: c_launch(*c_args), stream, batches),
             "raw": per_launch_us(lambda: launch(*args), stream, batches),
             "prepared": per_launch_us(lambda: prepared.enqueue(stream), stream, batches),
             "invocation": per_launch_us(lambda: invocation.enqueue(stream), stream, batches),

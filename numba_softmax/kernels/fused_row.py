@@ -55,7 +55,7 @@ from ..launch.plan import KernelLaunch
 from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARPS_PER_BLOCK,
                         block_reduce_max, block_reduce_sum, f32_add, f32_div,
                         f32_exp, f32_max, f32_sub, warp_reduce_max, warp_reduce_sum)
-from .prefetch import prefetch_row_l2, sm_id_bound
+from .prefetch import BLOCKS_PER_SM_WAVE, prefetch_l2, sm_id_bound
 from .vector_io import load_quad, store_quad
 
 VALUES_PER_THREAD = 16
@@ -64,9 +64,6 @@ MAX_FUSED_COLUMNS = BLOCK_THREADS * VALUES_PER_THREAD
 QUADS_PER_THREAD = (1, 2, 4)
 #: Vector widths whose build prefetches the row one wave ahead (measured: PERFORMANCE.md).
 PREFETCH_QUADS = (1,)
-#: Resident 256-thread blocks per SM when registers allow (2048 threads / 256): one wave is
-#: this many blocks per SM, and the prefetch distance is one wave.
-BLOCKS_PER_SM_WAVE = 2048 // BLOCK_THREADS
 #: Widest row the one-warp build takes: 32 lanes x one quad.
 WARP_BUILD_COLUMNS = 32 * QUAD
 
@@ -96,7 +93,7 @@ def _make_fused_kernel(quads, vector, prefetch=False):
             if tid == 0:
                 ahead = row + BLOCKS_PER_SM_WAVE * sm_id_bound()
                 if ahead < x.shape[0]:
-                    prefetch_row_l2(x, ahead, cols * 4)
+                    prefetch_l2(x, ahead * cols * 4, cols * 4)  # cols % 4 == 0: 16-byte multiples
         partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
         values = cuda.local.array(VALUES, float32)
 

@@ -29,6 +29,8 @@ Separate scheduler: launch geometry
     2. ``row_combine_kernel``    grid (ceil(rows/256),), block (256,): one B per thread.
     3. ``tile_normalize_kernel`` grid (n_tiles,), block (256,): one C per block; all
                                  threads read row_max/row_sum of the tile's row.
+    Kernels 1 and 3 start by prefetching the tile one wave ahead into L2
+    (:func:`prefetch_tile_one_wave_ahead`); values are unchanged by it.
 
 Bytes each launch must move (N = total elements, T = n_tiles, R = rows)
     1. read 4N (x) + 12T (tile_start, tile_len), write 8T (tile_max, tile_sum)
@@ -41,12 +43,13 @@ Shared memory: ``WARPS_PER_BLOCK`` float32 partials (32 B) for the block reducti
 owned by the kernel and passed to :func:`task_a`.
 """
 
-from numba import cuda, float32, int64
+from numba import cuda, float32, int64, uint64
 
 from ..launch.plan import KernelLaunch
 from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, WARPS_PER_BLOCK,
                         block_reduce_max, block_reduce_sum, f32_add, f32_div,
                         f32_exp, f32_max, f32_mul, f32_sub)
+from .prefetch import BLOCKS_PER_SM_WAVE, prefetch_span_l2, sm_id_bound
 from .tracing import trace_now, trace_record
 
 _F32 = "float32[::1]"
@@ -75,14 +78,15 @@ def task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials):
     later announces the tile to the scheduler, so no extra barrier is needed).
     """
     tid = cuda.threadIdx.x
-    start = tile_start[t]
+    start = uint64(tile_start[t])
     n = tile_len[t]
     x = cuda.local.array(VALUES_PER_THREAD, float32)
     local_max = NEG_INF
     for k in range(VALUES_PER_THREAD):
         j = tid + k * BLOCK_THREADS
         if j < n:
-            v = values[start + j]
+            # An unsigned element index: no negative-index wraparound code per access.
+            v = values[start + uint64(j)]
             x[k] = v
             local_max = f32_max(local_max, v)
     m_t = block_reduce_max(local_max, partials)
@@ -121,15 +125,28 @@ def task_c(t, m, z, values, tile_start, tile_len, out):
     (after a kernel boundary, a grid barrier, or an acquire).
     """
     tid = cuda.threadIdx.x
-    start = tile_start[t]
+    start = uint64(tile_start[t])
     n = tile_len[t]
     for k in range(VALUES_PER_THREAD):
         j = tid + k * BLOCK_THREADS
         if j < n:
-            out[start + j] = f32_div(f32_exp(f32_sub(values[start + j], m)), z)
+            index = start + uint64(j)  # unsigned: no wraparound code
+            out[index] = f32_div(f32_exp(f32_sub(values[index], m)), z)
 
 
 # ---- separate scheduler: three kernels ------------------------------------------------------
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def prefetch_tile_one_wave_ahead(t, values, tile_start, tile_len):
+    """Thread 0 asks for tile ``t + 8 * %nsmid`` in L2: the tile the block one wave later
+    (8 resident 256-thread blocks per SM) will read. A and C blocks are short latency-bound
+    chains like the narrow fused rows, where the same prefetch paid (:mod:`.prefetch`).
+    The trace builds leave it out (they time ordering, not speed)."""
+    if cuda.threadIdx.x == 0:
+        ahead = t + BLOCKS_PER_SM_WAVE * sm_id_bound()
+        if ahead < tile_start.shape[0]:
+            prefetch_span_l2(values, tile_start[ahead], tile_len[ahead])
+
 
 def _make_separate_kernels(trace_build):
     """The three separate-scheduler kernels; ``trace_build`` selects the trace build.
@@ -142,6 +159,8 @@ def _make_separate_kernels(trace_build):
     def tile_summary_kernel(values, tile_start, tile_len, tile_max, tile_sum, trace):
         partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
         t = cuda.blockIdx.x
+        if not TRACE:
+            prefetch_tile_one_wave_ahead(t, values, tile_start, tile_len)
         start = int64(0)
         if TRACE and cuda.threadIdx.x == 0:
             start = trace_now()
@@ -161,6 +180,8 @@ def _make_separate_kernels(trace_build):
 
     def tile_normalize_kernel(values, tile_row, tile_start, tile_len, row_max, row_sum, out, trace):
         t = cuda.blockIdx.x
+        if not TRACE:
+            prefetch_tile_one_wave_ahead(t, values, tile_start, tile_len)
         row = tile_row[t]
         start = int64(0)
         if TRACE and cuda.threadIdx.x == 0:

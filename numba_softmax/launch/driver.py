@@ -33,6 +33,9 @@ class CudaDriverError(RuntimeError):
     pass
 
 
+_SUCCESS = cu.CUresult.CUDA_SUCCESS
+
+
 def check(result):
     """Unwrap a cuda-python ``(CUresult, *values)`` tuple, raising on error."""
     if isinstance(result, tuple):
@@ -196,15 +199,22 @@ class PreparedLaunch:
             if blocks > limit:
                 raise ValueError(f"{launch.name}: cooperative grid of {blocks} blocks exceeds the "
                                  f"co-residency limit {limit}")
+        self._stream = None
+        self._arguments = None
+
+    def _bind(self, stream):
+        # The whole argument tuple of the driver call, built once per stream: the hot path
+        # below is one call with prebuilt arguments (issue 8: host enqueue per launch).
+        extra = () if self.kernel.cooperative else (0,)
+        self._arguments = (self.kernel.function, *self.grid, *self.block, self.launch.shared_bytes,
+                           stream.handle, self._params, *extra)
+        self._stream = stream
 
     def enqueue(self, stream):
-        if self.kernel.cooperative:
-            err, = self._submit(self.kernel.function, *self.grid, *self.block,
-                                self.launch.shared_bytes, stream.handle, self._params)
-        else:
-            err, = self._submit(self.kernel.function, *self.grid, *self.block,
-                                self.launch.shared_bytes, stream.handle, self._params, 0)
-        if err != cu.CUresult.CUDA_SUCCESS:
+        if stream is not self._stream:
+            self._bind(stream)
+        err, = self._submit(*self._arguments)
+        if err is not _SUCCESS:
             check((err,))
 
 
@@ -219,6 +229,10 @@ class Invocation:
         self.name = name
         self.steps = list(steps)
         self.launches = list(launches)
+        if len(self.steps) == 1:
+            # One step (the common case: one kernel, or one library call): enqueue IS that
+            # step, without the loop and the extra Python frame.
+            self.enqueue = self.steps[0]
 
     @classmethod
     def from_launches(cls, name, launches):

@@ -80,7 +80,7 @@ REFERENCE_KERNELS = {
     "tile_summary_kernel": ReferenceKernel(
         "tiles", "tile_summary_kernel",
         (("values", "f32*"), ("tile_start", "i64*"), ("tile_len", "i32*"), ("tile_max", "f32*"),
-         ("tile_sum", "f32*")),
+         ("tile_sum", "f32*"), ("n_tiles", "i32"), ("n_values", "i64")),
         geometry="grid (n_tiles,), block (256,)"),
     "row_combine_kernel": ReferenceKernel(
         "tiles", "row_combine_kernel",
@@ -90,7 +90,7 @@ REFERENCE_KERNELS = {
     "tile_normalize_kernel": ReferenceKernel(
         "tiles", "tile_normalize_kernel",
         (("values", "f32*"), ("tile_row", "i32*"), ("tile_start", "i64*"), ("tile_len", "i32*"),
-         ("row_max", "f32*"), ("row_sum", "f32*"), ("out", "f32*")),
+         ("row_max", "f32*"), ("row_sum", "f32*"), ("out", "f32*"), ("n_tiles", "i32"), ("n_values", "i64")),
         geometry="grid (n_tiles,), block (256,)"),
     "persistent_tiles": ReferenceKernel(
         "persistent", "persistent_tiles",
@@ -323,12 +323,13 @@ def reference_separate_launches(library, buffers):
     block = (BLOCK_THREADS,)
     return [
         ReferenceLaunch(library, "tile_summary_kernel", (b.n_tiles,), block,
-                        (b.values, b.tile_start, b.tile_len, b.tile_max, b.tile_sum)),
+                        (b.values, b.tile_start, b.tile_len, b.tile_max, b.tile_sum, b.n_tiles, b.values.shape[0])),
         ReferenceLaunch(library, "row_combine_kernel", ((b.rows + BLOCK_THREADS - 1) // BLOCK_THREADS,), block,
                         (b.row_first_tile, b.row_tile_count, b.tile_max, b.tile_sum, b.row_max, b.row_sum,
                          b.rows)),
         ReferenceLaunch(library, "tile_normalize_kernel", (b.n_tiles,), block,
-                        (b.values, b.tile_row, b.tile_start, b.tile_len, b.row_max, b.row_sum, b.out)),
+                        (b.values, b.tile_row, b.tile_start, b.tile_len, b.row_max, b.row_sum, b.out, b.n_tiles,
+                         b.values.shape[0])),
     ]
 
 
