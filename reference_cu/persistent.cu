@@ -7,11 +7,12 @@
 //                    const int32* row_tile_count, float* tile_max, float* tile_sum,
 //                    float* row_max, float* row_sum, int32* counters, int32* row_arrivals,
 //                    int32* fifo_slots, int32* fifo_ready, int32 max_polls,
-//                    int32 n_tiles, int32 rows, int32 fifo_capacity)
+//                    int32 n_tiles, int32 rows, int32 fifo_capacity, int64 n_values)
 //       The first 17 arguments mean what the Numba kernel's do (same order; its 18th, the
 //       trace array, is untouched by its performance build and has no counterpart here); the Numba
 //       kernel reads n_tiles, rows and fifo_capacity from tile_row.shape[0],
-//       row_first_tile.shape[0] and fifo_slots.shape[0]; here they are passed.
+//       row_first_tile.shape[0] and fifo_slots.shape[0]; here they are passed, and n_values
+//       (values.shape[0]) bounds the phased mode's L2 prefetch of each worker's next tile.
 //       grid (workers,), block (256,), COOPERATIVE launch in both modes (phased uses a grid
 //       barrier; workers <= the cooperative occupancy limit).
 //   init_queue_kernel(int32* counters, int32* row_arrivals, int32* fifo_slots, int32* fifo_ready,
@@ -155,13 +156,14 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
                                             const int* row_first_tile, const int* row_tile_count, float* tile_max,
                                             float* tile_sum, float* row_max, float* row_sum, int* counters,
                                             int* row_arrivals, int* fifo_slots, int* fifo_ready, int max_polls,
-                                            int n_tiles, int rows, int fifo_capacity) {
+                                            int n_tiles, int rows, int fifo_capacity, long long n_values) {
     __shared__ float partials[WARPS_PER_BLOCK];
     const int tid = threadIdx.x;
 
     if (mode == MODE_PHASED) {
         cg::grid_group grid = cg::this_grid();
         for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
+            prefetch_tile_l2((long long)t + gridDim.x, values, n_values, tile_start, tile_len, n_tiles);
             task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials);
         }
         grid.sync();
@@ -172,6 +174,7 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
         }
         grid.sync();
         for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
+            prefetch_tile_l2((long long)t + gridDim.x, values, n_values, tile_start, tile_len, n_tiles);
             const int row = tile_row[t];
             task_c(t, row_max[row], row_sum[row], values, tile_start, tile_len, out);
         }

@@ -11,26 +11,15 @@
 //                         const int32* tile_len, const float* row_max, const float* row_sum,
 //                         float* out, int32 n_tiles, int64 n_values)
 //       grid (n_tiles,), block (256,): one C per block.
-//   Kernels A and C first prefetch the tile one wave ahead into L2 (prefetch.cuh), as the
+//   Kernels A and C first prefetch the tile one wave ahead into L2 (tiles.cuh), as the
 //   Numba kernels do; n_tiles and n_values bound it (the Numba kernels read them from shapes).
-#include "prefetch.cuh"
 #include "tiles.cuh"
-
-__device__ __forceinline__ void prefetch_tile_one_wave_ahead(int t, const float* values, long long n_values,
-                                                             const long long* tile_start, const int* tile_len,
-                                                             int n_tiles) {
-    if (threadIdx.x == 0) {
-        const long long ahead = t + (long long)BLOCKS_PER_SM_WAVE * sm_id_bound();
-        if (ahead < n_tiles) {
-            prefetch_span_l2(values, n_values, tile_start[ahead], tile_len[ahead]);
-        }
-    }
-}
 
 extern "C" __global__ void tile_summary_kernel(const float* values, const long long* tile_start, const int* tile_len,
                                                float* tile_max, float* tile_sum, int n_tiles, long long n_values) {
     __shared__ float partials[WARPS_PER_BLOCK];
-    prefetch_tile_one_wave_ahead(blockIdx.x, values, n_values, tile_start, tile_len, n_tiles);
+    prefetch_tile_l2(blockIdx.x + (long long)BLOCKS_PER_SM_WAVE * sm_id_bound(), values, n_values, tile_start,
+                     tile_len, n_tiles);
     task_a(blockIdx.x, values, tile_start, tile_len, tile_max, tile_sum, partials);
 }
 
@@ -47,7 +36,8 @@ extern "C" __global__ void tile_normalize_kernel(const float* values, const int*
                                                  const int* tile_len, const float* row_max, const float* row_sum,
                                                  float* out, int n_tiles, long long n_values) {
     const int t = blockIdx.x;
-    prefetch_tile_one_wave_ahead(t, values, n_values, tile_start, tile_len, n_tiles);
+    prefetch_tile_l2(t + (long long)BLOCKS_PER_SM_WAVE * sm_id_bound(), values, n_values, tile_start, tile_len,
+                     n_tiles);
     const int row = tile_row[t];
     task_c(t, row_max[row], row_sum[row], values, tile_start, tile_len, out);
 }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "numerics.cuh"
+#include "prefetch.cuh"
 
 #define TILE_VALUES_PER_THREAD 4
 
@@ -81,5 +82,14 @@ __device__ __forceinline__ void task_c(int t, float m, float z, const float* val
         if (j < n) {
             out[start + j] = f32_div(f32_exp(f32_sub(values[start + j], m)), z);
         }
+    }
+}
+
+// Thread 0 asks for tile `ahead` (if it exists) in L2: the tile this block, or the block one
+// wave later, reads next (numba_softmax/kernels/tiles.py: prefetch_tile_l2). Values unchanged.
+__device__ __forceinline__ void prefetch_tile_l2(long long ahead, const float* values, long long n_values,
+                                                 const long long* tile_start, const int* tile_len, int n_tiles) {
+    if (threadIdx.x == 0 && ahead < n_tiles) {
+        prefetch_span_l2(values, n_values, tile_start[ahead], tile_len[ahead]);
     }
 }

@@ -14,7 +14,9 @@ Mode 0, phased (:data:`MODE_PHASED`): the control with cooperative grid barriers
     grid.sync()
     for t in range(blockIdx.x, n_tiles, gridDim.x):  C(t)         # m, z read directly
 
-It touches no queue state, so it needs no reset launch.
+It touches no queue state, so it needs no reset launch. In its A and C loops a worker
+first prefetches its next tile (``t + gridDim.x``) into L2 (``tiles.prefetch_tile_l2``),
+so that tile's DRAM read overlaps the current tile's reductions (not in the trace build).
 
 Mode 1, DAG (:data:`MODE_DAG`): a dependency-driven task queue in global memory,
 freshly reset by :data:`init_queue_kernel` before every invocation:
@@ -102,7 +104,7 @@ from ..launch.plan import KernelLaunch
 from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARPS_PER_BLOCK
 from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, pause_us,
                        load_acquire_gpu, load_relaxed_gpu, store_release_gpu)
-from .tiles import task_a, task_b, task_c
+from .tiles import prefetch_tile_l2, task_a, task_b, task_c
 from .tracing import trace_now, trace_record
 
 MODE_PHASED = 0
@@ -277,6 +279,9 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         if mode == MODE_PHASED:
             grid = cuda.cg.this_grid()
             for t in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
+                if not TRACE:
+                    # this worker's next A tile: its DRAM read overlaps this tile's reductions
+                    prefetch_tile_l2(t + cuda.gridDim.x, values, tile_start, tile_len)
                 start = int64(0)
                 if TRACE and tid == 0:
                     start = trace_now()
@@ -293,6 +298,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     trace_record(trace, n_tiles + r, start)
             grid.sync()
             for t in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
+                if not TRACE:
+                    prefetch_tile_l2(t + cuda.gridDim.x, values, tile_start, tile_len)
                 row = tile_row[t]
                 start = int64(0)
                 if TRACE and tid == 0:

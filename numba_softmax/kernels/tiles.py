@@ -29,8 +29,8 @@ Separate scheduler: launch geometry
     2. ``row_combine_kernel``    grid (ceil(rows/256),), block (256,): one B per thread.
     3. ``tile_normalize_kernel`` grid (n_tiles,), block (256,): one C per block; all
                                  threads read row_max/row_sum of the tile's row.
-    Kernels 1 and 3 start by prefetching the tile one wave ahead into L2
-    (:func:`prefetch_tile_one_wave_ahead`); values are unchanged by it.
+    Kernels 1 and 3 start by prefetching the tile one wave ahead (8 resident blocks per
+    SM) into L2 (:func:`prefetch_tile_l2`); values are unchanged by it.
 
 Bytes each launch must move (N = total elements, T = n_tiles, R = rows)
     1. read 4N (x) + 12T (tile_start, tile_len), write 8T (tile_max, tile_sum)
@@ -137,15 +137,13 @@ def task_c(t, m, z, values, tile_start, tile_len, out):
 # ---- separate scheduler: three kernels ------------------------------------------------------
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-def prefetch_tile_one_wave_ahead(t, values, tile_start, tile_len):
-    """Thread 0 asks for tile ``t + 8 * %nsmid`` in L2: the tile the block one wave later
-    (8 resident 256-thread blocks per SM) will read. A and C blocks are short latency-bound
-    chains like the narrow fused rows, where the same prefetch paid (:mod:`.prefetch`).
-    The trace builds leave it out (they time ordering, not speed)."""
-    if cuda.threadIdx.x == 0:
-        ahead = t + BLOCKS_PER_SM_WAVE * sm_id_bound()
-        if ahead < tile_start.shape[0]:
-            prefetch_span_l2(values, tile_start[ahead], tile_len[ahead])
+def prefetch_tile_l2(ahead, values, tile_start, tile_len):
+    """Thread 0 asks for tile ``ahead`` (if it exists) in L2: the tile this block, or the
+    block one wave later, reads next. A and C blocks are short latency-bound chains like
+    the narrow fused rows, where the same prefetch paid (:mod:`.prefetch`). Values are
+    unchanged; the trace builds leave it out (they record ordering, not speed)."""
+    if cuda.threadIdx.x == 0 and ahead < tile_start.shape[0]:
+        prefetch_span_l2(values, tile_start[ahead], tile_len[ahead])
 
 
 def _make_separate_kernels(trace_build):
@@ -160,7 +158,7 @@ def _make_separate_kernels(trace_build):
         partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
         t = cuda.blockIdx.x
         if not TRACE:
-            prefetch_tile_one_wave_ahead(t, values, tile_start, tile_len)
+            prefetch_tile_l2(t + BLOCKS_PER_SM_WAVE * sm_id_bound(), values, tile_start, tile_len)
         start = int64(0)
         if TRACE and cuda.threadIdx.x == 0:
             start = trace_now()
@@ -181,7 +179,7 @@ def _make_separate_kernels(trace_build):
     def tile_normalize_kernel(values, tile_row, tile_start, tile_len, row_max, row_sum, out, trace):
         t = cuda.blockIdx.x
         if not TRACE:
-            prefetch_tile_one_wave_ahead(t, values, tile_start, tile_len)
+            prefetch_tile_l2(t + BLOCKS_PER_SM_WAVE * sm_id_bound(), values, tile_start, tile_len)
         row = tile_row[t]
         start = int64(0)
         if TRACE and cuda.threadIdx.x == 0:
