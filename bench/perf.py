@@ -95,6 +95,8 @@ import traceback
 
 import numpy as np
 
+from bench.floors import FACTS_COPY_TBS, experiment_a_floors, experiment_b_floors, shape_name
+from bench.floors import us_at as _us_at
 from bench.protocol import BATCH, round_orders
 from bench.stats import paired_ratios, summarize
 
@@ -141,8 +143,6 @@ GRAPH_COMPLETION_ROUNDS = 200
 GRAPH_COMPLETION_WARMUPS = 20
 
 NVCC_FLAGS = ("-O2", "-arch=sm_90", "-std=c++17")
-#: The copy bandwidth measured on the H200 (FACTS.md) for offline byte-floor tables only.
-FACTS_COPY_TBS = 4.25
 
 PASS, MISS, NOT_MEASURED = "PASS", "MISS", "NOT MEASURED"
 SHAPE_MISSING = "shape not measured in this run (not requested, or it failed: see Errors)"
@@ -167,10 +167,6 @@ def parse_shapes(text):
     if len(set(shapes)) != len(shapes):
         raise ValueError(f"--shapes: duplicate shapes in {text!r}")
     return shapes
-
-
-def shape_name(shape):
-    return f"{shape[0]}x{shape[1]}"
 
 
 def logical_bytes(shape):
@@ -460,40 +456,6 @@ def evaluate_goals(report, expected_shapes=DEFAULT_SHAPES):
 
 
 # ----------------------------------------------------------------- byte floors (PERFORMANCE.md)
-
-def experiment_a_floors(shapes=None):
-    """Per Experiment A shape: fewest bytes of the fused kernel (and any one-pass softmax: 8N) and
-    of the four stages (24N + 16R: x read twice, e written once and read twice, y written once,
-    row max/sum written and read once)."""
-    from numba_softmax.cases import EXPERIMENT_A_SHAPES
-    rows_out = []
-    for rows, cols in shapes or EXPERIMENT_A_SHAPES:
-        n = rows * cols
-        rows_out.append({"case": shape_name((rows, cols)), "elements": n, "rows": rows,
-                         "one_pass_bytes": 8 * n, "stages_bytes": 24 * n + 16 * rows})
-    return rows_out
-
-
-def experiment_b_floors(cases=None, tile_elements=None):
-    """Per Experiment B case: the A -> B -> C floor = x read by A (4N) + x read again by C (4N) +
-    y written (4N) + intermediates (tile max/sum written by A and read by B: 16T; row max/sum
-    written by B and read by C: 16R). Layout metadata (tile offsets/lengths) is not counted."""
-    from numba_softmax.cases import EXPERIMENT_B_CASES, TILE_ELEMENTS
-    tile = tile_elements or TILE_ELEMENTS
-    rows_out = []
-    for case in cases or EXPERIMENT_B_CASES:
-        lengths = np.asarray(case.row_lengths(), dtype=np.int64)
-        n = int(lengths.sum())
-        tiles = int(np.sum((lengths + tile - 1) // tile))
-        rows = int(lengths.size)
-        rows_out.append({"case": case.name, "elements": n, "rows": rows, "tiles": tiles,
-                         "floor_bytes": 12 * n + 16 * tiles + 16 * rows, "one_pass_bytes": 8 * n})
-    return rows_out
-
-
-def _us_at(nbytes, tbs):
-    return nbytes / (tbs * 1e12) * 1e6
-
 
 def _fmt_us(us):
     return f"{us:.2f}" if us >= 1 else f"{us:.3g}"

@@ -14,6 +14,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from bench.artifacts import RunFolder, to_jsonable
+from bench.floors import FACTS_COPY_TBS, us_at, variant_floor_bytes
 from bench.protocol import BATCH, METRICS, MODES, Measurement
 from bench.stats import paired_ratios, summarize
 from bench.trace_step import trace_summary_lines
@@ -26,6 +27,7 @@ BASELINE_METRIC = "sync_baseline_us"
 TABLE_METRICS = tuple(m for m in METRICS if m != BASELINE_METRIC)
 RATIO_METRICS = ("event_us", "host_completion_us")
 GBPS_HEADER = "GB/s (logical bytes / event time)"
+FLOOR_VARIANT_ORDER = ("stages", "fused", "cudnn", "separate", "phased", "dag")
 
 
 def write_summary(run: RunFolder, *, plots: bool = True) -> Path:
@@ -45,10 +47,40 @@ def write_summary(run: RunFolder, *, plots: bool = True) -> Path:
     if timings:
         lines += _baseline_section(timings)
         lines += _timing_sections(timings, cases or [], metadata)
+        lines += _floor_section(timings)
     lines += _graphs_section(_read_optional_jsonl(run, "graphs.jsonl") or [])
     lines += trace_summary_lines(_read_optional_jsonl(run, "traces.jsonl") or [])
     lines += _metadata_section(metadata)
     return run.write_text("summary.md", "\n".join(lines).rstrip("\n") + "\n")
+
+
+def _floor_section(timings: list[Measurement]) -> list[str]:
+    """Each variant's best mode (lower median event time) against its byte floor (bench.floors)."""
+    events = [m for m in timings if m.metric == "event_us"]
+    rows = []
+    for (experiment, case, variant), group in _group(events, lambda m: (m.experiment, m.case, m.variant)).items():
+        floor_bytes = variant_floor_bytes(str(experiment), str(case), str(variant))
+        if floor_bytes is None:
+            continue
+        medians = {mode: summarize([m.per_invocation_us for m in g])["median"]
+                   for mode, g in _group(group, lambda m: m.mode).items()}
+        mode, best = min(medians.items(), key=lambda item: item[1])
+        floor_us = us_at(floor_bytes, FACTS_COPY_TBS)
+        rows.append([experiment, case, variant, f"{floor_bytes:,}", f"{floor_us:.3g}", mode, f"{best:.2f}",
+                     f"{best / floor_us:.2f}x"])
+    if not rows:
+        return []
+    order = {name: i for i, name in enumerate(FLOOR_VARIANT_ORDER)}
+    cases = list(dict.fromkeys(row[1] for row in rows))
+    rows.sort(key=lambda row: (row[0], cases.index(row[1]), order.get(row[2], len(order))))
+    return ["## Against the byte floor", "",
+            f"Floor = the fewest bytes the variant must move (bench/floors.py: one-pass 8N for fused and cuDNN, "
+            f"24N + 16R for the stages, 12N + 16T + 16R for every Experiment B scheduler) at {FACTS_COPY_TBS} TB/s, "
+            "the 1 GiB device-to-device copy of the H200 (FACTS.md; not re-measured in this run, "
+            "`python -m bench perf` does). Best mode = the mode with the lower median event time. Below about "
+            "1 us the floor says little: launch and event latency dominate.", "",
+            _table(rows, ["experiment", "case", "variant", "floor bytes", "floor us", "best mode",
+                          "median event us", "x floor"]), ""]
 
 
 def _graphs_section(records) -> list[str]:

@@ -146,3 +146,26 @@ def test_no_timings_without_a_reason_says_so(tmp_path):
     assert "## NO TIMINGS WERE TAKEN" in text
     assert "NOT RECORDED" in text
     assert "MISSING FILE" not in text
+
+
+def test_best_mode_against_the_byte_floor(summary):
+    # fused at 4096x1024: stream medians 10, graph 9 -> graph is the best mode; its floor is the
+    # one-pass 8N = 33,554,432 bytes = 7.895 us at 4.25 TB/s -> 9 / 7.895 = 1.14x. "separate" is no
+    # Experiment A variant: it has no floor and no row.
+    text = summary.split("## Against the byte floor", 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in _rows(text) if r[0] == "A"]
+    assert rows == [["A", CASE, "fused", "33,554,432", "7.9", "graph", "9.00", "1.14x"]]
+
+
+def test_experiment_b_schedulers_share_the_a_b_c_floor(tmp_path):
+    records = []
+    for variant, value in (("dag", 100.0), ("separate", 60.0), ("phased", 80.0)):
+        for mode, extra in (("stream", 5.0), ("graph", 0.0)):
+            records.append(Measurement("B", "balanced-2048", variant, mode, "random", 0, "event_us",
+                                       value + extra, "invocation").to_record())
+    text = write_summary(_make_run(tmp_path / "b", records, cases=()), plots=False).read_text()
+    rows = [r for r in _rows(text.split("## Against the byte floor", 1)[1]) if r[0] == "B"]
+    # 12N + 16T + 16R with N = 2048 x 8192, T = 16384 tiles, R = 2048 rows; 47.44 us at 4.25 TB/s
+    assert [r[2] for r in rows] == ["separate", "phased", "dag"]
+    assert {r[3] for r in rows} == {"201,621,504"} and {r[5] for r in rows} == {"graph"}
+    assert [r[7] for r in rows] == [f"{v / 47.4403:.2f}x" for v in (60.0, 80.0, 100.0)]
