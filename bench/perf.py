@@ -1085,41 +1085,47 @@ def _sample_unstarved(gpu, variant, delay_attr, submits):
     return sample, retakes
 
 
+def _per_call_in_batches(call, stream, batches):
+    """Host time per call of ``call(stream)``, BATCH calls back to back, idle stream around each batch."""
+    values = []
+    for _ in range(batches):
+        stream.synchronize()
+        t0 = _now_us()
+        for _ in range(BATCH):
+            call(stream)
+        t1 = _now_us()
+        stream.synchronize()
+        values.append((t1 - t0) / BATCH)
+    return values
+
+
+def _call_and_synchronize(call, stream, batches):
+    """Host time of one ``call(stream)`` plus the synchronize that waits for it."""
+    values = []
+    for _ in range(batches):
+        t0 = _now_us()
+        call(stream)
+        stream.synchronize()
+        values.append(_now_us() - t0)
+    return values
+
+
 def _python_launch_block(gpu, empty_invocation, empty_graph, batches):
     stream = gpu.stream
-    samples = {m: [] for m in LAUNCH_METRICS}
     enqueue, replay = empty_invocation.enqueue, empty_graph.launch
-    for _ in range(batches):
-        stream.synchronize()
-        t0 = _now_us()
-        for _ in range(BATCH):
-            enqueue(stream)
-        t1 = _now_us()
-        stream.synchronize()
-        samples["enqueue_per_launch"].append((t1 - t0) / BATCH)
-    for _ in range(batches):
-        t0 = _now_us()
-        enqueue(stream)
-        stream.synchronize()
-        samples["launch_sync"].append(_now_us() - t0)
-    for _ in range(batches):
-        stream.synchronize()
-        t0 = _now_us()
-        for _ in range(BATCH):
-            replay(stream)
-        t1 = _now_us()
-        stream.synchronize()
-        samples["graph_enqueue"].append((t1 - t0) / BATCH)
-    for _ in range(batches):
-        t0 = _now_us()
-        replay(stream)
-        stream.synchronize()
-        samples["graph_sync"].append(_now_us() - t0)
+    samples = {
+        "enqueue_per_launch": _per_call_in_batches(enqueue, stream, batches),
+        "launch_sync": _call_and_synchronize(enqueue, stream, batches),
+        "graph_enqueue": _per_call_in_batches(replay, stream, batches),
+        "graph_sync": _call_and_synchronize(replay, stream, batches),
+    }
+    sync_no_work = []
     for _ in range(batches):
         stream.synchronize()
         t0 = _now_us()
         stream.synchronize()
-        samples["sync_no_work"].append(_now_us() - t0)
+        sync_no_work.append(_now_us() - t0)
+    samples["sync_no_work"] = sync_no_work
     return samples
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import types
 import sys
 
 import numpy as np
@@ -601,3 +602,31 @@ def test_fake_gpu_run_reports_failed_checks(tmp_path):
     assert any("cudnn failed its check" in n for n in report["notes"])
     goal = _by_goal(report["goals"])["fused faster than cudnn at 4096x8"]
     assert goal["status"] == NOT_MEASURED and "cudnn failed check" in goal["detail"]
+
+
+class _CountingStream:
+    def __init__(self):
+        self.synchronizes = 0
+
+    def synchronize(self):
+        self.synchronizes += 1
+
+
+def test_python_launch_block_times_each_path_in_batches():
+    stream = _CountingStream()
+    calls = {"enqueue": 0, "replay": 0}
+
+    def counter(name):
+        def call(s):
+            assert s is stream
+            calls[name] += 1
+        return call
+
+    gpu = types.SimpleNamespace(stream=stream)
+    invocation = types.SimpleNamespace(enqueue=counter("enqueue"))
+    graph = types.SimpleNamespace(launch=counter("replay"))
+    samples = perf._python_launch_block(gpu, invocation, graph, batches=3)
+    assert set(samples) == set(LAUNCH_METRICS) and all(len(v) == 3 for v in samples.values())
+    # per metric: 3 batches of BATCH calls (enqueue cost) + 3 single calls (launch + synchronize)
+    assert calls == {"enqueue": 3 * BATCH + 3, "replay": 3 * BATCH + 3}
+    assert all(v >= 0 for values in samples.values() for v in values)
