@@ -8,6 +8,12 @@ two CUDA events; the median over REPS batches / BATCH is the per-launch device t
     python tools/fused_probe.py [--shapes 4096x128,4096x1024] [--out DIR]
 
 Diagnostic only: the figures that count for the goals come from ``python -m bench perf``.
+
+The variants here re-type the fused kernel on purpose (the duplicates tool flags them): an
+ablation or a candidate must not touch the shipped builds in ``numba_softmax/kernels``, and a
+candidate that wins is moved there and tested on the GPU like any kernel (the one-warp build
+and the q1 prefetch came from here). Which commit produced which recorded probe output is in
+results/2026-11-30_h200_fused_probe/README.md.
 """
 
 import argparse
