@@ -167,8 +167,9 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
             task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials);
         }
         grid.sync();
-        const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-        const long long stride = (long long)gridDim.x * blockDim.x;
+        // B is warp-level: one row per warp of the grid.
+        const long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / WARP_SIZE;
+        const long long stride = (long long)gridDim.x * blockDim.x / WARP_SIZE;
         for (long long r = first; r < rows; r += stride) {
             task_b((int)r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
         }
@@ -219,8 +220,11 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
                 }
             }
         } else if (kind == KIND_B) {
-            if (tid == 0) {
+            // Warp 0 runs B (lanes 1-31 read summaries after thread 0's acquire + the barrier).
+            if (tid < WARP_SIZE) {
                 task_b(index, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
+            }
+            if (tid == 0) {
                 publish_tasks(counters, fifo_slots, fifo_ready, fifo_capacity, rows + row_first_tile[index],
                               row_tile_count[index]);
             }

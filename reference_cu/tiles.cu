@@ -6,7 +6,7 @@
 //   row_combine_kernel(const int32* row_first_tile, const int32* row_tile_count,
 //                      const float* tile_max, const float* tile_sum, float* row_max,
 //                      float* row_sum, int32 rows)
-//       grid (ceil(rows/256),), block (256,): one B per thread (r < rows).
+//       grid (ceil(rows/8),), block (256,): one B per warp (r < rows).
 //   tile_normalize_kernel(const float* values, const int32* tile_row, const int64* tile_start,
 //                         const int32* tile_len, const float* row_max, const float* row_sum,
 //                         float* out, int32 n_tiles, int64 n_values)
@@ -26,7 +26,7 @@ extern "C" __global__ void tile_summary_kernel(const float* values, const long l
 extern "C" __global__ void row_combine_kernel(const int* row_first_tile, const int* row_tile_count,
                                               const float* tile_max, const float* tile_sum, float* row_max,
                                               float* row_sum, int rows) {
-    const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / WARP_SIZE;  // one warp per row
     if (r < rows) {
         task_b((int)r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
     }

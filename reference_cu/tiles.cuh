@@ -7,81 +7,102 @@
 //   tile_len    int32[n_tiles]     <= 1024 (256 threads x 4 values in registers)
 //   tile_row    int32[n_tiles]     row of tile t
 //   row_first_tile, row_tile_count int32[rows]
-// Thread i of the 256-thread block handles tile elements i, i+256, i+512, i+768 in
-// increasing order; B folds a row's tile summaries in tile order.
+// A tile follows the row ownership rule (numerics.cuh, one quad): thread i owns tile elements
+// 4i .. 4i+3 and folds them in increasing order; aligned tiles (start and length multiples of 4)
+// move each quad with one 16-byte load/store, others element by element (same values, same bits).
+// B is warp-level: lanes load a row's tile summaries in parallel, every lane folds the terms in
+// tile order. Masked elements are NEG_INF: max identity, exp(-inf - m) = +0 adds nothing.
 #pragma once
 
 #include "numerics.cuh"
 #include "prefetch.cuh"
 
-#define TILE_VALUES_PER_THREAD 4
+// Tile elements base .. base+3 of tile t (NEG_INF past the tile's end).
+__device__ __forceinline__ float4 load_tile_quad(const float* values, int t, const long long* tile_start,
+                                                 const int* tile_len, int base) {
+    const long long start = tile_start[t];
+    const int n = tile_len[t];
+    const unsigned long long index = (unsigned long long)start + (unsigned)base;
+    if ((start & 3) == 0 && (n & 3) == 0) {
+        if (base < n) {
+            return *reinterpret_cast<const float4*>(values + index);
+        }
+        return make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
+    }
+    return make_float4(base < n ? values[index] : NEG_INF, base + 1 < n ? values[index + 1] : NEG_INF,
+                       base + 2 < n ? values[index + 2] : NEG_INF, base + 3 < n ? values[index + 3] : NEG_INF);
+}
 
 // A(t): tile maximum and shifted exponential sum. Block-level (all 256 threads).
 // Thread 0 writes tile_max[t], tile_sum[t] (it also announces the tile to the scheduler).
 __device__ __forceinline__ void task_a(int t, const float* values, const long long* tile_start,
                                        const int* tile_len, float* tile_max, float* tile_sum, float* partials) {
-    const int tid = threadIdx.x;
-    const long long start = tile_start[t];
-    const int n = tile_len[t];
-    float x[TILE_VALUES_PER_THREAD];
-    float local_max = NEG_INF;
-#pragma unroll
-    for (int k = 0; k < TILE_VALUES_PER_THREAD; ++k) {
-        const int j = tid + k * BLOCK_THREADS;
-        if (j < n) {
-            const float v = values[start + j];
-            x[k] = v;
-            local_max = f32_max(local_max, v);
-        }
-    }
-    const float m_t = block_reduce_max(local_max, partials);
-    float local_sum = 0.0f;
-#pragma unroll
-    for (int k = 0; k < TILE_VALUES_PER_THREAD; ++k) {
-        const int j = tid + k * BLOCK_THREADS;
-        if (j < n) {
-            local_sum = f32_add(local_sum, f32_exp(f32_sub(x[k], m_t)));
-        }
-    }
+    const int base = 4 * (int)threadIdx.x;
+    const float4 v = load_tile_quad(values, t, tile_start, tile_len, base);
+    const float m_t = block_reduce_max(f32_max(f32_max(f32_max(f32_max(NEG_INF, v.x), v.y), v.z), v.w), partials);
+    const float local_sum = f32_add(f32_add(f32_add(f32_add(0.0f, f32_exp(f32_sub(v.x, m_t))),
+                                                    f32_exp(f32_sub(v.y, m_t))),
+                                            f32_exp(f32_sub(v.z, m_t))),
+                                    f32_exp(f32_sub(v.w, m_t)));
     const float z_t = block_reduce_sum(local_sum, partials);
-    if (tid == 0) {
+    if (threadIdx.x == 0) {
         tile_max[t] = m_t;
         tile_sum[t] = z_t;
     }
 }
 
-// B(r): combine the row's tile summaries stably. Thread-level (one thread).
+// B(r): combine the row's tile summaries stably. Warp-level: all 32 lanes of one converged warp
+// call it; lane 0 writes. The max is exact in any order; the sum is the sequential fold
+// z = 0; z += z_t * exp(m_t - m) in tile order (each lane computes a term, all fold them).
 __device__ __forceinline__ void task_b(int r, const int* row_first_tile, const int* row_tile_count,
                                        const float* tile_max, const float* tile_sum, float* row_max,
                                        float* row_sum) {
+    const int lane = threadIdx.x & (WARP_SIZE - 1);
     const int first = row_first_tile[r];
     const int count = row_tile_count[r];
     float m = NEG_INF;
-    for (int k = 0; k < count; ++k) {
+    for (int k = lane; k < count; k += WARP_SIZE) {
         m = f32_max(m, tile_max[first + k]);
     }
+    m = warp_reduce_max(m);
     float z = 0.0f;
-    for (int k = 0; k < count; ++k) {
-        const int t = first + k;
-        z = f32_add(z, f32_mul(tile_sum[t], f32_exp(f32_sub(tile_max[t], m))));
+    for (int chunk = 0; chunk < count; chunk += WARP_SIZE) {
+        float term = 0.0f;
+        if (chunk + lane < count) {
+            const int t = first + chunk + lane;
+            term = f32_mul(tile_sum[t], f32_exp(f32_sub(tile_max[t], m)));
+        }
+        const int terms = min(WARP_SIZE, count - chunk);
+        for (int j = 0; j < terms; ++j) {
+            z = f32_add(z, __shfl_sync(FULL_MASK, term, j));
+        }
     }
-    row_max[r] = m;
-    row_sum[r] = z;
+    if (lane == 0) {
+        row_max[r] = m;
+        row_sum[r] = z;
+    }
 }
 
 // C(t): out = exp(x - m) / z over the tile. Block-level; no barrier inside. m and z are
 // values: the caller decides how they were read (kernel boundary, grid barrier, acquire).
 __device__ __forceinline__ void task_c(int t, float m, float z, const float* values, const long long* tile_start,
                                        const int* tile_len, float* out) {
-    const int tid = threadIdx.x;
+    const int base = 4 * (int)threadIdx.x;
+    const float4 v = load_tile_quad(values, t, tile_start, tile_len, base);
+    const float4 y = make_float4(f32_div(f32_exp(f32_sub(v.x, m)), z), f32_div(f32_exp(f32_sub(v.y, m)), z),
+                                 f32_div(f32_exp(f32_sub(v.z, m)), z), f32_div(f32_exp(f32_sub(v.w, m)), z));
     const long long start = tile_start[t];
     const int n = tile_len[t];
-#pragma unroll
-    for (int k = 0; k < TILE_VALUES_PER_THREAD; ++k) {
-        const int j = tid + k * BLOCK_THREADS;
-        if (j < n) {
-            out[start + j] = f32_div(f32_exp(f32_sub(values[start + j], m)), z);
+    const unsigned long long index = (unsigned long long)start + (unsigned)base;
+    if ((start & 3) == 0 && (n & 3) == 0) {
+        if (base < n) {
+            *reinterpret_cast<float4*>(out + index) = y;
         }
+    } else {
+        if (base < n) out[index] = y.x;
+        if (base + 1 < n) out[index + 1] = y.y;
+        if (base + 2 < n) out[index + 2] = y.z;
+        if (base + 3 < n) out[index + 3] = y.w;
     }
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent H200 (device tool): GPU tests + benchmarks, compact evidence to $OUT.
 # Usage (device tool, carry [".whl"]): bash tools/device_gpu_run.sh [tests] [A] [B] [profileA] [profileB] [perf]
+#                                        [tilesprobe]
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
@@ -21,6 +22,9 @@ for step in "$@"; do
       rm -rf /tmp/perf; python3 -m bench perf --expect-device H200 --out /tmp/perf 2>&1 | tail -45
       [ "${PIPESTATUS[0]}" = 0 ] || status=1
       tar -czf "$OUT/perf.tar.gz" -C /tmp perf ;;
+    tilesprobe)
+      python3 tools/tiles_probe.py --out "$OUT/tiles_probe" 2>&1 | tail -30
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     profileA|profileB)
       x=${step#profile}; rm -rf "/tmp/prof$x"
       python3 -m bench profile --experiment "$x" --expect-device H200 --out "/tmp/prof$x" --timeout-s 240 2>&1 | tail -40

@@ -17,9 +17,7 @@ results/2026-11-30_h200_fused_probe/README.md.
 """
 
 import argparse
-import json
 import os
-import statistics
 import sys
 
 import numpy as np
@@ -32,13 +30,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from numba_softmax.kernels.fused_row import fused_kernel_for  # noqa: E402
 from numba_softmax.kernels.vector_io import load_quad, store_quad  # noqa: E402
-from numba_softmax.launch.driver import Event, Invocation, Stream  # noqa: E402
+from numba_softmax.launch.driver import Invocation, Stream  # noqa: E402
 from numba_softmax.launch.plan import KernelLaunch  # noqa: E402
+from probe_timing import time_batches, write_results  # noqa: E402
 from numba_softmax.numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, WARPS_PER_BLOCK,  # noqa: E402
                                     block_reduce_max, block_reduce_sum, f32_add, f32_div, f32_exp,
                                     f32_max, f32_sub)
 
-BATCH, REPS = 20, 15
 
 
 # ---- the block reduction before issue 8's change (run-time warp count, int64 lane math) ----
@@ -370,21 +368,8 @@ def quads_for(cols):
 
 
 def time_variant(stream, invocations):
-    start, end = Event(), Event()
-    for inv in invocations[:4]:
-        inv.enqueue(stream)
-    stream.synchronize()
-    samples = []
-    for _ in range(REPS):
-        start.record(stream)
-        for i in range(BATCH):
-            invocations[i % len(invocations)].enqueue(stream)
-        end.record(stream)
-        end.synchronize()
-        samples.append(end.elapsed_us_since(start) / BATCH)
-    samples.sort()
-    return {"median_us": statistics.median(samples), "p10_us": samples[len(samples) // 10],
-            "p90_us": samples[(9 * len(samples)) // 10]}
+    """Per-launch device time over the rotating input sets."""
+    return time_batches(stream, lambda st, i: invocations[i % len(invocations)].enqueue(st))
 
 
 def main(argv=None):
@@ -457,10 +442,7 @@ def main(argv=None):
             same = np.array_equal(y_shipped, ys[0].copy_to_host())
             results.append({"shape": text, "variant": name, "bitwise_equal_to_shipped": same})
             print(f"{text:>11} {name} == shipped bitwise: {same}")
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "fused_probe.json"), "w") as handle:
-            json.dump(results, handle, indent=1)
+    write_results(args.out, "fused_probe.json", results)
 
 
 if __name__ == "__main__":

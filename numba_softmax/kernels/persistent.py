@@ -10,7 +10,7 @@ Mode 0, phased (:data:`MODE_PHASED`): the control with cooperative grid barriers
 
     for t in range(blockIdx.x, n_tiles, gridDim.x):  A(t)         # block-level
     grid.sync()
-    for r in range(global thread id, rows, total threads):  B(r)  # thread-level
+    for r in range(global warp id, rows, total warps):  B(r)      # warp-level
     grid.sync()
     for t in range(blockIdx.x, n_tiles, gridDim.x):  C(t)         # m, z read directly
 
@@ -51,8 +51,8 @@ round trip, which serialized 528 workers at ~0.55 us per task on the H200):
 After A(t) (thread 0 wrote tile_max[t], tile_sum[t] inside the task): an acq_rel
 ``atomicAdd(row_arrivals[row], 1)``; the LAST producer (old == row_tile_count - 1)
 publishes B(row): ``slot = atomicAdd(fifo_tail, 1)``, plain store of the task id into
-``fifo_slots[slot]``, RELEASE store ``fifo_ready[slot] = 1``. After B(r) (thread 0
-writes row_max[r], row_sum[r] first): one ``atomicAdd(fifo_tail, row_tile_count[r])``
+``fifo_slots[slot]``, RELEASE store ``fifo_ready[slot] = 1``. After B(r) (run by warp 0;
+its lane 0, thread 0, writes row_max[r], row_sum[r] first): one ``atomicAdd(fifo_tail, row_tile_count[r])``
 reserves the row's C slots; each is written and released. Before C(t): thread 0
 reads row_max/row_sum of the row (ordered after its acquire of the C task's ready
 flag) into shared memory before the broadcast barrier. After C(t): the next loop
@@ -101,7 +101,7 @@ broadcast ``(kind, index)`` int32[2] and ``(m, z)`` float32[2] (16 B).
 from numba import cuda, float32, int32, int64
 
 from ..launch.plan import KernelLaunch
-from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARPS_PER_BLOCK
+from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE, WARPS_PER_BLOCK
 from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, pause_us,
                        load_acquire_gpu, load_relaxed_gpu, store_release_gpu)
 from .tiles import prefetch_tile_l2, task_a, task_b, task_c
@@ -289,12 +289,13 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 if TRACE and tid == 0:
                     trace_record(trace, t, start)
             grid.sync()
-            for r in range(cuda.grid(1), rows, cuda.gridsize(1)):
+            # B is warp-level: one row per warp of the grid (a whole warp shares r).
+            for r in range(cuda.grid(1) // WARP_SIZE, rows, cuda.gridsize(1) // WARP_SIZE):
                 start = int64(0)
                 if TRACE:
                     start = trace_now()
                 task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum)
-                if TRACE:
+                if TRACE and tid % WARP_SIZE == 0:
                     trace_record(trace, n_tiles + r, start)
             grid.sync()
             for t in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
@@ -361,9 +362,14 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     if publish:
                         publish_tasks(counters, fifo_slots, fifo_ready, row, 1)
             elif kind == KIND_B:
-                if tid == 0:
+                # Warp 0 runs B; its lane 0 (thread 0) writes row_max/row_sum. Lanes 1-31 read
+                # tile summaries too: they do so after the broadcast barrier that follows thread
+                # 0's acquire of the ready flag, and acquire -> bar.sync orders those reads after
+                # the producers' releases (causality order is transitive across scopes).
+                if tid < WARP_SIZE:
                     task_b(index, row_first_tile, row_tile_count, tile_max, tile_sum,
                            row_max, row_sum)
+                if tid == 0:
                     if TRACE:  # before its C tasks are published
                         trace_record(trace, n_tiles + index, start)
                     publish_tasks(counters, fifo_slots, fifo_ready,

@@ -10,23 +10,27 @@ Packed layout (built on the host by :func:`numba_softmax.tiled.build_layout`)
 
 The three tasks (device helpers; ONE copy shared by every scheduler)
     A(t)  :func:`task_a`, block-level: m_t = max of the tile, z_t = sum exp(x - m_t).
-    B(r)  :func:`task_b`, thread-level: m = max_t m_t, z = sum_t z_t * exp(m_t - m)
-          over the row's tiles in tile order.
+    B(r)  :func:`task_b`, warp-level: m = max_t m_t, z = sum_t z_t * exp(m_t - m)
+          over the row's tiles in tile order (the loads in parallel across lanes,
+          the sum still folded sequentially).
     C(t)  :func:`task_c`, block-level: y = exp(x - m) / z for the tile (rereads x).
     Dependencies: B(r) needs every A(t) of row r (fan-in across blocks); C(t) needs
     B(row(t)) (fan-out).
 
-Bitwise contract: thread i of the 256-thread block handles tile elements i, i+256,
-i+512, i+768 in increasing order, accumulates max and then sum of exp in that order,
-and the block reductions of :mod:`numba_softmax.numerics` combine; B folds tile
-summaries sequentially in tile order. Every scheduler (separate kernels here, the
-phased and DAG persistent kernel in :mod:`.persistent`) calls these same helpers
-with the same arguments, so all produce identical bits. Tiles shorter than 256
-elements simply leave the surplus threads masked (they contribute -inf / 0).
+Bitwise contract: a tile follows the row ownership rule of :mod:`numba_softmax.numerics`
+(one quad): thread i of the 256-thread block owns tile elements 4i .. 4i+3, folds max
+and then sum of exp over them in increasing order, and the block reductions combine
+the threads; B folds tile summaries sequentially in tile order. Aligned tiles (start
+and length multiples of 4: every tile of the protocol's cases) move each quad with one
+16-byte load / store, other tiles element by element -- same values, same bits. Every
+scheduler (separate kernels here, the phased and DAG persistent kernel in
+:mod:`.persistent`) calls these same helpers with the same arguments, so all produce
+identical bits. Tiles shorter than 1024 elements leave the surplus quads masked (they
+contribute -inf / 0).
 
 Separate scheduler: launch geometry
     1. ``tile_summary_kernel``   grid (n_tiles,), block (256,): one A per block.
-    2. ``row_combine_kernel``    grid (ceil(rows/256),), block (256,): one B per thread.
+    2. ``row_combine_kernel``    grid (ceil(rows/8),), block (256,): one B per warp.
     3. ``tile_normalize_kernel`` grid (n_tiles,), block (256,): one C per block; all
                                  threads read row_max/row_sum of the tile's row.
     Kernels 1 and 3 start by prefetching the tile one wave ahead (8 resident blocks per
@@ -43,14 +47,15 @@ Shared memory: ``WARPS_PER_BLOCK`` float32 partials (32 B) for the block reducti
 owned by the kernel and passed to :func:`task_a`.
 """
 
-from numba import cuda, float32, int64, uint64
+from numba import cuda, float32, int32, int64, uint64
 
 from ..launch.plan import KernelLaunch
-from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, WARPS_PER_BLOCK,
-                        block_reduce_max, block_reduce_sum, f32_add, f32_div,
-                        f32_exp, f32_max, f32_mul, f32_sub)
+from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARP_SIZE,
+                        WARPS_PER_BLOCK, block_reduce_max, block_reduce_sum, f32_add, f32_div,
+                        f32_exp, f32_max, f32_mul, f32_sub, warp_reduce_max)
 from .prefetch import BLOCKS_PER_SM_WAVE, prefetch_span_l2, sm_id_bound
 from .tracing import trace_now, trace_record
+from .vector_io import load_quad_at, store_quad_at
 
 _F32 = "float32[::1]"
 _I32 = "int32[::1]"
@@ -63,58 +68,57 @@ SIGNATURES = {
     "tile_normalize_kernel": f"void({_F32}, {_I32}, {_I64}, {_I32}, {_F32}, {_F32}, {_F32}, {_TRACE})",
 }
 
-#: Largest tile the helpers handle: 256 threads x 4 values kept in registers.
-VALUES_PER_THREAD = 4
-MAX_TILE_ELEMENTS = BLOCK_THREADS * VALUES_PER_THREAD
+#: Largest tile the helpers handle: 256 threads x one quad of 4 values kept in registers.
+MAX_TILE_ELEMENTS = BLOCK_THREADS * QUAD
+#: 16-byte loads/stores for aligned tiles (the simulator has no vector intrinsics).
+VECTOR_TILES = not SIMULATOR
+FULL_MASK = 0xFFFFFFFF
 
 
 # ---- task helpers ------------------------------------------------------------------------
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def load_tile_quad(values, t, tile_start, tile_len, base):
+    """Tile elements ``base .. base + 3`` of tile t (``NEG_INF`` past the tile's end).
+
+    One 16-byte load when the tile starts on a multiple of 4 and its length is one (the
+    balanced and ragged cases: every tile), else four masked scalar loads. Both paths
+    give the same four values, so the bits never depend on the path.
+    """
+    start = tile_start[t]
+    n = tile_len[t]
+    index = uint64(start) + uint64(base)  # unsigned: no negative-index wraparound code
+    if VECTOR_TILES and (start & 3) == 0 and (n & 3) == 0:
+        if base < n:
+            return load_quad_at(values, index)
+        return NEG_INF, NEG_INF, NEG_INF, NEG_INF
+    a = values[index] if base < n else NEG_INF
+    b = values[index + uint64(1)] if base + 1 < n else NEG_INF
+    c = values[index + uint64(2)] if base + 2 < n else NEG_INF
+    d = values[index + uint64(3)] if base + 3 < n else NEG_INF
+    return a, b, c, d
+
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
 def task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials):
     """A(t): tile maximum and shifted exponential sum. Block-level (all 256 threads).
 
-    Thread 0 writes ``tile_max[t]`` and ``tile_sum[t]`` (it is also the thread that
-    later announces the tile to the scheduler, so no extra barrier is needed).
+    Thread i owns the quad at ``4 i``. A masked element is ``NEG_INF``: the identity
+    of max, and ``exp(-inf - m_t) = +0`` adds nothing, so the result equals the fold over
+    the real elements only. Thread 0 writes ``tile_max[t]`` and ``tile_sum[t]`` (it is
+    also the thread that later announces the tile to the scheduler: no extra barrier).
     """
-    tid = cuda.threadIdx.x
-    start = uint64(tile_start[t])
-    n = tile_len[t]
-    x = cuda.local.array(VALUES_PER_THREAD, float32)
-    local_max = NEG_INF
-    for k in range(VALUES_PER_THREAD):
-        j = tid + k * BLOCK_THREADS
-        if j < n:
-            # An unsigned element index: no negative-index wraparound code per access.
-            v = values[start + uint64(j)]
-            x[k] = v
-            local_max = f32_max(local_max, v)
-    m_t = block_reduce_max(local_max, partials)
-    local_sum = float32(0.0)
-    for k in range(VALUES_PER_THREAD):
-        j = tid + k * BLOCK_THREADS
-        if j < n:
-            local_sum = f32_add(local_sum, f32_exp(f32_sub(x[k], m_t)))
+    base = QUAD * int32(cuda.threadIdx.x)
+    a, b, c, d = load_tile_quad(values, t, tile_start, tile_len, base)
+    m_t = block_reduce_max(f32_max(f32_max(f32_max(f32_max(NEG_INF, a), b), c), d), partials)
+    local_sum = f32_add(f32_add(f32_add(f32_add(float32(0.0), f32_exp(f32_sub(a, m_t))),
+                                        f32_exp(f32_sub(b, m_t))),
+                                f32_exp(f32_sub(c, m_t))),
+                        f32_exp(f32_sub(d, m_t)))
     z_t = block_reduce_sum(local_sum, partials)
-    if tid == 0:
+    if cuda.threadIdx.x == 0:
         tile_max[t] = m_t
         tile_sum[t] = z_t
-
-
-@cuda.jit(device=True, **KERNEL_OPTIONS)
-def task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum):
-    """B(r): combine the row's tile summaries stably. Thread-level (one thread)."""
-    first = row_first_tile[r]
-    count = row_tile_count[r]
-    m = NEG_INF
-    for k in range(count):
-        m = f32_max(m, tile_max[first + k])
-    z = float32(0.0)
-    for k in range(count):
-        t = first + k
-        z = f32_add(z, f32_mul(tile_sum[t], f32_exp(f32_sub(tile_max[t], m))))
-    row_max[r] = m
-    row_sum[r] = z
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
@@ -122,16 +126,82 @@ def task_c(t, m, z, values, tile_start, tile_len, out):
     """C(t): ``out = exp(x - m) / z`` over the tile. Block-level; no barrier inside.
 
     ``m`` and ``z`` are passed as values: the caller decides how they were read
-    (after a kernel boundary, a grid barrier, or an acquire).
+    (after a kernel boundary, a grid barrier, or an acquire). Masked elements are
+    computed (``NEG_INF`` -> 0) but never stored.
     """
-    tid = cuda.threadIdx.x
-    start = uint64(tile_start[t])
+    base = QUAD * int32(cuda.threadIdx.x)
+    a, b, c, d = load_tile_quad(values, t, tile_start, tile_len, base)
+    ya = f32_div(f32_exp(f32_sub(a, m)), z)
+    yb = f32_div(f32_exp(f32_sub(b, m)), z)
+    yc = f32_div(f32_exp(f32_sub(c, m)), z)
+    yd = f32_div(f32_exp(f32_sub(d, m)), z)
+    start = tile_start[t]
     n = tile_len[t]
-    for k in range(VALUES_PER_THREAD):
-        j = tid + k * BLOCK_THREADS
-        if j < n:
-            index = start + uint64(j)  # unsigned: no wraparound code
-            out[index] = f32_div(f32_exp(f32_sub(values[index], m)), z)
+    index = uint64(start) + uint64(base)
+    if VECTOR_TILES and (start & 3) == 0 and (n & 3) == 0:
+        if base < n:
+            store_quad_at(out, index, ya, yb, yc, yd)
+    else:
+        if base < n:
+            out[index] = ya
+        if base + 1 < n:
+            out[index + uint64(1)] = yb
+        if base + 2 < n:
+            out[index + uint64(2)] = yc
+        if base + 3 < n:
+            out[index + uint64(3)] = yd
+
+
+if SIMULATOR:
+    @cuda.jit(device=True)
+    def task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum):
+        """B(r) in the simulator (no shuffles): lane 0 alone does the sequential fold that
+        the GPU build below reproduces bit for bit."""
+        if cuda.threadIdx.x % WARP_SIZE != 0:
+            return
+        first = row_first_tile[r]
+        count = row_tile_count[r]
+        m = NEG_INF
+        for k in range(count):
+            m = f32_max(m, tile_max[first + k])
+        z = float32(0.0)
+        for k in range(count):
+            t = first + k
+            z = f32_add(z, f32_mul(tile_sum[t], f32_exp(f32_sub(tile_max[t], m))))
+        row_max[r] = m
+        row_sum[r] = z
+
+else:
+    @cuda.jit(device=True, **KERNEL_OPTIONS)
+    def task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum):
+        """B(r): combine the row's tile summaries stably. Warp-level: all 32 lanes of one
+        converged warp call it; lane 0 writes ``row_max[r]`` and ``row_sum[r]``.
+
+        Lane k loads the summaries of tiles k, k + 32, ... so a row's loads are in flight
+        together (a thread-level B walked two dependent chains of 8-36 loads: ~5 us per
+        task with DRAM idle, PERFORMANCE.md). The maximum is exact in any order. The sum
+        keeps the sequential tile order: each lane computes its term
+        ``z_t * exp(m_t - m)`` and every lane folds the broadcast terms in tile order, so
+        ``z`` has exactly the bits of ``z = 0; for t in tiles: z += term_t``.
+        """
+        lane = int32(cuda.threadIdx.x) & (WARP_SIZE - 1)
+        first = row_first_tile[r]
+        count = row_tile_count[r]
+        m = NEG_INF
+        for k in range(lane, count, WARP_SIZE):
+            m = f32_max(m, tile_max[first + k])
+        m = warp_reduce_max(m)
+        z = float32(0.0)
+        for chunk in range(0, count, WARP_SIZE):
+            term = float32(0.0)
+            if chunk + lane < count:
+                t = first + chunk + lane
+                term = f32_mul(tile_sum[t], f32_exp(f32_sub(tile_max[t], m)))
+            for j in range(min(WARP_SIZE, count - chunk)):
+                z = f32_add(z, cuda.shfl_sync(FULL_MASK, term, j))
+        if lane == 0:
+            row_max[r] = m
+            row_sum[r] = z
 
 
 # ---- separate scheduler: three kernels ------------------------------------------------------
@@ -167,13 +237,13 @@ def _make_separate_kernels(trace_build):
             trace_record(trace, t, start)
 
     def row_combine_kernel(row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum, trace):
-        r = cuda.grid(1)
+        r = cuda.grid(1) // WARP_SIZE  # one warp per row: the whole warp takes this branch
         if r < row_first_tile.shape[0]:
             start = int64(0)
             if TRACE:
                 start = trace_now()
             task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum)
-            if TRACE:
+            if TRACE and cuda.threadIdx.x % WARP_SIZE == 0:
                 trace_record(trace, tile_max.shape[0] + r, start)
 
     def tile_normalize_kernel(values, tile_row, tile_start, tile_len, row_max, row_sum, out, trace):
@@ -221,7 +291,7 @@ def separate_launches(buffers, trace=False):
         KernelLaunch("tile_summary_kernel", summary, (n_tiles,), block,
                      (b.values, b.tile_start, b.tile_len, b.tile_max, b.tile_sum, b.trace)),
         KernelLaunch("row_combine_kernel", combine,
-                     ((rows + BLOCK_THREADS - 1) // BLOCK_THREADS,), block,
+                     ((rows + WARPS_PER_BLOCK - 1) // WARPS_PER_BLOCK,), block,
                      (b.row_first_tile, b.row_tile_count, b.tile_max, b.tile_sum,
                       b.row_max, b.row_sum, b.trace)),
         KernelLaunch("tile_normalize_kernel", normalize, (n_tiles,), block,

@@ -15,7 +15,7 @@ Layout of the int64 ``trace`` array, one row per task::
 
 The caller zeroes the array before each traced invocation (visits accumulate).
 Timestamps are taken by the thread that owns the task's decision (thread 0 of the
-block, or the one thread of a thread-level B task) after the block barrier that ends
+block, or lane 0 of the warp that runs a B task) after the block barrier that ends
 the task: intervals show ordering, not SM utilization.
 """
 

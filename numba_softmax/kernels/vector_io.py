@@ -6,10 +6,16 @@ pointer, which NVPTX lowers to ``ld.global.v4.f32`` / ``st.global.v4.f32``: one
 instruction moves four values, so a warp moves 512 contiguous bytes per instruction.
 No inline assembly: the compiler still schedules and combines them freely.
 
-Contract (checked by the launcher, not here): ``x[row, col]`` is 16-byte aligned, i.e.
-the array base is 16-byte aligned, ``col % 4 == 0`` and the row length is a multiple
-of 4 (so every row starts aligned). The simulator has no intrinsics: there the
-launcher always picks the scalar path and these names are never called.
+Two forms: ``load_quad(x, row, col)`` / ``store_quad(y, row, col, a, b, c, d)`` for the
+2-D row arrays of Experiment A, ``load_quad_at(x, i)`` / ``store_quad_at(y, i, a, b, c, d)``
+for the packed 1-D arrays of Experiment B.
+
+Contract (checked by the caller, not here): the addressed element is 16-byte aligned,
+i.e. the array base is 16-byte aligned (every device allocation is 256-byte aligned)
+and the element index is a multiple of 4 -- for rows: ``col % 4 == 0`` and a row length
+that is a multiple of 4 (the launcher checks); for tiles: a tile start that is a multiple
+of 4 (the tile tasks test it per tile). The simulator has no intrinsics: there the
+callers always take the scalar path and these names are never called.
 """
 
 from ..numerics import SIMULATOR
@@ -22,6 +28,12 @@ if SIMULATOR:
     def store_quad(y, row, col, a, b, c, d):
         raise RuntimeError("vector stores are not available in the simulator")
 
+    def load_quad_at(x, i):
+        raise RuntimeError("vector loads are not available in the simulator")
+
+    def store_quad_at(y, i, a, b, c, d):
+        raise RuntimeError("vector stores are not available in the simulator")
+
 else:
     from llvmlite import ir
     from numba import types
@@ -32,11 +44,17 @@ else:
     _GLOBAL = 1
     _QUAD = ir.VectorType(ir.FloatType(), 4)
 
-    def _check(name, array, row, col):
-        if not (isinstance(array, types.Array) and array.ndim == 2 and array.dtype == types.float32):
-            raise TypingError(f"{name}: expected a 2-D float32 array, got {array}")
-        if not (isinstance(row, types.Integer) and isinstance(col, types.Integer)):
-            raise TypingError(f"{name}: expected integer indices, got {row}, {col}")
+    def _check(name, array, *indices):
+        ndim = len(indices)
+        if not (isinstance(array, types.Array) and array.ndim == ndim and array.dtype == types.float32):
+            raise TypingError(f"{name}: expected a {ndim}-D float32 array, got {array}")
+        if not all(isinstance(index, types.Integer) for index in indices):
+            raise TypingError(f"{name}: expected integer indices, got {indices}")
+
+    def _check_values(name, values):
+        for value in values:
+            if value != types.float32:
+                raise TypingError(f"{name}: expected float32 values, got {value}")
 
     def _quad_pointer(context, builder, array_type, array, index_types, indices):
         ary = context.make_array(array_type)(context, builder, value=array)
@@ -44,34 +62,48 @@ else:
         ptr = cgutils.get_item_pointer(context, builder, array_type, ary, idx, wraparound=False)
         return builder.addrspacecast(builder.bitcast(ptr, _QUAD.as_pointer()), _QUAD.as_pointer(_GLOBAL))
 
+    def _load_codegen(context, builder, sig, args):
+        """Load the 16 bytes at the indexed element; return them as a 4-tuple of float32."""
+        ndim = sig.args[0].ndim
+        ptr = _quad_pointer(context, builder, sig.args[0], args[0], sig.args[1:1 + ndim], args[1:1 + ndim])
+        vec = builder.load(ptr, align=16)
+        lanes = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(4)]
+        return context.make_tuple(builder, sig.return_type, lanes)
+
+    def _store_codegen(context, builder, sig, args):
+        """Store the last four arguments as 16 bytes at the indexed element."""
+        ndim = sig.args[0].ndim
+        ptr = _quad_pointer(context, builder, sig.args[0], args[0], sig.args[1:1 + ndim], args[1:1 + ndim])
+        vec = ir.Constant(_QUAD, ir.Undefined)
+        for k in range(4):
+            vec = builder.insert_element(vec, args[1 + ndim + k], ir.Constant(ir.IntType(32), k))
+        builder.store(vec, ptr, align=16)
+        return context.get_dummy_value()
+
+    _QUAD_TUPLE = types.UniTuple(types.float32, 4)
+
     @intrinsic
     def load_quad(typingctx, x, row, col):
         """(x[row, col], x[row, col+1], x[row, col+2], x[row, col+3]) in one 16-byte load."""
         _check("load_quad", x, row, col)
-        quad = types.UniTuple(types.float32, 4)
-
-        def codegen(context, builder, sig, args):
-            ptr = _quad_pointer(context, builder, sig.args[0], args[0], sig.args[1:], args[1:])
-            vec = builder.load(ptr, align=16)
-            lanes = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(4)]
-            return context.make_tuple(builder, quad, lanes)
-
-        return quad(x, row, col), codegen
+        return _QUAD_TUPLE(x, row, col), _load_codegen
 
     @intrinsic
     def store_quad(typingctx, y, row, col, a, b, c, d):
         """y[row, col:col+4] = (a, b, c, d) in one 16-byte store."""
         _check("store_quad", y, row, col)
-        for value in (a, b, c, d):
-            if value != types.float32:
-                raise TypingError(f"store_quad: expected float32 values, got {value}")
+        _check_values("store_quad", (a, b, c, d))
+        return types.void(y, row, col, a, b, c, d), _store_codegen
 
-        def codegen(context, builder, sig, args):
-            ptr = _quad_pointer(context, builder, sig.args[0], args[0], sig.args[1:3], args[1:3])
-            vec = ir.Constant(_QUAD, ir.Undefined)
-            for k in range(4):
-                vec = builder.insert_element(vec, args[3 + k], ir.Constant(ir.IntType(32), k))
-            builder.store(vec, ptr, align=16)
-            return context.get_dummy_value()
+    @intrinsic
+    def load_quad_at(typingctx, x, i):
+        """(x[i], x[i+1], x[i+2], x[i+3]) of a 1-D array in one 16-byte load."""
+        _check("load_quad_at", x, i)
+        return _QUAD_TUPLE(x, i), _load_codegen
 
-        return types.void(y, row, col, a, b, c, d), codegen
+    @intrinsic
+    def store_quad_at(typingctx, y, i, a, b, c, d):
+        """y[i:i+4] = (a, b, c, d) of a 1-D array in one 16-byte store."""
+        _check("store_quad_at", y, i)
+        _check_values("store_quad_at", (a, b, c, d))
+        return types.void(y, i, a, b, c, d), _store_codegen

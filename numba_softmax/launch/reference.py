@@ -86,7 +86,7 @@ REFERENCE_KERNELS = {
         "tiles", "row_combine_kernel",
         (("row_first_tile", "i32*"), ("row_tile_count", "i32*"), ("tile_max", "f32*"),
          ("tile_sum", "f32*"), ("row_max", "f32*"), ("row_sum", "f32*"), ("rows", "i32")),
-        geometry="grid (ceil(rows/256),), block (256,)"),
+        geometry="grid (ceil(rows/8),), block (256,): one row per warp"),
     "tile_normalize_kernel": ReferenceKernel(
         "tiles", "tile_normalize_kernel",
         (("values", "f32*"), ("tile_row", "i32*"), ("tile_start", "i64*"), ("tile_len", "i32*"),
@@ -317,20 +317,20 @@ def reference_fused_launches(library, x, y, name=None):
 
 
 def reference_separate_launches(library, buffers):
-    """The separate scheduler's three launches over :class:`numba_softmax.tiled.TiledBuffers`."""
-    from ..numerics import BLOCK_THREADS
+    """The separate scheduler's three launches over :class:`numba_softmax.tiled.TiledBuffers`,
+    with the grids and blocks of the Numba launches (``kernels.tiles.separate_launches``)."""
+    from ..kernels.tiles import separate_launches
     b = buffers
-    block = (BLOCK_THREADS,)
-    return [
-        ReferenceLaunch(library, "tile_summary_kernel", (b.n_tiles,), block,
-                        (b.values, b.tile_start, b.tile_len, b.tile_max, b.tile_sum, b.n_tiles, b.values.shape[0])),
-        ReferenceLaunch(library, "row_combine_kernel", ((b.rows + BLOCK_THREADS - 1) // BLOCK_THREADS,), block,
-                        (b.row_first_tile, b.row_tile_count, b.tile_max, b.tile_sum, b.row_max, b.row_sum,
-                         b.rows)),
-        ReferenceLaunch(library, "tile_normalize_kernel", (b.n_tiles,), block,
-                        (b.values, b.tile_row, b.tile_start, b.tile_len, b.row_max, b.row_sum, b.out, b.n_tiles,
-                         b.values.shape[0])),
-    ]
+    geometry = {launch.name: (launch.grid, launch.block) for launch in separate_launches(buffers)}
+    args = {
+        "tile_summary_kernel": (b.values, b.tile_start, b.tile_len, b.tile_max, b.tile_sum, b.n_tiles,
+                                b.values.shape[0]),
+        "row_combine_kernel": (b.row_first_tile, b.row_tile_count, b.tile_max, b.tile_sum, b.row_max, b.row_sum,
+                               b.rows),
+        "tile_normalize_kernel": (b.values, b.tile_row, b.tile_start, b.tile_len, b.row_max, b.row_sum, b.out,
+                                  b.n_tiles, b.values.shape[0]),
+    }
+    return [ReferenceLaunch(library, name, *geometry[name], arguments) for name, arguments in args.items()]
 
 
 def reference_persistent_args(mode, buffers, max_polls):

@@ -121,13 +121,22 @@ def test_the_only_normalization_is_justified(comparison):
         assert policy["unrounded_arith"] == {"add": policy["expf_count"], "sub": 0, "mul": policy["expf_count"]}
 
 
+#: Kernels that run the warp-level row combine B: its sequential fold broadcasts each
+#: lane's term with an indexed shuffle (``shfl.sync.idx``); no other kernel may have one.
+ROW_COMBINE_KERNELS = {"row_combine_kernel", "persistent_tiles"}
+
+
 @needs_reference
 def test_reductions_use_the_same_butterfly(comparison):
     for name, k in comparison["kernels"].items():
         shuffles = [t for t in k["nvcc_arithmetic"] if t.startswith("shfl")]
-        offsets = [t.split("offset ")[1].rstrip("]") for t in shuffles]
+        butterfly = [t for t in shuffles if t.startswith("shfl.sync.bfly")]
+        offsets = [t.split("offset ")[1].rstrip("]") for t in butterfly]
         assert len(offsets) % 5 == 0, (name, offsets)
         assert offsets == ["16", "8", "4", "2", "1"] * (len(offsets) // 5), (name, offsets)
+        broadcasts = [t for t in shuffles if t not in butterfly]
+        assert all(t.startswith("shfl.sync.idx") for t in broadcasts), (name, broadcasts)
+        assert bool(broadcasts) == (name in ROW_COMBINE_KERNELS), (name, broadcasts)
         assert shuffles == [t for t in k["numba_arithmetic"] if t.startswith("shfl")], name
 
 
@@ -238,16 +247,30 @@ def test_extract_entry_takes_one_entry_of_a_module():
 
 @needs_nvcc
 def test_negative_control_contracted_reference_is_rejected(tmp_path):
-    """tiles.cu compiled with --fmad=true: B's z + s * exp(..) becomes an fma; the comparison and
-    the policy must both object."""
+    """A term-by-term fold ``z + s * exp(..)`` (what a thread-level row combine does) compiled
+    with --fmad=true becomes an fma; the comparison and the policy must both object. The
+    shipped kernels give nvcc no mul feeding an add any more (B folds shuffled terms), so the
+    control is a small module of its own on the same numerics header."""
     from bench.reference_build import ptx_of_module
+    source_dir = tmp_path / "src"
+    source_dir.mkdir()
+    header = os.path.join(REFERENCE_DIR, "numerics.cuh")
+    (source_dir / "scaled_sum.cu").write_text(
+        f'#include "{header}"\n'
+        'extern "C" __global__ void scaled_sum(const float* s, const float* m_t, float m, int n, float* out) {\n'
+        "    float z = 0.0f;\n"
+        "    for (int k = 0; k < n; ++k) { z = f32_add(z, f32_mul(s[k], f32_exp(f32_sub(m_t[k], m)))); }\n"
+        "    *out = z;\n"
+        "}\n")
     flags = [f if f != "--fmad=false" else "--fmad=true" for f in nvcc_flags()]
-    contracted = ptx_of_module("tiles", str(tmp_path), flags=flags)
-    current = ptx_of_module("tiles", str(tmp_path / "policy"))
-    cmp = compare_ptx("row_combine_kernel", extract_entry(current, "row_combine_kernel"),
-                      extract_entry(contracted, "row_combine_kernel"), "row_combine_kernel", "tiles.cu")
+    contracted = ptx_of_module("scaled_sum", str(tmp_path / "fmad"), flags=flags, reference_dir=str(source_dir))
+    current = ptx_of_module("scaled_sum", str(tmp_path / "policy"), reference_dir=str(source_dir))
+    cmp = compare_ptx("scaled_sum", extract_entry(current, "scaled_sum"),
+                      extract_entry(contracted, "scaled_sum"), "scaled_sum", "scaled_sum.cu")
     assert not cmp.arithmetic_identical
     assert not cmp.nvcc_policy["ok"] and any("contraction" in v for v in cmp.nvcc_policy["violations"])
+    assert compare_ptx("scaled_sum", extract_entry(current, "scaled_sum"), extract_entry(current, "scaled_sum"),
+                       "scaled_sum", "scaled_sum.cu").nvcc_policy["ok"]  # under the policy flags: passes
 
 
 def test_reference_sources_exist():

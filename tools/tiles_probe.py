@@ -1,0 +1,101 @@
+"""Where does Experiment B's time go in the timed builds? A per-launch probe for issue 8 (GPU only).
+
+The task traces say where time goes in the TRACE builds (no prefetch, extra registers);
+this probe times the performance builds. Per case (default balanced-2048, ragged-2048):
+
+* each launch of the separate scheduler alone (tile summary A, row combine B, tile
+  normalize C), launched BATCH times back to back between two CUDA events;
+* each scheduler's whole invocation the same way (separate, phased, dag);
+* a device copy x -> y of the same size with ``cuMemcpyDtoDAsync`` (C's bytes), the
+  yardstick for the C kernel.
+
+Medians over REPS batches, per launch (or invocation), with p10 / p90.
+
+    python tools/tiles_probe.py [--cases balanced-2048,ragged-2048] [--out DIR]
+
+Diagnostic only: the figures that count for the goals come from ``python -m bench``
+(Experiment B) and ``python -m bench perf``. The probe also checks that the three
+schedulers still agree bit for bit on the case it timed.
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from probe_timing import time_batches, write_results  # noqa: E402
+from numba_softmax.cases import EXPERIMENT_B_CASES  # noqa: E402
+from numba_softmax.launch.driver import Invocation, Stream, check  # noqa: E402
+from numba_softmax.tiled import SCHEDULERS, TiledBuffers, build_layout, tiled_launches, worker_plan  # noqa: E402
+
+def enqueue_of(invocation):
+    return lambda stream, _: invocation.enqueue(stream)
+
+
+def memcpy_step(dst, src, nbytes):
+    from cuda.bindings import driver as cu
+
+    def step(stream, _):
+        check(cu.cuMemcpyDtoDAsync(dst, src, nbytes, stream.handle))
+    return step
+
+
+def probe_case(case, stream):
+    layout = build_layout(case.row_lengths())
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal(layout.total_elements, dtype=np.float32)
+    buffers = TiledBuffers.allocate(layout, values, stream=stream.numba)
+    stream.synchronize()
+    results = []
+
+    def record(what, stats):
+        stats.update(case=case.name, what=what)
+        results.append(stats)
+        print(f"{case.name:>14} {what:<28} {stats['median_us']:8.2f} us [{stats['p10_us']:.2f}, "
+              f"{stats['p90_us']:.2f}]", flush=True)
+
+    for launch in tiled_launches("separate", buffers):
+        alone = Invocation.from_launches(launch.name, [launch])
+        record(f"separate: {launch.name}", time_batches(stream, enqueue_of(alone)))
+    outputs = {}
+    for scheduler in SCHEDULERS:
+        invocation = Invocation.from_launches(scheduler, tiled_launches(scheduler, buffers))
+        record(f"invocation: {scheduler}", time_batches(stream, enqueue_of(invocation)))
+        invocation.enqueue(stream)
+        stream.synchronize()
+        outputs[scheduler] = (buffers.out.copy_to_host(), buffers.intermediates())
+    nbytes = layout.total_elements * 4
+    x, y = int(buffers.values.device_ctypes_pointer.value), int(buffers.out.device_ctypes_pointer.value)
+    record("copy x -> y (C's bytes)", time_batches(stream, memcpy_step(y, x, nbytes)))
+    reference_out, reference_mid = outputs["separate"]
+    for scheduler, (out, mid) in outputs.items():
+        same = np.array_equal(out, reference_out) and all(
+            np.array_equal(mid[k], reference_mid[k]) for k in reference_mid)
+        results.append({"case": case.name, "what": f"bitwise: {scheduler} == separate", "equal": bool(same)})
+        print(f"{case.name:>14} {scheduler} == separate bitwise (output and intermediates): {same}")
+    plan = worker_plan(buffers)
+    results.append({"case": case.name, "what": "workers", **plan.record()})
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="balanced-2048,ragged-2048")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    by_name = {case.name: case for case in EXPERIMENT_B_CASES}
+    unknown = [name for name in args.cases.split(",") if name not in by_name]
+    if unknown:
+        parser.error(f"unknown cases {unknown}; expected some of {sorted(by_name)}")
+    stream = Stream()
+    results = []
+    for name in args.cases.split(","):
+        results.extend(probe_case(by_name[name], stream))
+    write_results(args.out, "tiles_probe.json", results)
+
+
+if __name__ == "__main__":
+    main()
