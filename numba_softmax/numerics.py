@@ -31,7 +31,9 @@ Why each piece looks the way it does
   and folds its elements sequentially in increasing column order. Row kernels follow
   that rule (:func:`owned_columns` documents it on the host), so e.g. the four-stage
   path and the fused kernel agree bit for bit, and the fused kernel can load a quad
-  with one 16-byte instruction.
+  with one 16-byte instruction. Experiment B's 1024-element tiles follow the same rule
+  on 128-thread blocks (thread t owns the quads at ``QUAD * (t + 128 * q)``, q = 0, 1);
+  :func:`block_reductions` builds the same reductions for such a block size.
 
 The Numba CUDA simulator has no libdevice and no warp shuffles. When
 ``NUMBA_ENABLE_CUDASIM=1`` the same names are bound to plain Python/NumPy float32
@@ -55,6 +57,13 @@ QUAD = 4
 NEG_INF = float32(-np.inf)
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
+
+
+def _check_block_threads(threads):
+    """Warps in a block of ``threads`` threads (a positive multiple of 32, at most 1024)."""
+    if threads % WARP_SIZE or not 0 < threads <= 1024:
+        raise ValueError(f"block reductions need a multiple of {WARP_SIZE} threads up to 1024, got {threads}")
+    return threads // WARP_SIZE
 
 #: Options every kernel in this project is compiled with (explicit, per the protocol).
 KERNEL_OPTIONS = {"fastmath": False}
@@ -138,6 +147,11 @@ if SIMULATOR:
     def block_reduce_sum(value, partials):
         return _block_reduce(value, partials, False)
 
+    def block_reductions(threads):
+        # The emulation reads the block size from blockDim: one pair serves every size.
+        _check_block_threads(threads)
+        return block_reduce_max, block_reduce_sum
+
 else:
     # ---- GPU bindings ----------------------------------------------------------------
     from numba.cuda import libdevice
@@ -161,8 +175,10 @@ else:
     _WARP_SHIFT = np.uint32(5)
     _U32_ZERO = np.uint32(0)
 
-    def _make_reductions(combine, name):
-        """The warp and block reductions for one combining operation (max, add), one order."""
+    def _make_reductions(combine, name, warps=WARPS_PER_BLOCK):
+        """The warp and block reductions for one combining operation (max, add), one order,
+        for blocks of ``warps`` warps (a compile-time constant of the fold)."""
+        WARPS = warps
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def warp_reduce(value):
@@ -179,13 +195,13 @@ else:
             # division, no negative-index wraparound, and a fully unrolled fold. With the
             # run-time ``blockDim.x // 32`` bound and int64 indices, this fold alone cost
             # ~150 integer SASS instructions per thread and made the fused kernel 2x slower
-            # (issue 8, PERFORMANCE.md). Every kernel runs BLOCK_THREADS threads.
+            # (issue 8, PERFORMANCE.md). The block has exactly WARPS warps.
             tid = _u32(cuda.threadIdx.x)
             if tid & _LANE_MASK == _U32_ZERO:
                 partials[tid >> _WARP_SHIFT] = value
             cuda.syncthreads()
             total = partials[0]
-            for w in range(1, WARPS_PER_BLOCK):
+            for w in range(1, WARPS):
                 total = combine(total, partials[w])
             # The partials array is reused by the next reduction: nobody may overwrite it
             # before every thread has read it.
@@ -193,16 +209,26 @@ else:
             return total
 
         warp_reduce.__doc__ = f"{name} over the 32 lanes of a warp (xor butterfly); every lane gets it."
-        block_reduce.__doc__ = f"{name} over the block. ``partials``: shared float32[WARPS_PER_BLOCK]."
+        block_reduce.__doc__ = f"{name} over a block of {warps} warps. ``partials``: shared float32[{warps}]."
         return warp_reduce, block_reduce
 
     warp_reduce_max, block_reduce_max = _make_reductions(f32_max, "Max")
     warp_reduce_sum, block_reduce_sum = _make_reductions(f32_add, "Sum")
 
+    def block_reductions(threads):
+        """``(block_reduce_max, block_reduce_sum)`` for blocks of ``threads`` threads (a
+        multiple of 32): the same butterfly and the same sequential fold of the warp
+        partials, warp 0 first, over ``threads // 32`` partials."""
+        if threads == BLOCK_THREADS:
+            return block_reduce_max, block_reduce_sum
+        warps = _check_block_threads(threads)
+        return _make_reductions(f32_max, "Max", warps)[1], _make_reductions(f32_add, "Sum", warps)[1]
 
-def owned_columns(tid, cols):
-    """Columns thread ``tid`` of a row reduction owns, in the order it folds them."""
-    return [base + j for base in range(QUAD * tid, cols, QUAD * BLOCK_THREADS)
+
+def owned_columns(tid, cols, threads=BLOCK_THREADS):
+    """Columns thread ``tid`` of a ``threads``-thread row (or tile) reduction owns, in the
+    order it folds them."""
+    return [base + j for base in range(QUAD * tid, cols, QUAD * threads)
             for j in range(QUAD) if base + j < cols]
 
 
@@ -231,5 +257,6 @@ def host_block_reduce(values, is_max):
 __all__ = [
     "BLOCK_THREADS", "WARP_SIZE", "WARPS_PER_BLOCK", "QUAD", "owned_columns", "NEG_INF", "SIMULATOR", "KERNEL_OPTIONS",
     "f32_add", "f32_sub", "f32_mul", "f32_max", "f32_exp", "f32_div",
-    "warp_reduce_max", "warp_reduce_sum", "block_reduce_max", "block_reduce_sum", "host_block_reduce", "int32",
+    "warp_reduce_max", "warp_reduce_sum", "block_reduce_max", "block_reduce_sum", "block_reductions",
+    "host_block_reduce", "int32",
 ]

@@ -32,9 +32,9 @@ from .kernels.persistent import (A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_INITIAL, C
                                  FIFO_HEAD, FIFO_TAIL, MODE_PHASED, dag_launches,
                                  persistent_args, persistent_tiles, persistent_trace_kernel,
                                  phased_launches)
-from .kernels.tiles import MAX_TILE_ELEMENTS, separate_launches
+from .kernels.tiles import MAX_TILE_ELEMENTS, TILE_THREADS, TILE_VALUES, separate_launches
 from .kernels.tracing import TRACE_FIELDS
-from .numerics import BLOCK_THREADS, SIMULATOR
+from .numerics import SIMULATOR
 from .launch.submit import launch_stream, run_launches
 from .validation import validate_packed, validate_row_lengths
 
@@ -79,7 +79,7 @@ def build_layout(row_lengths, tile_elements=TILE_ELEMENTS):
     tile_elements = int(tile_elements)
     if not 1 <= tile_elements <= MAX_TILE_ELEMENTS:
         raise ValueError(f"tile_elements must be in [1, {MAX_TILE_ELEMENTS}] "
-                         f"({BLOCK_THREADS} threads x 4 values), got {tile_elements}")
+                         f"({TILE_THREADS} threads x {TILE_VALUES} values), got {tile_elements}")
     lengths = validate_row_lengths(row_lengths)
     rows = lengths.size
     row_offsets = np.zeros(rows + 1, dtype=np.int64)
@@ -263,7 +263,7 @@ def worker_plan(buffers, workers=None, kernel=None):
     """Persistent worker count: cooperative occupancy x SMs, capped by the A tasks.
 
     On a GPU the occupancy comes from the compiled kernel's
-    ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` (256 threads, no dynamic shared
+    ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` (128-thread blocks, no dynamic shared
     memory) and the SM count from the device. The simulator co-schedules one block.
     ``kernel`` is the persistent build that will run (default the performance build;
     the trace build and the negative controls use more registers, so fewer of them fit
@@ -272,12 +272,12 @@ def worker_plan(buffers, workers=None, kernel=None):
     n_tiles = buffers.n_tiles
     dispatcher = persistent_tiles if kernel is None else kernel
     if SIMULATOR:
-        limit = dispatcher.overloads[None].max_cooperative_grid_blocks(BLOCK_THREADS)
+        limit = dispatcher.overloads[None].max_cooperative_grid_blocks(TILE_THREADS)
         blocks_per_sm, sm_count, source = limit, 1, "simulator"
     else:
         from .launch.driver import compiled, device_sm_count
         kernel = compiled(dispatcher, persistent_args(MODE_PHASED, buffers))
-        blocks_per_sm = int(kernel.active_blocks_per_sm(BLOCK_THREADS, 0))
+        blocks_per_sm = int(kernel.active_blocks_per_sm(TILE_THREADS, 0))
         sm_count = int(device_sm_count())
         limit, source = blocks_per_sm * sm_count, "occupancy"
     if workers is None:

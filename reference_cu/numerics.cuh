@@ -59,11 +59,12 @@ __device__ __forceinline__ float warp_reduce(float value, Combine combine) {
     return value;
 }
 
-// One block reduction per combining operation, same order for both. Every kernel runs
-// BLOCK_THREADS threads, so the fold over the warp partials has a compile-time length.
-// partials: shared float[WARPS_PER_BLOCK], reused by the next reduction (hence the
+// One block reduction per combining operation, same order for both, for a block of WARPS
+// warps (row kernels: WARPS_PER_BLOCK; Experiment B's tile tasks: TILE_WARPS, tiles.cuh),
+// so the fold over the warp partials has a compile-time length.
+// partials: shared float[WARPS], reused by the next reduction (hence the
 // second barrier: nobody overwrites it before every thread has read it).
-template <typename Combine>
+template <int WARPS, typename Combine>
 __device__ __forceinline__ float block_reduce(float value, float* partials, Combine combine) {
     value = warp_reduce(value, combine);
     const unsigned lane = threadIdx.x % WARP_SIZE;
@@ -74,7 +75,7 @@ __device__ __forceinline__ float block_reduce(float value, float* partials, Comb
     __syncthreads();
     float total = partials[0];
 #pragma unroll
-    for (int w = 1; w < WARPS_PER_BLOCK; ++w) {
+    for (int w = 1; w < WARPS; ++w) {
         total = combine(total, partials[w]);
     }
     __syncthreads();
@@ -85,9 +86,9 @@ __device__ __forceinline__ float warp_reduce_max(float value) { return warp_redu
 __device__ __forceinline__ float warp_reduce_sum(float value) { return warp_reduce(value, SumOp()); }
 
 __device__ __forceinline__ float block_reduce_max(float value, float* partials) {
-    return block_reduce(value, partials, MaxOp());
+    return block_reduce<WARPS_PER_BLOCK>(value, partials, MaxOp());
 }
 
 __device__ __forceinline__ float block_reduce_sum(float value, float* partials) {
-    return block_reduce(value, partials, SumOp());
+    return block_reduce<WARPS_PER_BLOCK>(value, partials, SumOp());
 }

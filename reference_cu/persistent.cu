@@ -13,7 +13,7 @@
 //       kernel reads n_tiles, rows and fifo_capacity from tile_row.shape[0],
 //       row_first_tile.shape[0] and fifo_slots.shape[0]; here they are passed, and n_values
 //       (values.shape[0]) bounds the phased mode's L2 prefetch of each worker's next tile.
-//       grid (workers,), block (256,), COOPERATIVE launch in both modes (phased uses a grid
+//       grid (workers,), block (128,), COOPERATIVE launch in both modes (phased uses a grid
 //       barrier; workers <= the cooperative occupancy limit).
 //   init_queue_kernel(int32* counters, int32* row_arrivals, int32* fifo_slots, int32* fifo_ready,
 //                     int32 rows, int32 fifo_capacity)
@@ -157,7 +157,7 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
                                             float* tile_sum, float* row_max, float* row_sum, int* counters,
                                             int* row_arrivals, int* fifo_slots, int* fifo_ready, int max_polls,
                                             int n_tiles, int rows, int fifo_capacity, long long n_values) {
-    __shared__ float partials[WARPS_PER_BLOCK];
+    __shared__ float partials[TILE_WARPS];
     const int tid = threadIdx.x;
 
     if (mode == MODE_PHASED) {

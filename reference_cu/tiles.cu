@@ -2,23 +2,23 @@
 //
 //   tile_summary_kernel(const float* values, const int64* tile_start, const int32* tile_len,
 //                       float* tile_max, float* tile_sum, int32 n_tiles, int64 n_values)
-//       grid (n_tiles,), block (256,): one A per block.
+//       grid (n_tiles,), block (128,): one A per block.
 //   row_combine_kernel(const int32* row_first_tile, const int32* row_tile_count,
 //                      const float* tile_max, const float* tile_sum, float* row_max,
 //                      float* row_sum, int32 rows)
-//       grid (ceil(rows/8),), block (256,): one B per warp (r < rows).
+//       grid (ceil(rows/4),), block (128,): one B per warp (r < rows).
 //   tile_normalize_kernel(const float* values, const int32* tile_row, const int64* tile_start,
 //                         const int32* tile_len, const float* row_max, const float* row_sum,
 //                         float* out, int32 n_tiles, int64 n_values)
-//       grid (n_tiles,), block (256,): one C per block.
+//       grid (n_tiles,), block (128,): one C per block.
 //   Kernels A and C first prefetch the tile one wave ahead into L2 (tiles.cuh), as the
 //   Numba kernels do; n_tiles and n_values bound it (the Numba kernels read them from shapes).
 #include "tiles.cuh"
 
 extern "C" __global__ void tile_summary_kernel(const float* values, const long long* tile_start, const int* tile_len,
                                                float* tile_max, float* tile_sum, int n_tiles, long long n_values) {
-    __shared__ float partials[WARPS_PER_BLOCK];
-    prefetch_tile_l2(blockIdx.x + (long long)BLOCKS_PER_SM_WAVE * sm_id_bound(), values, n_values, tile_start,
+    __shared__ float partials[TILE_WARPS];
+    prefetch_tile_l2(blockIdx.x + (long long)TILE_BLOCKS_PER_SM_WAVE * sm_id_bound(), values, n_values, tile_start,
                      tile_len, n_tiles);
     task_a(blockIdx.x, values, tile_start, tile_len, tile_max, tile_sum, partials);
 }
@@ -36,7 +36,7 @@ extern "C" __global__ void tile_normalize_kernel(const float* values, const int*
                                                  const int* tile_len, const float* row_max, const float* row_sum,
                                                  float* out, int n_tiles, long long n_values) {
     const int t = blockIdx.x;
-    prefetch_tile_l2(t + (long long)BLOCKS_PER_SM_WAVE * sm_id_bound(), values, n_values, tile_start, tile_len,
+    prefetch_tile_l2(t + (long long)TILE_BLOCKS_PER_SM_WAVE * sm_id_bound(), values, n_values, tile_start, tile_len,
                      n_tiles);
     const int row = tile_row[t];
     task_c(t, row_max[row], row_sum[row], values, tile_start, tile_len, out);

@@ -7,23 +7,29 @@
 //   tile_len    int32[n_tiles]     <= 1024 (256 threads x 4 values in registers)
 //   tile_row    int32[n_tiles]     row of tile t
 //   row_first_tile, row_tile_count int32[rows]
-// A tile follows the row ownership rule (numerics.cuh, one quad): thread i owns tile elements
-// 4i .. 4i+3 and folds them in increasing order; aligned tiles (start and length multiples of 4)
-// move each quad with one 16-byte load/store, others element by element (same values, same bits).
-// B is warp-level: lanes load a row's tile summaries in parallel, every lane folds the terms in
-// tile order. Masked elements are NEG_INF: max identity, exp(-inf - m) = +0 adds nothing.
+// A tile follows the row ownership rule (numerics.cuh) on a block of TILE_THREADS = 128
+// threads: thread i owns the quads at 4i and 4(i + 128) and folds them in increasing order;
+// aligned tiles (start and length multiples of 4) move each quad with one 16-byte load/store,
+// others element by element (same values, same bits). B is warp-level: lanes load a row's tile
+// summaries in parallel, every lane folds the terms in tile order. Masked elements are NEG_INF:
+// max identity, exp(-inf - m) = +0 adds nothing.
 #pragma once
 
 #include "numerics.cuh"
 #include "prefetch.cuh"
 
-// Tile elements base .. base+3 of tile t (NEG_INF past the tile's end).
-__device__ __forceinline__ float4 load_tile_quad(const float* values, int t, const long long* tile_start,
-                                                 const int* tile_len, int base) {
-    const long long start = tile_start[t];
-    const int n = tile_len[t];
+#define TILE_THREADS 128
+#define TILE_WARPS (TILE_THREADS / WARP_SIZE)
+#define TILE_QUADS 2
+#define TILE_BLOCKS_PER_SM_WAVE (2048 / TILE_THREADS)
+
+__device__ __forceinline__ bool tile_is_aligned(long long start, int n) { return (start & 3) == 0 && (n & 3) == 0; }
+
+// Tile elements base .. base+3 (NEG_INF past the tile's end).
+__device__ __forceinline__ float4 load_tile_quad(const float* values, long long start, int n, bool aligned,
+                                                 int base) {
     const unsigned long long index = (unsigned long long)start + (unsigned)base;
-    if ((start & 3) == 0 && (n & 3) == 0) {
+    if (aligned) {
         if (base < n) {
             return *reinterpret_cast<const float4*>(values + index);
         }
@@ -33,19 +39,33 @@ __device__ __forceinline__ float4 load_tile_quad(const float* values, int t, con
                        base + 2 < n ? values[index + 2] : NEG_INF, base + 3 < n ? values[index + 3] : NEG_INF);
 }
 
-// A(t): tile maximum and shifted exponential sum. Block-level (all 256 threads).
+// A(t): tile maximum and shifted exponential sum. Block-level (all TILE_THREADS threads).
 // Thread 0 writes tile_max[t], tile_sum[t] (it also announces the tile to the scheduler).
 __device__ __forceinline__ void task_a(int t, const float* values, const long long* tile_start,
                                        const int* tile_len, float* tile_max, float* tile_sum, float* partials) {
-    const int base = 4 * (int)threadIdx.x;
-    const float4 v = load_tile_quad(values, t, tile_start, tile_len, base);
-    const float m_t = block_reduce_max(f32_max(f32_max(f32_max(f32_max(NEG_INF, v.x), v.y), v.z), v.w), partials);
-    const float local_sum = f32_add(f32_add(f32_add(f32_add(0.0f, f32_exp(f32_sub(v.x, m_t))),
-                                                    f32_exp(f32_sub(v.y, m_t))),
-                                            f32_exp(f32_sub(v.z, m_t))),
-                                    f32_exp(f32_sub(v.w, m_t)));
-    const float z_t = block_reduce_sum(local_sum, partials);
-    if (threadIdx.x == 0) {
+    const int tid = threadIdx.x;
+    const long long start = tile_start[t];
+    const int n = tile_len[t];
+    const bool aligned = tile_is_aligned(start, n);
+    float x[TILE_QUADS * 4];
+    float local_max = NEG_INF;
+#pragma unroll
+    for (int q = 0; q < TILE_QUADS; ++q) {
+        const float4 v = load_tile_quad(values, start, n, aligned, 4 * (tid + q * TILE_THREADS));
+        x[4 * q] = v.x;
+        x[4 * q + 1] = v.y;
+        x[4 * q + 2] = v.z;
+        x[4 * q + 3] = v.w;
+        local_max = f32_max(f32_max(f32_max(f32_max(local_max, v.x), v.y), v.z), v.w);
+    }
+    const float m_t = block_reduce<TILE_WARPS>(local_max, partials, MaxOp());
+    float local_sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < TILE_QUADS * 4; ++k) {
+        local_sum = f32_add(local_sum, f32_exp(f32_sub(x[k], m_t)));
+    }
+    const float z_t = block_reduce<TILE_WARPS>(local_sum, partials, SumOp());
+    if (tid == 0) {
         tile_max[t] = m_t;
         tile_sum[t] = z_t;
     }
@@ -87,22 +107,27 @@ __device__ __forceinline__ void task_b(int r, const int* row_first_tile, const i
 // values: the caller decides how they were read (kernel boundary, grid barrier, acquire).
 __device__ __forceinline__ void task_c(int t, float m, float z, const float* values, const long long* tile_start,
                                        const int* tile_len, float* out) {
-    const int base = 4 * (int)threadIdx.x;
-    const float4 v = load_tile_quad(values, t, tile_start, tile_len, base);
-    const float4 y = make_float4(f32_div(f32_exp(f32_sub(v.x, m)), z), f32_div(f32_exp(f32_sub(v.y, m)), z),
-                                 f32_div(f32_exp(f32_sub(v.z, m)), z), f32_div(f32_exp(f32_sub(v.w, m)), z));
+    const int tid = threadIdx.x;
     const long long start = tile_start[t];
     const int n = tile_len[t];
-    const unsigned long long index = (unsigned long long)start + (unsigned)base;
-    if ((start & 3) == 0 && (n & 3) == 0) {
-        if (base < n) {
-            *reinterpret_cast<float4*>(out + index) = y;
+    const bool aligned = tile_is_aligned(start, n);
+#pragma unroll
+    for (int q = 0; q < TILE_QUADS; ++q) {
+        const int base = 4 * (tid + q * TILE_THREADS);
+        const float4 v = load_tile_quad(values, start, n, aligned, base);
+        const float4 y = make_float4(f32_div(f32_exp(f32_sub(v.x, m)), z), f32_div(f32_exp(f32_sub(v.y, m)), z),
+                                     f32_div(f32_exp(f32_sub(v.z, m)), z), f32_div(f32_exp(f32_sub(v.w, m)), z));
+        const unsigned long long index = (unsigned long long)start + (unsigned)base;
+        if (aligned) {
+            if (base < n) {
+                *reinterpret_cast<float4*>(out + index) = y;
+            }
+        } else {
+            if (base < n) out[index] = y.x;
+            if (base + 1 < n) out[index + 1] = y.y;
+            if (base + 2 < n) out[index + 2] = y.z;
+            if (base + 3 < n) out[index + 3] = y.w;
         }
-    } else {
-        if (base < n) out[index] = y.x;
-        if (base + 1 < n) out[index + 1] = y.y;
-        if (base + 2 < n) out[index + 2] = y.z;
-        if (base + 3 < n) out[index + 3] = y.w;
     }
 }
 

@@ -3,7 +3,8 @@
 Both schedulers of Experiment B that keep workers resident run the SAME compiled
 kernel, :data:`persistent_tiles`, selected by its runtime ``mode`` argument, so they
 share code, registers and occupancy (the worker count) and differ only in scheduling
-and reset cost. Workers are blocks of 256 threads; the task bodies are the shared
+and reset cost. Workers are blocks of ``TILE_THREADS`` = 128 threads (the tile task's
+block, :mod:`.tiles` says why); the task bodies are the shared
 helpers of :mod:`.tiles` (A: tile summary, B: row combine, C: tile normalize).
 
 Mode 0, phased (:data:`MODE_PHASED`): the control with cooperative grid barriers::
@@ -83,7 +84,7 @@ flag) or ``"first_producer_publishes_b"`` (the FIRST finished A tile of a row pu
 B instead of the last). The variants are separate compilations selected by closure
 constants, so :data:`persistent_tiles` contains none of their code.
 
-Launch geometry: grid (workers,), block (256,), cooperative launch (the kernel uses a
+Launch geometry: grid (workers,), block (128,), cooperative launch (the kernel uses a
 grid barrier, so Numba marks it cooperative and links cudadevrt). ``workers`` comes
 from the occupancy API x SM count, capped by ``n_tiles`` (see
 :func:`numba_softmax.tiled.worker_plan`). ``init_queue_kernel``: grid-stride, grid
@@ -94,17 +95,17 @@ and y written once, about 12N bytes for N elements, plus the tile and row summar
 (16T + 8R) and, in DAG mode, the queue: ~8 bytes per FIFO entry and 4 per row for
 the reset and again for the run, plus the counter atomics.
 
-Shared memory (static, no dynamic reservation): partials float32[8] (32 B), the
+Shared memory (static, no dynamic reservation): partials float32[4] (16 B), the
 broadcast ``(kind, index)`` int32[2] and ``(m, z)`` float32[2] (16 B).
 """
 
 from numba import cuda, float32, int32, int64
 
 from ..launch.plan import KernelLaunch
-from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE, WARPS_PER_BLOCK
+from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE
 from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, pause_us,
                        load_acquire_gpu, load_relaxed_gpu, store_release_gpu)
-from .tiles import prefetch_tile_l2, task_a, task_b, task_c
+from .tiles import TILE_THREADS, TILE_WARPS, prefetch_tile_l2, task_a, task_b, task_c
 from .tracing import trace_now, trace_record
 
 MODE_PHASED = 0
@@ -271,7 +272,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
     def kernel(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
                tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready,
                max_polls, trace):
-        partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+        partials = cuda.shared.array(TILE_WARPS, float32)
         tid = cuda.threadIdx.x
         n_tiles = tile_row.shape[0]
         rows = row_first_tile.shape[0]
@@ -456,11 +457,11 @@ def init_queue_launch(buffers):
 def phased_launches(buffers, workers, kernel=None):
     """One cooperative launch, mode 0 (no queue reset)."""
     return [KernelLaunch("persistent_tiles[phased]", kernel or persistent_tiles, (workers,),
-                         (BLOCK_THREADS,), persistent_args(MODE_PHASED, buffers))]
+                         (TILE_THREADS,), persistent_args(MODE_PHASED, buffers))]
 
 
 def dag_launches(buffers, workers, max_polls=DEFAULT_MAX_POLLS, kernel=None):
     """Queue reset, then the cooperative launch in mode 1."""
     return [init_queue_launch(buffers),
             KernelLaunch("persistent_tiles[dag]", kernel or persistent_tiles, (workers,),
-                         (BLOCK_THREADS,), persistent_args(MODE_DAG, buffers, max_polls))]
+                         (TILE_THREADS,), persistent_args(MODE_DAG, buffers, max_polls))]

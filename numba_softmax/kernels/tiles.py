@@ -18,23 +18,28 @@ The three tasks (device helpers; ONE copy shared by every scheduler)
     B(row(t)) (fan-out).
 
 Bitwise contract: a tile follows the row ownership rule of :mod:`numba_softmax.numerics`
-(one quad): thread i of the 256-thread block owns tile elements 4i .. 4i+3, folds max
-and then sum of exp over them in increasing order, and the block reductions combine
-the threads; B folds tile summaries sequentially in tile order. Aligned tiles (start
-and length multiples of 4: every tile of the protocol's cases) move each quad with one
-16-byte load / store, other tiles element by element -- same values, same bits. Every
-scheduler (separate kernels here, the phased and DAG persistent kernel in
-:mod:`.persistent`) calls these same helpers with the same arguments, so all produce
-identical bits. Tiles shorter than 1024 elements leave the surplus quads masked (they
-contribute -inf / 0).
+on a block of ``TILE_THREADS`` = 128 threads: thread i owns the quads at 4i and 4(i + 128)
+(8 elements), folds max and then sum of exp over them in increasing element order, and the
+block reductions (built for 4 warps by ``numerics.block_reductions``) combine the threads;
+B folds tile summaries sequentially in tile order. Aligned tiles (start and length
+multiples of 4: every tile of the protocol's cases) move each quad with one 16-byte load /
+store, other tiles element by element -- same values, same bits. Every scheduler (separate
+kernels here, the phased and DAG persistent kernel in :mod:`.persistent`) calls these same
+helpers with the same arguments on 128-thread blocks, so all produce identical bits. Tiles
+shorter than 1024 elements leave the surplus quads masked (they contribute -inf / 0).
+
+Why 128 threads and not the rows' 256: the protocol fixes 256 threads for the fused ROW
+kernel; a tile task's block is ours to choose. With 256 threads each thread held 4 values,
+and the A and C kernels were issue-bound -- per thread, the index math and the two block
+reductions cost more instructions than the 4 elements' arithmetic (PERFORMANCE.md).
 
 Separate scheduler: launch geometry
-    1. ``tile_summary_kernel``   grid (n_tiles,), block (256,): one A per block.
-    2. ``row_combine_kernel``    grid (ceil(rows/8),), block (256,): one B per warp.
-    3. ``tile_normalize_kernel`` grid (n_tiles,), block (256,): one C per block; all
+    1. ``tile_summary_kernel``   grid (n_tiles,), block (128,): one A per block.
+    2. ``row_combine_kernel``    grid (ceil(rows/4),), block (128,): one B per warp.
+    3. ``tile_normalize_kernel`` grid (n_tiles,), block (128,): one C per block; all
                                  threads read row_max/row_sum of the tile's row.
-    Kernels 1 and 3 start by prefetching the tile one wave ahead (8 resident blocks per
-    SM) into L2 (:func:`prefetch_tile_l2`); values are unchanged by it.
+    Kernels 1 and 3 start by prefetching the tile one wave ahead (16 resident 128-thread
+    blocks per SM) into L2 (:func:`prefetch_tile_l2`); values are unchanged by it.
 
 Bytes each launch must move (N = total elements, T = n_tiles, R = rows)
     1. read 4N (x) + 12T (tile_start, tile_len), write 8T (tile_max, tile_sum)
@@ -43,17 +48,16 @@ Bytes each launch must move (N = total elements, T = n_tiles, R = rows)
        gathered), write 4N (y)
     Total about 12N bytes of row data (x twice, y once), versus the fused kernel's 8N.
 
-Shared memory: ``WARPS_PER_BLOCK`` float32 partials (32 B) for the block reductions,
+Shared memory: ``TILE_WARPS`` (4) float32 partials (16 B) for the block reductions,
 owned by the kernel and passed to :func:`task_a`.
 """
 
 from numba import cuda, float32, int32, int64, uint64
 
 from ..launch.plan import KernelLaunch
-from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARP_SIZE,
-                        WARPS_PER_BLOCK, block_reduce_max, block_reduce_sum, f32_add, f32_div,
-                        f32_exp, f32_max, f32_mul, f32_sub, warp_reduce_max)
-from .prefetch import BLOCKS_PER_SM_WAVE, prefetch_span_l2, sm_id_bound
+from ..numerics import (KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARP_SIZE, block_reductions, f32_add,
+                        f32_div, f32_exp, f32_max, f32_mul, f32_sub, warp_reduce_max)
+from .prefetch import prefetch_span_l2, sm_id_bound
 from .tracing import trace_now, trace_record
 from .vector_io import load_quad_at, store_quad_at
 
@@ -68,27 +72,44 @@ SIGNATURES = {
     "tile_normalize_kernel": f"void({_F32}, {_I32}, {_I64}, {_I32}, {_F32}, {_F32}, {_F32}, {_TRACE})",
 }
 
-#: Largest tile the helpers handle: 256 threads x one quad of 4 values kept in registers.
-MAX_TILE_ELEMENTS = BLOCK_THREADS * QUAD
+#: Threads of a tile task's block (every scheduler's kernels and workers run this many).
+#: Not the rows' 256: with 8 values per thread instead of 4 the per-thread overhead (index
+#: math, two block reductions) is paid once per 8 elements; A and C were issue-bound at
+#: 4 values per thread (PERFORMANCE.md).
+TILE_THREADS = 128
+TILE_WARPS = TILE_THREADS // WARP_SIZE
+#: Quads (4 values, one 16-byte access) per thread, and the values they hold in registers.
+TILE_QUADS = 2
+TILE_VALUES = TILE_QUADS * QUAD
+#: Largest tile the helpers handle: 128 threads x 2 quads.
+MAX_TILE_ELEMENTS = TILE_THREADS * TILE_VALUES
+#: Resident tile blocks per SM when registers allow (2048 threads / 128): the prefetch
+#: distance of the separate kernels is one such wave.
+TILE_BLOCKS_PER_SM_WAVE = 2048 // TILE_THREADS
 #: 16-byte loads/stores for aligned tiles (the simulator has no vector intrinsics).
 VECTOR_TILES = not SIMULATOR
 FULL_MASK = 0xFFFFFFFF
+#: The block reductions of :mod:`numba_softmax.numerics` for TILE_THREADS-thread blocks.
+tile_reduce_max, tile_reduce_sum = block_reductions(TILE_THREADS)
 
 
 # ---- task helpers ------------------------------------------------------------------------
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-def load_tile_quad(values, t, tile_start, tile_len, base):
-    """Tile elements ``base .. base + 3`` of tile t (``NEG_INF`` past the tile's end).
+def tile_is_aligned(start, n):
+    """Whether a tile moves in 16-byte quads: it starts on a multiple of 4 elements (the
+    array base is 256-byte aligned) and its length is one (every tile of the protocol's
+    cases). Never in the simulator, which has no vector intrinsics."""
+    return VECTOR_TILES and (start & 3) == 0 and (n & 3) == 0
 
-    One 16-byte load when the tile starts on a multiple of 4 and its length is one (the
-    balanced and ragged cases: every tile), else four masked scalar loads. Both paths
-    give the same four values, so the bits never depend on the path.
-    """
-    start = tile_start[t]
-    n = tile_len[t]
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def load_tile_quad(values, start, n, aligned, base):
+    """Tile elements ``base .. base + 3`` (``NEG_INF`` past the tile's end): one 16-byte
+    load for an aligned tile, else four masked scalar loads -- the same four values, so
+    the bits never depend on the path."""
     index = uint64(start) + uint64(base)  # unsigned: no negative-index wraparound code
-    if VECTOR_TILES and (start & 3) == 0 and (n & 3) == 0:
+    if aligned:
         if base < n:
             return load_quad_at(values, index)
         return NEG_INF, NEG_INF, NEG_INF, NEG_INF
@@ -101,22 +122,33 @@ def load_tile_quad(values, t, tile_start, tile_len, base):
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
 def task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials):
-    """A(t): tile maximum and shifted exponential sum. Block-level (all 256 threads).
+    """A(t): tile maximum and shifted exponential sum. Block-level (all TILE_THREADS threads).
 
-    Thread i owns the quad at ``4 i``. A masked element is ``NEG_INF``: the identity
-    of max, and ``exp(-inf - m_t) = +0`` adds nothing, so the result equals the fold over
-    the real elements only. Thread 0 writes ``tile_max[t]`` and ``tile_sum[t]`` (it is
-    also the thread that later announces the tile to the scheduler: no extra barrier).
+    Thread i owns the quads at ``4 (i + 128 q)``, q = 0, 1, and folds them in element
+    order. A masked element is ``NEG_INF``: the identity of max, and
+    ``exp(-inf - m_t) = +0`` adds nothing, so the result equals the fold over the real
+    elements only. Thread 0 writes ``tile_max[t]`` and ``tile_sum[t]`` (it is also the
+    thread that later announces the tile to the scheduler: no extra barrier).
     """
-    base = QUAD * int32(cuda.threadIdx.x)
-    a, b, c, d = load_tile_quad(values, t, tile_start, tile_len, base)
-    m_t = block_reduce_max(f32_max(f32_max(f32_max(f32_max(NEG_INF, a), b), c), d), partials)
-    local_sum = f32_add(f32_add(f32_add(f32_add(float32(0.0), f32_exp(f32_sub(a, m_t))),
-                                        f32_exp(f32_sub(b, m_t))),
-                                f32_exp(f32_sub(c, m_t))),
-                        f32_exp(f32_sub(d, m_t)))
-    z_t = block_reduce_sum(local_sum, partials)
-    if cuda.threadIdx.x == 0:
+    tid = int32(cuda.threadIdx.x)
+    start = tile_start[t]
+    n = tile_len[t]
+    aligned = tile_is_aligned(start, n)
+    x = cuda.local.array(TILE_VALUES, float32)  # fully unrolled: registers, not local memory
+    local_max = NEG_INF
+    for q in range(TILE_QUADS):
+        a, b, c, d = load_tile_quad(values, start, n, aligned, QUAD * (tid + q * TILE_THREADS))
+        x[QUAD * q] = a
+        x[QUAD * q + 1] = b
+        x[QUAD * q + 2] = c
+        x[QUAD * q + 3] = d
+        local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
+    m_t = tile_reduce_max(local_max, partials)
+    local_sum = float32(0.0)
+    for k in range(TILE_VALUES):
+        local_sum = f32_add(local_sum, f32_exp(f32_sub(x[k], m_t)))
+    z_t = tile_reduce_sum(local_sum, partials)
+    if tid == 0:
         tile_max[t] = m_t
         tile_sum[t] = z_t
 
@@ -129,27 +161,30 @@ def task_c(t, m, z, values, tile_start, tile_len, out):
     (after a kernel boundary, a grid barrier, or an acquire). Masked elements are
     computed (``NEG_INF`` -> 0) but never stored.
     """
-    base = QUAD * int32(cuda.threadIdx.x)
-    a, b, c, d = load_tile_quad(values, t, tile_start, tile_len, base)
-    ya = f32_div(f32_exp(f32_sub(a, m)), z)
-    yb = f32_div(f32_exp(f32_sub(b, m)), z)
-    yc = f32_div(f32_exp(f32_sub(c, m)), z)
-    yd = f32_div(f32_exp(f32_sub(d, m)), z)
+    tid = int32(cuda.threadIdx.x)
     start = tile_start[t]
     n = tile_len[t]
-    index = uint64(start) + uint64(base)
-    if VECTOR_TILES and (start & 3) == 0 and (n & 3) == 0:
-        if base < n:
-            store_quad_at(out, index, ya, yb, yc, yd)
-    else:
-        if base < n:
-            out[index] = ya
-        if base + 1 < n:
-            out[index + uint64(1)] = yb
-        if base + 2 < n:
-            out[index + uint64(2)] = yc
-        if base + 3 < n:
-            out[index + uint64(3)] = yd
+    aligned = tile_is_aligned(start, n)
+    for q in range(TILE_QUADS):
+        base = QUAD * (tid + q * TILE_THREADS)
+        a, b, c, d = load_tile_quad(values, start, n, aligned, base)
+        ya = f32_div(f32_exp(f32_sub(a, m)), z)
+        yb = f32_div(f32_exp(f32_sub(b, m)), z)
+        yc = f32_div(f32_exp(f32_sub(c, m)), z)
+        yd = f32_div(f32_exp(f32_sub(d, m)), z)
+        index = uint64(start) + uint64(base)
+        if aligned:
+            if base < n:
+                store_quad_at(out, index, ya, yb, yc, yd)
+        else:
+            if base < n:
+                out[index] = ya
+            if base + 1 < n:
+                out[index + uint64(1)] = yb
+            if base + 2 < n:
+                out[index + uint64(2)] = yc
+            if base + 3 < n:
+                out[index + uint64(3)] = yd
 
 
 if SIMULATOR:
@@ -225,10 +260,10 @@ def _make_separate_kernels(trace_build):
     TRACE = trace_build
 
     def tile_summary_kernel(values, tile_start, tile_len, tile_max, tile_sum, trace):
-        partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+        partials = cuda.shared.array(TILE_WARPS, float32)
         t = cuda.blockIdx.x
         if not TRACE:
-            prefetch_tile_l2(t + BLOCKS_PER_SM_WAVE * sm_id_bound(), values, tile_start, tile_len)
+            prefetch_tile_l2(t + TILE_BLOCKS_PER_SM_WAVE * sm_id_bound(), values, tile_start, tile_len)
         start = int64(0)
         if TRACE and cuda.threadIdx.x == 0:
             start = trace_now()
@@ -249,7 +284,7 @@ def _make_separate_kernels(trace_build):
     def tile_normalize_kernel(values, tile_row, tile_start, tile_len, row_max, row_sum, out, trace):
         t = cuda.blockIdx.x
         if not TRACE:
-            prefetch_tile_l2(t + BLOCKS_PER_SM_WAVE * sm_id_bound(), values, tile_start, tile_len)
+            prefetch_tile_l2(t + TILE_BLOCKS_PER_SM_WAVE * sm_id_bound(), values, tile_start, tile_len)
         row = tile_row[t]
         start = int64(0)
         if TRACE and cuda.threadIdx.x == 0:
@@ -284,14 +319,14 @@ def separate_launches(buffers, trace=False):
     """The three launches of the separate scheduler over :class:`~numba_softmax.tiled.TiledBuffers`."""
     b = buffers
     n_tiles, rows = b.n_tiles, b.rows
-    block = (BLOCK_THREADS,)
+    block = (TILE_THREADS,)
     summary, combine, normalize = (separate_trace_kernels() if trace else
                                    (tile_summary_kernel, row_combine_kernel, tile_normalize_kernel))
     return [
         KernelLaunch("tile_summary_kernel", summary, (n_tiles,), block,
                      (b.values, b.tile_start, b.tile_len, b.tile_max, b.tile_sum, b.trace)),
         KernelLaunch("row_combine_kernel", combine,
-                     ((rows + WARPS_PER_BLOCK - 1) // WARPS_PER_BLOCK,), block,
+                     ((rows + TILE_WARPS - 1) // TILE_WARPS,), block,
                      (b.row_first_tile, b.row_tile_count, b.tile_max, b.tile_sum,
                       b.row_max, b.row_sum, b.trace)),
         KernelLaunch("tile_normalize_kernel", normalize, (n_tiles,), block,

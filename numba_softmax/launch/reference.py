@@ -81,17 +81,17 @@ REFERENCE_KERNELS = {
         "tiles", "tile_summary_kernel",
         (("values", "f32*"), ("tile_start", "i64*"), ("tile_len", "i32*"), ("tile_max", "f32*"),
          ("tile_sum", "f32*"), ("n_tiles", "i32"), ("n_values", "i64")),
-        geometry="grid (n_tiles,), block (256,)"),
+        geometry="grid (n_tiles,), block (128,)"),
     "row_combine_kernel": ReferenceKernel(
         "tiles", "row_combine_kernel",
         (("row_first_tile", "i32*"), ("row_tile_count", "i32*"), ("tile_max", "f32*"),
          ("tile_sum", "f32*"), ("row_max", "f32*"), ("row_sum", "f32*"), ("rows", "i32")),
-        geometry="grid (ceil(rows/8),), block (256,): one row per warp"),
+        geometry="grid (ceil(rows/4),), block (128,): one row per warp"),
     "tile_normalize_kernel": ReferenceKernel(
         "tiles", "tile_normalize_kernel",
         (("values", "f32*"), ("tile_row", "i32*"), ("tile_start", "i64*"), ("tile_len", "i32*"),
          ("row_max", "f32*"), ("row_sum", "f32*"), ("out", "f32*"), ("n_tiles", "i32"), ("n_values", "i64")),
-        geometry="grid (n_tiles,), block (256,)"),
+        geometry="grid (n_tiles,), block (128,)"),
     "persistent_tiles": ReferenceKernel(
         "persistent", "persistent_tiles",
         (("mode", "i32"), ("values", "f32*"), ("out", "f32*"), ("tile_row", "i32*"),
@@ -100,7 +100,7 @@ REFERENCE_KERNELS = {
          ("row_sum", "f32*"), ("counters", "i32*"), ("row_arrivals", "i32*"), ("fifo_slots", "i32*"),
          ("fifo_ready", "i32*"), ("max_polls", "i32"), ("n_tiles", "i32"), ("rows", "i32"),
          ("fifo_capacity", "i32"), ("n_values", "i64")),
-        cooperative=True, geometry="grid (workers,), block (256,), cooperative"),
+        cooperative=True, geometry="grid (workers,), block (128,), cooperative"),
     "init_queue_kernel": ReferenceKernel(
         "persistent", "init_queue_kernel",
         (("counters", "i32*"), ("row_arrivals", "i32*"), ("fifo_slots", "i32*"), ("fifo_ready", "i32*"),
@@ -201,9 +201,9 @@ class ReferenceLibrary:
             self._functions[name], block_threads, dynamic_shared_bytes))
 
     def cooperative_limit(self, name="persistent_tiles"):
-        from ..numerics import BLOCK_THREADS
+        from ..kernels.tiles import TILE_THREADS
         from .driver import device_sm_count
-        return int(self.active_blocks_per_sm(name, BLOCK_THREADS)) * int(device_sm_count())
+        return int(self.active_blocks_per_sm(name, TILE_THREADS)) * int(device_sm_count())
 
     def close(self):
         from cuda.bindings import driver as cu
@@ -351,9 +351,9 @@ def reference_worker_count(library, buffers, workers=None):
 
 def reference_phased_launches(library, buffers, workers, max_polls=None):
     from ..kernels.persistent import DEFAULT_MAX_POLLS, MODE_PHASED
-    from ..numerics import BLOCK_THREADS
+    from ..kernels.tiles import TILE_THREADS
     polls = DEFAULT_MAX_POLLS if max_polls is None else max_polls
-    return [ReferenceLaunch(library, "persistent_tiles", (workers,), (BLOCK_THREADS,),
+    return [ReferenceLaunch(library, "persistent_tiles", (workers,), (TILE_THREADS,),
                             reference_persistent_args(MODE_PHASED, buffers, polls),
                             label="persistent_tiles[phased][nvcc]")]
 
@@ -370,10 +370,10 @@ def reference_init_queue_launch(library, buffers):
 
 def reference_dag_launches(library, buffers, workers, max_polls=None):
     from ..kernels.persistent import DEFAULT_MAX_POLLS, MODE_DAG
-    from ..numerics import BLOCK_THREADS
+    from ..kernels.tiles import TILE_THREADS
     polls = DEFAULT_MAX_POLLS if max_polls is None else max_polls
     return [reference_init_queue_launch(library, buffers),
-            ReferenceLaunch(library, "persistent_tiles", (workers,), (BLOCK_THREADS,),
+            ReferenceLaunch(library, "persistent_tiles", (workers,), (TILE_THREADS,),
                             reference_persistent_args(MODE_DAG, buffers, polls),
                             label="persistent_tiles[dag][nvcc]")]
 

@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 
+from numba_softmax.kernels.tiles import TILE_VALUES
 from numba_softmax.ptx import check_policy, instruction_histogram, ptxas_resources
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -75,9 +76,10 @@ def test_negative_control_builds_also_obey_the_numerics_policy(compiled, name):
 def test_separate_kernels_expf_and_division_counts(compiled):
     a = check_policy("a", compiled["kernels"]["tile_summary_kernel"])
     c = check_policy("c", compiled["kernels"]["tile_normalize_kernel"])
-    assert a.expf_count == 4 and a.divisions == {}               # 4 values per thread
-    assert c.expf_count == 4 and c.divisions == {"div.rn.f32": 4}
-    assert a.rounded_arith["sub"] == 4 and c.rounded_arith["sub"] == 4
+    values = TILE_VALUES  # 8 values per thread (2 quads), each exponentiated once
+    assert a.expf_count == values and a.divisions == {}
+    assert c.expf_count == values and c.divisions == {"div.rn.f32": values}
+    assert a.rounded_arith["sub"] == values and c.rounded_arith["sub"] == values
 
 
 def test_persistent_kernel_has_device_scope_acquire_release(compiled):

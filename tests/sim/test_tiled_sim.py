@@ -150,13 +150,15 @@ def test_launch_lists_of_the_three_schedulers():
     n_tiles = buffers.n_tiles
     separate = tiled_launches("separate", buffers)
     assert [launch.kernel for launch in separate] == [tile_summary_kernel, row_combine_kernel, tile_normalize_kernel]
-    assert [launch.grid for launch in separate] == [(n_tiles,), (1,), (n_tiles,)]
-    assert all(launch.block == (256,) for launch in separate)
+    rows_per_block = 128 // 32  # one B per warp
+    assert [launch.grid for launch in separate] == [(n_tiles,), (-(-buffers.rows // rows_per_block),), (n_tiles,)]
+    assert all(launch.block == (128,) for launch in separate)  # the tile task's block
     phased = tiled_launches("phased", buffers, 1)
     assert len(phased) == 1 and phased[0].kernel is persistent_tiles
-    assert phased[0].grid == (1,) and phased[0].args[0] == MODE_PHASED
+    assert phased[0].grid == (1,) and phased[0].args[0] == MODE_PHASED and phased[0].block == (128,)
     dag = tiled_launches("dag", buffers, 1)
     assert [launch.kernel for launch in dag] == [init_queue_kernel, persistent_tiles]
+    assert dag[1].block == (128,)
     assert dag[1].args[0] == MODE_DAG and dag[1].args[1:] == phased[0].args[1:]
     assert dag[0].args[0] is buffers.counters  # fixed pointers: the same device arrays
     with pytest.raises(ValueError, match="workers=1"):
