@@ -24,7 +24,7 @@ import numpy as np
 from numba import cuda
 
 from .cases import EXPERIMENT_B_SCHEDULERS, TILE_ELEMENTS
-from .kernels.persistent import (A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_INITIAL, COUNTER_NAMES, COUNTER_SLOTS,
+from .kernels.persistent import (A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_INDEX, COUNTER_INITIAL, COUNTER_SLOTS,
                                  HEAD_OVERSHOOT,
                                  DEFAULT_MAX_POLLS, ERR_COMPLETION_TIMEOUT, ERR_FIFO_OVERFLOW,
                                  ERR_INVALID_TASK, ERR_NONE, ERR_READY_TIMEOUT, ERROR_CODE,
@@ -347,7 +347,7 @@ def expected_counters(layout, a_overshoot=0, head_overshoot=0):
     The overshoots are the failed claims (workers that found nothing left); they are
     read from the counters themselves and must be non-negative.
     """
-    expected = dict(zip(COUNTER_NAMES, COUNTER_INITIAL, strict=True))
+    expected = {name: COUNTER_INITIAL[index] for name, index in COUNTER_INDEX.items()}
     expected.update(a_next=layout.n_tiles + a_overshoot, fifo_head=layout.fifo_capacity + head_overshoot,
                     fifo_tail=layout.fifo_capacity, c_done=layout.n_tiles,
                     a_overshoot=a_overshoot, head_overshoot=head_overshoot)
@@ -384,7 +384,7 @@ def verify_counters(counters_host, layout):
     """Check the exact DAG counters; raise :class:`QueueStateError` naming what is wrong."""
     c = np.asarray(counters_host)
     if c.shape != (COUNTER_SLOTS,):
-        raise QueueStateError(f"counters must have {COUNTER_SLOTS} slots, got shape {c.shape}")
+        raise QueueStateError(f"counters must have {COUNTER_SLOTS} words, got shape {c.shape}")
     if int(c[ERROR_CODE]) != ERR_NONE:
         raise QueueStateError("DAG worker reported an error: " + describe_error(c, layout))
     a_over, head_over = int(c[A_OVERSHOOT]), int(c[HEAD_OVERSHOOT])
@@ -392,7 +392,10 @@ def verify_counters(counters_host, layout):
         raise QueueStateError(f"negative overshoot counters: a_overshoot {a_over}, head_overshoot {head_over}")
     expected = expected_counters(layout, a_over, head_over)
     wrong = [f"{name} = {int(c[i])}, expected {expected[name]}"
-             for i, name in enumerate(COUNTER_NAMES) if int(c[i]) != expected[name]]
+             for name, i in COUNTER_INDEX.items() if int(c[i]) != expected[name]]
+    padding = np.delete(c, list(COUNTER_INDEX.values()))
+    if padding.any():
+        wrong.append(f"{int(np.count_nonzero(padding))} padding words between the counters were written")
     if wrong:
         raise QueueStateError(f"DAG queue counters wrong ({layout.rows} rows, {layout.n_tiles} tiles): "
                               + "; ".join(wrong))

@@ -18,10 +18,13 @@
 //   init_queue_kernel(int32* counters, int32* row_arrivals, int32* fifo_slots, int32* fifo_ready,
 //                     int32 rows, int32 fifo_capacity)
 //       grid (min(ceil(fifo_capacity/256), 1024),), block (256,), grid-stride:
-//       counters = {0,0,0,0,0,-1,-1,-1,0,0}, row_arrivals = 0, fifo_slots = -1, fifo_ready = 0.
+//       counters = 0 except error_task/error_waited_on/error_worker = -1, row_arrivals = 0,
+//       fifo_slots = -1, fifo_ready = 0.
 //
-// counters[10]: a_next, fifo_head, fifo_tail, c_done, error_code, error_task, error_waited_on,
-// error_worker, a_overshoot, head_overshoot. Claims are tickets (atomicAdd); a ticket past the
+// counters[COUNTER_SLOTS] (int32 words): a_next, fifo_head, fifo_tail, c_done at words 0, 32, 64,
+// 96 (one 128-byte line each: every task touches them), then error_code, error_task,
+// error_waited_on, error_worker, a_overshoot, head_overshoot at words 128..133; the words in
+// between are padding and stay 0 (numba_softmax/kernels/persistent.py: COUNTER_INDEX). Claims are tickets (atomicAdd); a ticket past the
 // end is counted in the overshoot words, so a_next - a_overshoot == n_tiles and
 // fifo_head - head_overshoot == fifo_tail == rows + n_tiles after a complete run.
 // FIFO task id r < rows is B(r); rows + t is C(t). Errors: 1 ready flag never set (a ticket
@@ -36,17 +39,18 @@ namespace cg = cooperative_groups;
 
 enum { MODE_PHASED = 0, MODE_DAG = 1 };
 enum {
-    A_NEXT = 0,
-    FIFO_HEAD = 1,
-    FIFO_TAIL = 2,
-    C_DONE = 3,
-    ERROR_CODE = 4,
-    ERROR_TASK = 5,
-    ERROR_WAITED_ON = 6,
-    ERROR_WORKER = 7,
-    A_OVERSHOOT = 8,
-    HEAD_OVERSHOOT = 9,
-    COUNTER_SLOTS = 10
+    COUNTER_LINE_WORDS = 32,
+    A_NEXT = 0 * COUNTER_LINE_WORDS,
+    FIFO_HEAD = 1 * COUNTER_LINE_WORDS,
+    FIFO_TAIL = 2 * COUNTER_LINE_WORDS,
+    C_DONE = 3 * COUNTER_LINE_WORDS,
+    ERROR_CODE = 4 * COUNTER_LINE_WORDS,
+    ERROR_TASK = ERROR_CODE + 1,
+    ERROR_WAITED_ON = ERROR_CODE + 2,
+    ERROR_WORKER = ERROR_CODE + 3,
+    A_OVERSHOOT = ERROR_CODE + 4,
+    HEAD_OVERSHOOT = ERROR_CODE + 5,
+    COUNTER_SLOTS = HEAD_OVERSHOOT + 1
 };
 enum { ERR_NONE = 0, ERR_READY_TIMEOUT = 1, ERR_COMPLETION_TIMEOUT = 2, ERR_INVALID_TASK = 3, ERR_FIFO_OVERFLOW = 4 };
 enum { KIND_EXIT = 0, KIND_A = 1, KIND_B = 2, KIND_C = 3 };
@@ -99,13 +103,12 @@ __device__ __forceinline__ Decision decode_fifo_task(int task, int slot, int row
 // succeeds), never CAS loops. A worker keeps at most one FIFO ticket; while its slot is
 // reserved but not yet published it keeps claiming A tiles, so every claimed slot is
 // eventually served. Tickets past the end are counted in a_overshoot / head_overshoot.
+// c_unflushed: this worker's finished C tiles not yet added to c_done (one release add for all
+// of them once nothing is left to claim).
 __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, int* fifo_ready, int rows, int n_tiles,
-                                              int capacity, int max_polls, int ticket) {
+                                              int capacity, int max_polls, int ticket, int& c_unflushed) {
     int polls = 0;
     while (true) {
-        if (load_relaxed_gpu(&counters[ERROR_CODE]) != 0) {
-            return Decision{KIND_EXIT, -1, -1};
-        }
         if (ticket < 0) {
             const int head = load_relaxed_gpu(&counters[FIFO_HEAD]);
             const int tail = load_relaxed_gpu(&counters[FIFO_TAIL]);
@@ -133,10 +136,19 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
             }
             atomicAdd(&counters[A_OVERSHOOT], 1);
         } else if (ticket < 0 && load_relaxed_gpu(&counters[FIFO_HEAD]) >= capacity) {
-            // 3. nothing left to claim: leave once every C tile finished.
+            // 3. nothing left to claim: count this worker's finished C tiles, then leave once
+            // every worker has counted all of its own.
+            if (c_unflushed > 0) {
+                atomic_add_release_gpu(&counters[C_DONE], c_unflushed);
+                c_unflushed = 0;
+            }
             if (load_acquire_gpu(&counters[C_DONE]) >= n_tiles) {
                 return Decision{KIND_EXIT, -1, -1};
             }
+        }
+        // Nothing to run yet: only a waiting worker looks for another worker's error.
+        if (load_relaxed_gpu(&counters[ERROR_CODE]) != 0) {
+            return Decision{KIND_EXIT, -1, -1};
         }
         backoff(polls);
         polls += 1;
@@ -185,16 +197,17 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
     // ---- DAG mode ----
     __shared__ int ctrl[2];
     __shared__ float mz[2];
-    bool c_pending = false;  // thread 0: a finished C tile not yet counted
+    bool c_pending = false;  // thread 0: a C tile just finished (its barrier has passed)
+    int c_unflushed = 0;     // thread 0: finished C tiles not yet added to c_done
     int ticket = -1;         // thread 0: a FIFO slot claimed but not yet published
     while (true) {
         if (tid == 0) {
             if (c_pending) {
-                atomic_add_release_gpu(&counters[C_DONE], 1);
+                c_unflushed += 1;
                 c_pending = false;
             }
             const Decision d =
-                next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, fifo_capacity, max_polls, ticket);
+                next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, fifo_capacity, max_polls, ticket, c_unflushed);
             ticket = d.ticket;
             if (d.kind == KIND_C) {
                 const int row = tile_row[d.index];
@@ -240,8 +253,8 @@ extern "C" __global__ void init_queue_kernel(int* counters, int* row_arrivals, i
                                              int rows, int fifo_capacity) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
-    if (i < COUNTER_SLOTS) {
-        counters[i] = (i >= ERROR_TASK && i <= ERROR_WORKER) ? -1 : 0;
+    for (long long k = i; k < COUNTER_SLOTS; k += stride) {
+        counters[k] = (k >= ERROR_TASK && k <= ERROR_WORKER) ? -1 : 0;
     }
     for (long long k = i; k < rows; k += stride) {
         row_arrivals[k] = 0;

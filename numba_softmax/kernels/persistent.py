@@ -22,10 +22,11 @@ so that tile's DRAM read overlaps the current tile's reductions (not in the trac
 Mode 1, DAG (:data:`MODE_DAG`): a dependency-driven task queue in global memory,
 freshly reset by :data:`init_queue_kernel` before every invocation:
 
-* ``counters`` (int32[:data:`COUNTER_SLOTS`]), indices :data:`A_NEXT`, :data:`FIFO_HEAD`,
-  :data:`FIFO_TAIL`, :data:`C_DONE`, :data:`ERROR_CODE`, :data:`ERROR_TASK`,
-  :data:`ERROR_WAITED_ON`, :data:`ERROR_WORKER`, :data:`A_OVERSHOOT`,
-  :data:`HEAD_OVERSHOOT`; reset to :data:`COUNTER_INITIAL`.
+* ``counters`` (int32[:data:`COUNTER_SLOTS`]), word indices :data:`A_NEXT`, :data:`FIFO_HEAD`,
+  :data:`FIFO_TAIL`, :data:`C_DONE` (one 128-byte line each: :data:`COUNTER_INDEX`),
+  :data:`ERROR_CODE`, :data:`ERROR_TASK`, :data:`ERROR_WAITED_ON`, :data:`ERROR_WORKER`,
+  :data:`A_OVERSHOOT`, :data:`HEAD_OVERSHOOT` (sharing a fifth line); reset to
+  :data:`COUNTER_INITIAL`.
 * ``row_arrivals[rows]`` = 0: finished A tiles per row.
 * ``fifo_slots[rows + n_tiles]`` = -1 and ``fifo_ready[rows + n_tiles]`` = 0: the FIFO
   of ready consumer tasks. It holds exactly all B and C tasks, each once:
@@ -46,8 +47,9 @@ round trip, which serialized 528 workers at ~0.55 us per task on the H200):
    ``a_overshoot``). Doing producer work while waiting means every ticketed slot is
    eventually published: all B and C tasks are published exactly once, filling
    exactly the FIFO's ``rows + n_tiles`` slots.
-3. Otherwise, once nothing is left to claim, the worker exits when an acquire load of
-   ``c_done`` shows ``n_tiles``; meanwhile it backs off and polls again.
+3. Otherwise, once nothing is left to claim, the worker adds the C tiles it finished to
+   ``c_done`` (one release ``atomicAdd`` for all of them) and exits when an acquire load
+   of ``c_done`` shows ``n_tiles``; meanwhile it backs off and polls again.
 
 After A(t) (thread 0 wrote tile_max[t], tile_sum[t] inside the task): an acq_rel
 ``atomicAdd(row_arrivals[row], 1)``; the LAST producer (old == row_tile_count - 1)
@@ -56,14 +58,15 @@ publishes B(row): ``slot = atomicAdd(fifo_tail, 1)``, plain store of the task id
 its lane 0, thread 0, writes row_max[r], row_sum[r] first): one ``atomicAdd(fifo_tail, row_tile_count[r])``
 reserves the row's C slots; each is written and released. Before C(t): thread 0
 reads row_max/row_sum of the row (ordered after its acquire of the C task's ready
-flag) into shared memory before the broadcast barrier. After C(t): the next loop
-iteration starts (after the barrier that follows the task, so every thread's output
-store precedes it) with thread 0's release ``atomicAdd(c_done, 1)``.
+flag) into shared memory before the broadcast barrier. After C(t): thread 0 counts the
+tile in a register; the barrier that follows the task puts every thread's output stores
+before the release ``atomicAdd(c_done, count)`` of step 3, which is cumulative.
 
 Every wait is bounded by ``max_polls`` (:data:`DEFAULT_MAX_POLLS` = 2**22 polls with
 ``nanosleep`` backoff of at most 256 ns, i.e. on the order of a second); past the bound
 thread 0 records an error (CAS on ``error_code`` from 0, so the first error wins)
-and the worker exits; every worker checks ``error_code`` on each poll. A bug can
+and the worker exits; every worker checks ``error_code`` before it backs off (a worker that
+keeps finding work needs no exit signal). A bug can
 make the kernel wrong, never hang the GPU. Error enum (:data:`ERROR_NAMES`):
 
 ===  ===========================  =====================  =============================
@@ -113,22 +116,41 @@ MODE_DAG = 1
 MODES = {"phased": MODE_PHASED, "dag": MODE_DAG}
 
 # ---- queue state layout -------------------------------------------------------------------
-A_NEXT = 0
-FIFO_HEAD = 1
-FIFO_TAIL = 2
-C_DONE = 3
-ERROR_CODE = 4
-ERROR_TASK = 5
-ERROR_WAITED_ON = 6
-ERROR_WORKER = 7
-A_OVERSHOOT = 8
-HEAD_OVERSHOOT = 9
-COUNTER_SLOTS = 10
-COUNTER_NAMES = ("a_next", "fifo_head", "fifo_tail", "c_done",
-                 "error_code", "error_task", "error_waited_on", "error_worker",
-                 "a_overshoot", "head_overshoot")
-#: What ``init_queue_kernel`` writes into ``counters``.
-COUNTER_INITIAL = (0, 0, 0, 0, 0, -1, -1, -1, 0, 0)
+#: Words of one 128-byte L2 line.
+COUNTER_LINE_WORDS = 32
+#: Word index of each counter in ``counters``. The four counters every task touches
+#: (a_next, fifo_head, fifo_tail, c_done) each own a 128-byte line: in one shared line,
+#: every claim, publish and poll of ~1000 workers queued on the same L2 line (issue 8,
+#: PERFORMANCE.md). The error words and the overshoot counts, touched only at the end or
+#: on a failure, share the fifth line. The words in between are padding and stay 0.
+COUNTER_INDEX = {
+    "a_next": 0 * COUNTER_LINE_WORDS,
+    "fifo_head": 1 * COUNTER_LINE_WORDS,
+    "fifo_tail": 2 * COUNTER_LINE_WORDS,
+    "c_done": 3 * COUNTER_LINE_WORDS,
+    "error_code": 4 * COUNTER_LINE_WORDS,
+    "error_task": 4 * COUNTER_LINE_WORDS + 1,
+    "error_waited_on": 4 * COUNTER_LINE_WORDS + 2,
+    "error_worker": 4 * COUNTER_LINE_WORDS + 3,
+    "a_overshoot": 4 * COUNTER_LINE_WORDS + 4,
+    "head_overshoot": 4 * COUNTER_LINE_WORDS + 5,
+}
+A_NEXT = COUNTER_INDEX["a_next"]
+FIFO_HEAD = COUNTER_INDEX["fifo_head"]
+FIFO_TAIL = COUNTER_INDEX["fifo_tail"]
+C_DONE = COUNTER_INDEX["c_done"]
+ERROR_CODE = COUNTER_INDEX["error_code"]
+ERROR_TASK = COUNTER_INDEX["error_task"]
+ERROR_WAITED_ON = COUNTER_INDEX["error_waited_on"]
+ERROR_WORKER = COUNTER_INDEX["error_worker"]
+A_OVERSHOOT = COUNTER_INDEX["a_overshoot"]
+HEAD_OVERSHOOT = COUNTER_INDEX["head_overshoot"]
+COUNTER_NAMES = tuple(COUNTER_INDEX)
+#: Length of the ``counters`` array (int32 words, padding included).
+COUNTER_SLOTS = HEAD_OVERSHOOT + 1
+#: What ``init_queue_kernel`` writes into ``counters``: -1 in error_task, error_waited_on
+#: and error_worker ("not recorded"), 0 everywhere else.
+COUNTER_INITIAL = tuple(-1 if ERROR_TASK <= i <= ERROR_WORKER else 0 for i in range(COUNTER_SLOTS))
 
 ERR_NONE = 0
 ERR_READY_TIMEOUT = 1
@@ -215,16 +237,18 @@ def _make_next_task(acquire_ready):
     keeps claiming A tiles, so every claimed slot is eventually served. Tickets past the
     end (``a_next >= n_tiles`` or ``fifo_head >= capacity``) are counted in
     ``a_overshoot`` / ``head_overshoot``, which keeps the accounting exact.
-    Returns ``(kind, index, ticket)``; ``ticket`` (-1 for none) carries over to the next call.
+    ``c_unflushed`` is the worker's count of finished C tiles not yet added to ``c_done``:
+    they are added (one release ``atomicAdd``) only once the worker finds nothing left to
+    claim, not one atomic per tile on the critical path of every C task.
+    Returns ``(kind, index, ticket, c_unflushed)``; ``ticket`` (-1 for none) and
+    ``c_unflushed`` carry over to the next call.
     """
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
-    def next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket):
+    def next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, c_unflushed):
         capacity = fifo_slots.shape[0]
         polls = 0
         while True:
-            if load_relaxed_gpu(counters, ERROR_CODE) != 0:
-                return int32(KIND_EXIT), int32(-1), int32(-1)
             if ticket < 0 and load_relaxed_gpu(counters, FIFO_HEAD) < load_relaxed_gpu(counters, FIFO_TAIL):
                 # 1. a consumer task (B or C) has been published or reserved: take a ticket.
                 h = cuda.atomic.add(counters, FIFO_HEAD, 1)
@@ -235,19 +259,30 @@ def _make_next_task(acquire_ready):
             if ticket >= 0:
                 # The consumer is preferred as soon as its slot is published.
                 if not acquire_ready:  # negative control: read the slot without the acquire
-                    return decode_fifo_task(fifo_slots[ticket], ticket, rows, n_tiles, counters) + (int32(-1),)
+                    return decode_fifo_task(fifo_slots[ticket], ticket, rows, n_tiles, counters) + (
+                        int32(-1), c_unflushed)
                 if load_acquire_gpu(fifo_ready, ticket) == 1:
-                    return decode_fifo_task(fifo_slots[ticket], ticket, rows, n_tiles, counters) + (int32(-1),)
+                    return decode_fifo_task(fifo_slots[ticket], ticket, rows, n_tiles, counters) + (
+                        int32(-1), c_unflushed)
             if load_relaxed_gpu(counters, A_NEXT) < n_tiles:
                 # 2. claim the next producer tile (also while a reserved slot fills).
                 a = cuda.atomic.add(counters, A_NEXT, 1)
                 if a < n_tiles:
-                    return int32(KIND_A), int32(a), ticket
+                    return int32(KIND_A), int32(a), ticket, c_unflushed
                 cuda.atomic.add(counters, A_OVERSHOOT, 1)
             elif ticket < 0 and load_relaxed_gpu(counters, FIFO_HEAD) >= capacity:
-                # 3. nothing left to claim: leave once every C tile finished.
+                # 3. nothing left to claim: count this worker's finished C tiles with ONE
+                # release add (the barrier after each C task ordered every thread's stores
+                # before it), then leave once every worker has counted all of its own.
+                if c_unflushed > 0:
+                    atomic_add_release_gpu(counters, C_DONE, c_unflushed)
+                    c_unflushed = int32(0)
                 if load_acquire_gpu(counters, C_DONE) >= n_tiles:
-                    return int32(KIND_EXIT), int32(-1), int32(-1)
+                    return int32(KIND_EXIT), int32(-1), int32(-1), c_unflushed
+            # Nothing to run yet: only a waiting worker looks for another worker's error
+            # (a worker that keeps finding work needs no exit signal).
+            if load_relaxed_gpu(counters, ERROR_CODE) != 0:
+                return int32(KIND_EXIT), int32(-1), int32(-1), c_unflushed
             backoff(polls)
             polls += 1
             if polls > max_polls:
@@ -255,7 +290,7 @@ def _make_next_task(acquire_ready):
                     record_error(counters, ERR_READY_TIMEOUT, -1, ticket)
                 else:
                     record_error(counters, ERR_COMPLETION_TIMEOUT, -1, load_relaxed_gpu(counters, C_DONE))
-                return int32(KIND_EXIT), int32(-1), int32(-1)
+                return int32(KIND_EXIT), int32(-1), int32(-1), c_unflushed
 
     return next_task
 
@@ -316,8 +351,9 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         # ---- DAG mode ----
         ctrl = cuda.shared.array(2, int32)
         mz = cuda.shared.array(2, float32)
-        c_pending = False  # thread 0: a finished C tile not yet counted
+        c_pending = False  # thread 0: a C tile just finished (its barrier has passed)
         c_index = int32(0)  # thread 0, trace builds: that tile and when it started
+        c_unflushed = int32(0)  # thread 0: finished C tiles not yet added to c_done
         ticket = int32(-1)  # thread 0: a FIFO slot claimed but not yet published
         start = int64(0)
         while True:
@@ -325,10 +361,10 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 if c_pending:
                     if TRACE:  # after the barrier that ended the C task
                         trace_record(trace, n_tiles + rows + c_index, start)
-                    atomic_add_release_gpu(counters, C_DONE, 1)
+                    c_unflushed += 1
                     c_pending = False
-                decided_kind, decided_index, ticket = next_task(counters, fifo_slots, fifo_ready,
-                                                                rows, n_tiles, max_polls, ticket)
+                decided_kind, decided_index, ticket, c_unflushed = next_task(
+                    counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, c_unflushed)
                 if decided_kind == KIND_C:
                     row = tile_row[decided_index]
                     mz[0] = row_max[row]
@@ -427,8 +463,8 @@ def init_queue_kernel(counters, row_arrivals, fifo_slots, fifo_ready):
     """Fresh DAG queue state: counters = COUNTER_INITIAL, arrivals 0, slots -1, flags 0."""
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
-    if i < COUNTER_SLOTS:
-        counters[i] = -1 if ERROR_TASK <= i <= ERROR_WORKER else 0
+    for k in range(i, COUNTER_SLOTS, stride):
+        counters[k] = -1 if ERROR_TASK <= k <= ERROR_WORKER else 0
     for k in range(i, row_arrivals.shape[0], stride):
         row_arrivals[k] = 0
     for k in range(i, fifo_slots.shape[0], stride):

@@ -9,7 +9,7 @@ import pytest
 
 from numba_softmax.cases import (BALANCED_ROW_LENGTH, EXPERIMENT_B_CASES, RAGGED_LONG_ROW,
                                  RAGGED_SHORT_ROW, TILE_ELEMENTS, row_lengths_for)
-from numba_softmax.kernels.persistent import (COUNTER_INITIAL, COUNTER_NAMES, COUNTER_SLOTS,
+from numba_softmax.kernels.persistent import (COUNTER_INDEX, COUNTER_INITIAL, COUNTER_NAMES, COUNTER_SLOTS,
                                               ERR_COMPLETION_TIMEOUT, ERR_FIFO_OVERFLOW,
                                               ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE,
                                               ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER)
@@ -127,24 +127,41 @@ def test_expected_counters_are_exact():
 
 
 def test_counter_layout_matches_the_names():
-    assert COUNTER_SLOTS == len(COUNTER_NAMES) == len(COUNTER_INITIAL) == 10
-    assert COUNTER_NAMES[ERROR_CODE] == "error_code"
+    assert len(COUNTER_NAMES) == len(COUNTER_INDEX) == 10 and COUNTER_NAMES == tuple(COUNTER_INDEX)
+    assert len(COUNTER_INITIAL) == COUNTER_SLOTS == max(COUNTER_INDEX.values()) + 1
+    assert COUNTER_INDEX["error_code"] == ERROR_CODE
     assert COUNTER_INITIAL[ERROR_TASK:ERROR_WORKER + 1] == (-1, -1, -1)
-    assert COUNTER_INITIAL[ERROR_WORKER + 1:] == (0, 0)
+    assert sum(COUNTER_INITIAL) == -3  # every other word, padding included, starts at 0
+    # the four counters every task touches own a 128-byte line each
+    hot = [COUNTER_INDEX[name] * 4 // 128 for name in ("a_next", "fifo_head", "fifo_tail", "c_done")]
+    assert len(set(hot)) == 4
+    cold = {COUNTER_INDEX[name] * 4 // 128 for name in COUNTER_NAMES[4:]}
+    assert cold.isdisjoint(hot)
 
 
 def _good_counters(layout):
     exp = expected_counters(layout)
-    return np.array([exp[name] for name in COUNTER_NAMES], dtype=np.int32)
+    counters = np.zeros(COUNTER_SLOTS, dtype=np.int32)
+    for name, index in COUNTER_INDEX.items():
+        counters[index] = exp[name]
+    return counters
+
+
+def test_verify_counters_rejects_a_written_padding_word():
+    layout = _layout()
+    counters = _good_counters(layout)
+    counters[COUNTER_INDEX["a_next"] + 1] = 7
+    with pytest.raises(QueueStateError, match="1 padding words between the counters were written"):
+        verify_counters(counters, layout)
 
 
 def test_verify_counters_accepts_counted_overshoot_and_rejects_a_negative_one():
     layout = _layout()
     counters = _good_counters(layout)
-    counters[COUNTER_NAMES.index("a_next")] += 3
-    counters[COUNTER_NAMES.index("a_overshoot")] = 3
+    counters[COUNTER_INDEX["a_next"]] += 3
+    counters[COUNTER_INDEX["a_overshoot"]] = 3
     verify_counters(counters, layout)
-    counters[COUNTER_NAMES.index("head_overshoot")] = -1
+    counters[COUNTER_INDEX["head_overshoot"]] = -1
     with pytest.raises(QueueStateError, match="negative overshoot"):
         verify_counters(counters, layout)
 
@@ -160,7 +177,7 @@ def test_verify_counters_accepts_the_exact_state():
 def test_verify_counters_rejects_a_wrong_value_and_names_it(name, value):
     layout = _layout()
     counters = _good_counters(layout)
-    counters[COUNTER_NAMES.index(name)] = value
+    counters[COUNTER_INDEX[name]] = value
     expected = expected_counters(layout)[name]
     with pytest.raises(QueueStateError, match=f"{name} = {value}, expected {expected}"):
         verify_counters(counters, layout)
