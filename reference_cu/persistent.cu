@@ -61,21 +61,6 @@ struct Decision {
     int ticket;  // thread 0's FIFO ticket carried to the next decision (-1: none)
 };
 
-// Phased mode (numba_softmax/kernels/persistent.py: prefetch_worker_tiles): keep this worker's
-// next PHASED_PREFETCH_TILES tiles (gridDim.x apart) requested in L2.
-#define PHASED_PREFETCH_TILES 2
-__device__ __forceinline__ void prefetch_worker_tiles(int t, const float* values, long long n_values,
-                                                      const long long* tile_start, const int* tile_len, int n_tiles) {
-    const long long stride = gridDim.x;
-    if (t == (int)blockIdx.x) {
-        for (int k = 1; k <= PHASED_PREFETCH_TILES; ++k) {
-            prefetch_tile_l2(t + k * stride, values, n_values, tile_start, tile_len, n_tiles);
-        }
-    } else {
-        prefetch_tile_l2(t + PHASED_PREFETCH_TILES * stride, values, n_values, tile_start, tile_len, n_tiles);
-    }
-}
-
 // ---- queue helpers (thread 0 only) --------------------------------------------------------
 
 // First error wins: CAS error_code from 0, then record the details.
@@ -190,7 +175,7 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
     if (mode == MODE_PHASED) {
         cg::grid_group grid = cg::this_grid();
         for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
-            prefetch_worker_tiles(t, values, n_values, tile_start, tile_len, n_tiles);
+            prefetch_tile_l2((long long)t + gridDim.x, values, n_values, tile_start, tile_len, n_tiles);
             task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials);
         }
         grid.sync();
@@ -202,7 +187,7 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
         }
         grid.sync();
         for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
-            prefetch_worker_tiles(t, values, n_values, tile_start, tile_len, n_tiles);
+            prefetch_tile_l2((long long)t + gridDim.x, values, n_values, tile_start, tile_len, n_tiles);
             const int row = tile_row[t];
             task_c(t, row_max[row], row_sum[row], values, tile_start, tile_len, out);
         }

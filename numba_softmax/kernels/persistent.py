@@ -16,9 +16,8 @@ Mode 0, phased (:data:`MODE_PHASED`): the control with cooperative grid barriers
     for t in range(blockIdx.x, n_tiles, gridDim.x):  C(t)         # m, z read directly
 
 It touches no queue state, so it needs no reset launch. In its A and C loops a worker
-keeps its next :data:`PHASED_PREFETCH_TILES` tiles (``t + gridDim.x``, ``t + 2 gridDim.x``)
-requested in L2 (``tiles.prefetch_tile_l2``), so their DRAM reads overlap the current
-tile's reductions (not in the trace build).
+first prefetches its next tile (``t + gridDim.x``) into L2 (``tiles.prefetch_tile_l2``),
+so that tile's DRAM read overlaps the current tile's reductions (not in the trace build).
 
 Mode 1, DAG (:data:`MODE_DAG`): a dependency-driven task queue in global memory,
 freshly reset by :data:`init_queue_kernel` before every invocation:
@@ -192,23 +191,6 @@ KIND_C = 3
 INIT_MAX_BLOCKS = 1024
 
 
-#: How many of its next tiles a phased worker keeps requested in L2 ahead of the one it
-#: runs (its tiles are ``gridDim.x`` apart).
-PHASED_PREFETCH_TILES = 2
-
-
-@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-def prefetch_worker_tiles(t, values, tile_start, tile_len):
-    """Phased mode, at tile t of this worker's loop: on its first tile, request its next
-    PHASED_PREFETCH_TILES tiles; afterwards the one tile that enters that window."""
-    stride = cuda.gridDim.x
-    if t == cuda.blockIdx.x:
-        for k in range(1, PHASED_PREFETCH_TILES + 1):
-            prefetch_tile_l2(t + k * stride, values, tile_start, tile_len)
-    else:
-        prefetch_tile_l2(t + PHASED_PREFETCH_TILES * stride, values, tile_start, tile_len)
-
-
 # ---- queue helpers (thread 0 only) ------------------------------------------------------------
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
@@ -334,8 +316,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             grid = cuda.cg.this_grid()
             for t in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
                 if not TRACE:
-                    # this worker's next A tiles: their DRAM reads overlap this tile's reductions
-                    prefetch_worker_tiles(t, values, tile_start, tile_len)
+                    # this worker's next A tile: its DRAM read overlaps this tile's reductions
+                    prefetch_tile_l2(t + cuda.gridDim.x, values, tile_start, tile_len)
                 start = int64(0)
                 if TRACE and tid == 0:
                     start = trace_now()
@@ -354,7 +336,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             grid.sync()
             for t in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
                 if not TRACE:
-                    prefetch_worker_tiles(t, values, tile_start, tile_len)
+                    prefetch_tile_l2(t + cuda.gridDim.x, values, tile_start, tile_len)
                 row = tile_row[t]
                 start = int64(0)
                 if TRACE and tid == 0:

@@ -56,7 +56,7 @@ def test_the_l2_prefetch_is_where_it_was_measured_to_pay(name, prefetches):
     ptx = _ptx(name)
     assert (PREFETCH in ptx) is prefetches
     if prefetches:
-        assert "%nsmid" in ptx or name == "persistent_tiles"  # persistent: own next tiles, t + k gridDim.x
+        assert "%nsmid" in ptx or name == "persistent_tiles"  # persistent: next own tile, t + gridDim.x
 
 
 def test_trace_builds_carry_no_prefetch():
