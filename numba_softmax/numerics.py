@@ -47,7 +47,7 @@ import math
 import numpy as np
 from numba import config, cuda, float32, int32, uint32
 
-#: Threads per block for every row and tile kernel (the protocol's 256).
+#: Threads per block of every row kernel (the protocol's 256); tile tasks use 128 (kernels/tiles.py).
 BLOCK_THREADS = 256
 WARP_SIZE = 32
 WARPS_PER_BLOCK = BLOCK_THREADS // WARP_SIZE

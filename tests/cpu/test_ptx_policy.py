@@ -67,6 +67,23 @@ def test_ownership_rule_covers_each_column_once_in_increasing_order():
                                       3076, 3077, 3078, 3079]
 
 
+def test_tile_tasks_follow_the_same_rule_on_128_threads():
+    from numba_softmax.kernels.tiles import MAX_TILE_ELEMENTS, TILE_THREADS, TILE_VALUES
+    from numba_softmax.numerics import owned_columns
+    assert (TILE_THREADS, TILE_VALUES, MAX_TILE_ELEMENTS) == (128, 8, 1024)
+    assert owned_columns(1, 1024, TILE_THREADS) == [4, 5, 6, 7, 516, 517, 518, 519]
+    owned = [owned_columns(t, 1000, TILE_THREADS) for t in range(TILE_THREADS)]
+    assert sorted(c for cols_t in owned for c in cols_t) == list(range(1000))
+    assert max(len(cols_t) for cols_t in owned) == TILE_VALUES
+
+
+@pytest.mark.parametrize("threads", [0, 100, 2048])
+def test_block_reductions_need_whole_warps(threads):
+    from numba_softmax.numerics import block_reductions
+    with pytest.raises(ValueError, match="multiple of 32"):
+        block_reductions(threads)
+
+
 def test_negative_control_contracted_fma_is_rejected():
     ptx = kernel_ptx(contracted_scale_add, "void(float32[::1], float32[::1])")
     report = check_policy("contracted_scale_add", ptx)
