@@ -196,7 +196,6 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
 
     // ---- DAG mode ----
     __shared__ int ctrl[2];
-    __shared__ float mz[2];
     bool c_pending = false;  // thread 0: a C tile just finished (its barrier has passed)
     int c_unflushed = 0;     // thread 0: finished C tiles not yet added to c_done
     int ticket = -1;         // thread 0: a FIFO slot claimed but not yet published
@@ -209,11 +208,6 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
             const Decision d =
                 next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, fifo_capacity, max_polls, ticket, c_unflushed);
             ticket = d.ticket;
-            if (d.kind == KIND_C) {
-                const int row = tile_row[d.index];
-                mz[0] = row_max[row];
-                mz[1] = row_sum[row];
-            }
             ctrl[0] = d.kind;
             ctrl[1] = d.index;
         }
@@ -224,9 +218,10 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
             break;
         }
         if (kind == KIND_A) {
+            // Thread 0 asks for the tile's row now: the load completes during the task.
+            const int row = tid == 0 ? tile_row[index] : 0;
             task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials);
             if (tid == 0) {
-                const int row = tile_row[index];
                 const int old = atomic_add_acq_rel_gpu(&row_arrivals[row], 1);
                 if (old == row_tile_count[row] - 1) {  // the LAST producer publishes B
                     publish_tasks(counters, fifo_slots, fifo_ready, fifo_capacity, row, 1);
@@ -242,7 +237,9 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
                               row_tile_count[index]);
             }
         } else {
-            task_c(index, mz[0], mz[1], values, tile_start, tile_len, out);
+            // Every thread reads m and z after the barrier that follows thread 0's acquire.
+            const int row = tile_row[index];
+            task_c(index, row_max[row], row_sum[row], values, tile_start, tile_len, out);
             c_pending = true;
         }
         __syncthreads();

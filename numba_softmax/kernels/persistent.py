@@ -56,9 +56,9 @@ After A(t) (thread 0 wrote tile_max[t], tile_sum[t] inside the task): an acq_rel
 publishes B(row): ``slot = atomicAdd(fifo_tail, 1)``, plain store of the task id into
 ``fifo_slots[slot]``, RELEASE store ``fifo_ready[slot] = 1``. After B(r) (run by warp 0;
 its lane 0, thread 0, writes row_max[r], row_sum[r] first): one ``atomicAdd(fifo_tail, row_tile_count[r])``
-reserves the row's C slots; each is written and released. Before C(t): thread 0
-reads row_max/row_sum of the row (ordered after its acquire of the C task's ready
-flag) into shared memory before the broadcast barrier. After C(t): thread 0 counts the
+reserves the row's C slots; each is written and released. In C(t) every thread reads
+row_max/row_sum of the row itself, after the broadcast barrier that follows thread 0's
+acquire of the C task's ready flag. After C(t): thread 0 counts the
 tile in a register; the barrier that follows the task puts every thread's output stores
 before the release ``atomicAdd(c_done, count)`` of step 3, which is cumulative.
 
@@ -99,7 +99,7 @@ and y written once, about 12N bytes for N elements, plus the tile and row summar
 the reset and again for the run, plus the counter atomics.
 
 Shared memory (static, no dynamic reservation): partials float32[4] (16 B), the
-broadcast ``(kind, index)`` int32[2] and ``(m, z)`` float32[2] (16 B).
+broadcast ``(kind, index)`` int32[2] (8 B).
 """
 
 from numba import cuda, float32, int32, int64
@@ -350,7 +350,6 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
 
         # ---- DAG mode ----
         ctrl = cuda.shared.array(2, int32)
-        mz = cuda.shared.array(2, float32)
         c_pending = False  # thread 0: a C tile just finished (its barrier has passed)
         c_index = int32(0)  # thread 0, trace builds: that tile and when it started
         c_unflushed = int32(0)  # thread 0: finished C tiles not yet added to c_done
@@ -365,10 +364,6 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     c_pending = False
                 decided_kind, decided_index, ticket, c_unflushed = next_task(
                     counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, c_unflushed)
-                if decided_kind == KIND_C:
-                    row = tile_row[decided_index]
-                    mz[0] = row_max[row]
-                    mz[1] = row_sum[row]
                 ctrl[0] = decided_kind
                 ctrl[1] = decided_index
             cuda.syncthreads()
@@ -386,11 +381,13 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     if tid == 0 and index != row_first_tile[tile_row[index]]:
                         pause_us(50)
                     cuda.syncthreads()
+                # Thread 0 asks for the tile's row now: the load completes during the task
+                # instead of adding a round trip before the arrival.
+                row = tile_row[index] if tid == 0 else int32(0)
                 task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials)
                 if tid == 0:
                     if TRACE:  # before the arrival that may publish B
                         trace_record(trace, index, start)
-                    row = tile_row[index]
                     old = atomic_add_acq_rel_gpu(row_arrivals, row, 1)
                     if publish_after_last:
                         publish = old == row_tile_count[row] - 1
@@ -412,7 +409,12 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     publish_tasks(counters, fifo_slots, fifo_ready,
                                   rows + row_first_tile[index], row_tile_count[index])
             else:
-                task_c(index, mz[0], mz[1], values, tile_start, tile_len, out)
+                # Every thread reads the row's m and z itself, after the broadcast barrier that
+                # follows thread 0's acquire of the C task's ready flag (acquire -> bar.sync orders
+                # these reads after B's release); the tile_row -> m, z chain now overlaps the
+                # task's own loads instead of preceding the barrier on thread 0.
+                row = tile_row[index]
+                task_c(index, row_max[row], row_sum[row], values, tile_start, tile_len, out)
                 c_pending = True
                 c_index = index
             cuda.syncthreads()
