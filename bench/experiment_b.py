@@ -36,7 +36,7 @@ class _SchedulerVariant:
 
     def verify_after_invocation(self):
         if self.name == "dag":
-            verify_queue(self.buffers.queue_state(), self.buffers.layout)
+            verify_queue(self.buffers.queue_state(), self.buffers.layout, self.workers)
 
 
 class TiledBenchCase:

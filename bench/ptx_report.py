@@ -64,6 +64,8 @@ class Instruction:
     opcode: str
     operands: tuple
     text: str
+    #: basic-block number: it grows at every label, where control flow can join
+    block: int = 0
 
     @property
     def has_dest(self):
@@ -101,18 +103,22 @@ def _split_operands(text):
 
 
 def parse_instructions(ptx):
-    """Every instruction of a PTX text, in order (directives, labels, comments skipped)."""
+    """Every instruction of a PTX text, in order (directives, labels, comments skipped; each
+    instruction carries the number of the basic block it is in, counted by labels)."""
     out = []
+    block = 0
     for line in ptx.splitlines():
         code = line.split("//", 1)[0]
         for statement in code.split(";"):
             s = statement.strip().lstrip("{").rstrip("}").strip()
+            if s.endswith(":"):
+                block += 1
             if not s or s.startswith(".") or s.endswith(":") or s.startswith("$"):
                 continue
             s = _GUARD.sub("", s)
             match = _OPCODE.match(s)
             if match:
-                out.append(Instruction(match.group(1), _split_operands(match.group(2)), s))
+                out.append(Instruction(match.group(1), _split_operands(match.group(2)), s, block))
     return out
 
 
@@ -263,20 +269,35 @@ def _is_ordering_token(opcode):
 def ordering_tokens(instructions):
     """The queue protocol's memory operations, in program (text) order: atomics and
     acquire/release/relaxed accesses on GLOBAL memory, fences, nanosleep; each with the
-    integer constants among its sources (e.g. ``atom.global.add.u32 [1]``). Generic-address
+    integer constants among its sources (e.g. ``atom.global.add.u32 [1]``). A register counts
+    as a constant when its only write is a ``mov`` of an immediate, or when its last write
+    before the instruction, in the same basic block, is one (a register the compiler reuses
+    for several constants, e.g. a CAS's expected 0 sharing a register with a phi). Generic-address
     ones (nvcc's inlined cooperative-groups grid barrier) are left out: Numba's grid barrier
     is a libcudadevrt call, named among the non-arithmetic differences instead."""
     writes = Counter(d for ins in instructions for d in ins.dests)
     constants = {ins.operands[0]: ins.operands[1] for ins in instructions
-                 if ins.opcode.startswith("mov.") and len(ins.operands) == 2 and writes[ins.operands[0]] == 1
-                 and _INT_IMM.match(ins.operands[1])}
+                 if _mov_immediate(ins) and writes[ins.operands[0]] == 1}
+    last_write = {}  # register -> (block, immediate or None): the latest write in text order
     tokens = []
     for ins in instructions:
         if _is_ordering_token(ins.opcode):
-            values = [v for v in (_constant_value(s, constants) for s in ins.sources if not s.startswith("["))
-                      if v is not None]
+            values = []
+            for src in ins.sources:
+                if src.startswith("["):
+                    continue
+                block, immediate = last_write.get(src, (None, None))
+                value = immediate if block == ins.block and immediate is not None else _constant_value(src, constants)
+                if value is not None:
+                    values.append(value)
             tokens.append(ins.opcode + (f" [{', '.join(values)}]" if values else ""))
+        for dest in ins.dests:
+            last_write[dest] = (ins.block, ins.operands[1] if _mov_immediate(ins) else None)
     return tokens
+
+
+def _mov_immediate(ins):
+    return ins.opcode.startswith("mov.") and len(ins.operands) == 2 and bool(_INT_IMM.match(ins.operands[1]))
 
 
 def aligned_diff(left, right):

@@ -380,8 +380,13 @@ def describe_error(counters_host, layout=None):
     return f"error_code {code} ({meaning}): {what}"
 
 
-def verify_counters(counters_host, layout):
-    """Check the exact DAG counters; raise :class:`QueueStateError` naming what is wrong."""
+def verify_counters(counters_host, layout, workers=None):
+    """Check the exact DAG counters; raise :class:`QueueStateError` naming what is wrong.
+
+    With ``workers`` (the launched worker count) the overshoots are exact too: a worker
+    leaves only after one A claim and one FIFO ticket came back past the end, and claims
+    nothing after that, so a complete run ends with a_overshoot == head_overshoot == workers.
+    """
     c = np.asarray(counters_host)
     if c.shape != (COUNTER_SLOTS,):
         raise QueueStateError(f"counters must have {COUNTER_SLOTS} words, got shape {c.shape}")
@@ -393,6 +398,9 @@ def verify_counters(counters_host, layout):
     expected = expected_counters(layout, a_over, head_over)
     wrong = [f"{name} = {int(c[i])}, expected {expected[name]}"
              for name, i in COUNTER_INDEX.items() if int(c[i]) != expected[name]]
+    if workers is not None and (a_over, head_over) != (workers, workers):
+        wrong.append(f"a_overshoot {a_over} and head_overshoot {head_over}: expected one of each per worker, "
+                     f"{workers}")
     padding = np.delete(c, list(COUNTER_INDEX.values()))
     if padding.any():
         wrong.append(f"{int(np.count_nonzero(padding))} padding words between the counters were written")
@@ -402,10 +410,11 @@ def verify_counters(counters_host, layout):
     return expected
 
 
-def verify_queue(state, layout):
+def verify_queue(state, layout, workers=None):
     """Counters plus the FIFO and arrivals: every B/C task exactly once, all flags set,
-    each row's C tasks after its B, and row_arrivals == row_tile_count."""
-    verify_counters(state["counters"], layout)
+    each row's C tasks after its B, and row_arrivals == row_tile_count (``workers``: see
+    :func:`verify_counters`)."""
+    verify_counters(state["counters"], layout, workers)
     slots = np.asarray(state["fifo_slots"])
     ready = np.asarray(state["fifo_ready"])
     arrivals = np.asarray(state["row_arrivals"])
@@ -493,7 +502,7 @@ def tiled_softmax(values, row_lengths, scheduler="separate", workers=None, strea
         result.queue = buffers.queue_state()
         result.counters = result.queue["counters"]
         if verify:
-            verify_queue(result.queue, layout)
+            verify_queue(result.queue, layout, chosen)
     return result
 
 

@@ -6,7 +6,8 @@
 //
 //   load_acquire_gpu(p)          ld.acquire.gpu.global.u32
 //   load_relaxed_gpu(p)          ld.relaxed.gpu.global.u32
-//   store_release_gpu(p, v)      st.release.gpu.global.u32
+//   store_relaxed_gpu(p, v)      st.relaxed.gpu.global.u32
+//   fence_acq_rel_gpu()          fence.acq_rel.gpu   (then relaxed stores: a release pattern)
 //   atomic_add_acq_rel_gpu(p, v) atom.acq_rel.gpu.global.add.u32   (returns the old value)
 //   atomic_add_release_gpu(p, v) atom.release.gpu.global.add.u32   (returns the old value)
 //   backoff(polls)               nanosleep 32, 64, 128, then 256 ns
@@ -27,8 +28,11 @@ __device__ __forceinline__ int load_acquire_gpu(int* p) {
 __device__ __forceinline__ int load_relaxed_gpu(int* p) {
     return cuda::atomic_ref<int, cuda::thread_scope_device>(*p).load(cuda::std::memory_order_relaxed);
 }
-__device__ __forceinline__ void store_release_gpu(int* p, int v) {
-    cuda::atomic_ref<int, cuda::thread_scope_device>(*p).store(v, cuda::std::memory_order_release);
+__device__ __forceinline__ void store_relaxed_gpu(int* p, int v) {
+    cuda::atomic_ref<int, cuda::thread_scope_device>(*p).store(v, cuda::std::memory_order_relaxed);
+}
+__device__ __forceinline__ void fence_acq_rel_gpu() {
+    cuda::atomic_thread_fence(cuda::std::memory_order_acq_rel, cuda::thread_scope_device);
 }
 __device__ __forceinline__ int atomic_add_acq_rel_gpu(int* p, int v) {
     return cuda::atomic_ref<int, cuda::thread_scope_device>(*p).fetch_add(v, cuda::std::memory_order_acq_rel);
@@ -49,8 +53,11 @@ __device__ __forceinline__ int load_relaxed_gpu(int* p) {
     asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(__cvta_generic_to_global(p)) : "memory");
     return v;
 }
-__device__ __forceinline__ void store_release_gpu(int* p, int v) {
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(v) : "memory");
+__device__ __forceinline__ void store_relaxed_gpu(int* p, int v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(v) : "memory");
+}
+__device__ __forceinline__ void fence_acq_rel_gpu() {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
 }
 __device__ __forceinline__ int atomic_add_acq_rel_gpu(int* p, int v) {
     int old;

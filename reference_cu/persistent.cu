@@ -58,7 +58,8 @@ enum { KIND_EXIT = 0, KIND_A = 1, KIND_B = 2, KIND_C = 3 };
 struct Decision {
     int kind;
     int index;
-    int ticket;  // thread 0's FIFO ticket carried to the next decision (-1: none)
+    int ticket;  // thread 0's FIFO ticket carried to the next decision (TICKET_NONE, TICKET_EXHAUSTED, a slot,
+                 // or a claim past the capacity, counted at the next decision)
 };
 
 // ---- queue helpers (thread 0 only) --------------------------------------------------------
@@ -72,18 +73,26 @@ __device__ __forceinline__ void record_error(int* counters, int code, int task, 
     }
 }
 
-// Reserve count FIFO slots with one atomic add, fill them, release each flag.
+// Reserve count FIFO slots with one atomic add, fill them, then release every flag: one
+// fence.acq_rel.gpu followed by relaxed flag stores is a release pattern for each flag.
+// Slots past the capacity are not written; the first one is recorded (error 4).
 __device__ __forceinline__ void publish_tasks(int* counters, int* fifo_slots, int* fifo_ready, int capacity,
                                               int first_task, int count) {
     const int slot = atomicAdd(&counters[FIFO_TAIL], count);
     for (int k = 0; k < count; ++k) {
-        const int s = slot + k;
-        if (s >= capacity) {
-            record_error(counters, ERR_FIFO_OVERFLOW, first_task + k, s);
-            return;
+        if (slot + k < capacity) {
+            fifo_slots[slot + k] = first_task + k;
         }
-        fifo_slots[s] = first_task + k;
-        store_release_gpu(&fifo_ready[s], 1);
+    }
+    fence_acq_rel_gpu();
+    for (int k = 0; k < count; ++k) {
+        if (slot + k < capacity) {
+            store_relaxed_gpu(&fifo_ready[slot + k], 1);
+        }
+    }
+    if (slot + count > capacity) {
+        const int first_over = max(slot, capacity);
+        record_error(counters, ERR_FIFO_OVERFLOW, first_task + (first_over - slot), first_over);
     }
 }
 
@@ -99,43 +108,56 @@ __device__ __forceinline__ Decision decode_fifo_task(int task, int slot, int row
     return Decision{KIND_EXIT, -1, -1};
 }
 
+// Thread 0's ticket besides a slot index: none (take one at the next decision), or exhausted
+// (a ticket came back past the capacity: every B/C task has a consumer).
+enum { TICKET_NONE = -1, TICKET_EXHAUSTED = -2 };
+
 // Thread 0's scheduling decision. Claims are tickets (one atomicAdd each, which always
-// succeeds), never CAS loops. A worker keeps at most one FIFO ticket; while its slot is
-// reserved but not yet published it keeps claiming A tiles, so every claimed slot is
-// eventually served. Tickets past the end are counted in a_overshoot / head_overshoot.
-// c_unflushed: this worker's finished C tiles not yet added to c_done (one release add for all
-// of them once nothing is left to claim).
+// succeeds), never CAS loops. A worker holds at most one FIFO ticket; while its slot is
+// reserved but not yet published it claims A tiles, so every ticketed slot is eventually
+// served. The next ticket is requested the moment a consumer task is decided (its atomicAdd
+// completes while the task runs; a ticket past the end is counted at the next decision); the
+// slot is read together with its ready flag (written once from -1: any other value is final;
+// read again after the acquire if the relaxed read came first); claims are not preceded by
+// relaxed polls. A claim past the end is counted in a_overshoot / head_overshoot once per
+// worker. c_unflushed: this worker's finished C tiles not yet added to c_done (one release add
+// for all of them once nothing is left to claim).
 __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, int* fifo_ready, int rows, int n_tiles,
-                                              int capacity, int max_polls, int ticket, int& c_unflushed) {
+                                              int capacity, int max_polls, int ticket, bool& a_done,
+                                              int& c_unflushed) {
+    if (ticket == TICKET_NONE) {
+        ticket = atomicAdd(&counters[FIFO_HEAD], 1);
+    }
+    if (ticket >= capacity) {
+        atomicAdd(&counters[HEAD_OVERSHOOT], 1);
+        ticket = TICKET_EXHAUSTED;
+    }
     int polls = 0;
     while (true) {
-        if (ticket < 0) {
-            const int head = load_relaxed_gpu(&counters[FIFO_HEAD]);
-            const int tail = load_relaxed_gpu(&counters[FIFO_TAIL]);
-            if (head < tail) {
-                // 1. a consumer task (B or C) has been published or reserved: take a ticket.
-                const int h = atomicAdd(&counters[FIFO_HEAD], 1);
-                if (h < capacity) {
-                    ticket = h;
-                } else {
-                    atomicAdd(&counters[HEAD_OVERSHOOT], 1);
-                }
-            }
-        }
         if (ticket >= 0) {
-            // The consumer is preferred as soon as its slot is published.
+            // 1. the consumer (B or C) is preferred as soon as its slot is published.
+            int task = load_relaxed_gpu(&fifo_slots[ticket]);
             if (load_acquire_gpu(&fifo_ready[ticket]) == 1) {
-                return decode_fifo_task(fifo_slots[ticket], ticket, rows, n_tiles, counters);
+                if (task < 0) {  // read before the publish: after the acquire the slot is visible
+                    task = fifo_slots[ticket];
+                }
+                Decision d = decode_fifo_task(task, ticket, rows, n_tiles, counters);
+                if (d.kind != KIND_EXIT) {  // the next ticket's round trip overlaps this task
+                    d.ticket = atomicAdd(&counters[FIFO_HEAD], 1);
+                }
+                return d;
             }
         }
-        if (load_relaxed_gpu(&counters[A_NEXT]) < n_tiles) {
+        if (!a_done) {
             // 2. claim the next producer tile (also while a reserved slot fills).
             const int a = atomicAdd(&counters[A_NEXT], 1);
             if (a < n_tiles) {
                 return Decision{KIND_A, a, ticket};
             }
             atomicAdd(&counters[A_OVERSHOOT], 1);
-        } else if (ticket < 0 && load_relaxed_gpu(&counters[FIFO_HEAD]) >= capacity) {
+            a_done = true;
+        }
+        if (a_done && ticket == TICKET_EXHAUSTED) {
             // 3. nothing left to claim: count this worker's finished C tiles, then leave once
             // every worker has counted all of its own.
             if (c_unflushed > 0) {
@@ -143,12 +165,12 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
                 c_unflushed = 0;
             }
             if (load_acquire_gpu(&counters[C_DONE]) >= n_tiles) {
-                return Decision{KIND_EXIT, -1, -1};
+                return Decision{KIND_EXIT, -1, ticket};
             }
         }
         // Nothing to run yet: only a waiting worker looks for another worker's error.
         if (load_relaxed_gpu(&counters[ERROR_CODE]) != 0) {
-            return Decision{KIND_EXIT, -1, -1};
+            return Decision{KIND_EXIT, -1, ticket};
         }
         backoff(polls);
         polls += 1;
@@ -158,7 +180,7 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
             } else {
                 record_error(counters, ERR_COMPLETION_TIMEOUT, -1, load_relaxed_gpu(&counters[C_DONE]));
             }
-            return Decision{KIND_EXIT, -1, -1};
+            return Decision{KIND_EXIT, -1, ticket};
         }
     }
 }
@@ -198,7 +220,8 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
     __shared__ int ctrl[2];
     bool c_pending = false;  // thread 0: a C tile just finished (its barrier has passed)
     int c_unflushed = 0;     // thread 0: finished C tiles not yet added to c_done
-    int ticket = -1;         // thread 0: a FIFO slot claimed but not yet published
+    int ticket = TICKET_NONE;  // thread 0: its FIFO slot (or the claim still in flight)
+    bool a_done = false;       // thread 0: an A claim came back past the end
     while (true) {
         if (tid == 0) {
             if (c_pending) {
@@ -206,7 +229,8 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
                 c_pending = false;
             }
             const Decision d =
-                next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, fifo_capacity, max_polls, ticket, c_unflushed);
+                next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, fifo_capacity, max_polls, ticket, a_done,
+                          c_unflushed);
             ticket = d.ticket;
             ctrl[0] = d.kind;
             ctrl[1] = d.index;

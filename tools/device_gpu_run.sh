@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent H200 (device tool): GPU tests + benchmarks, compact evidence to $OUT.
 # Usage (device tool, carry [".whl"]): bash tools/device_gpu_run.sh [tests] [A] [B] [profileA] [profileB] [perf]
-#                                        [tilesprobe]
+#                                        [tilesprobe]   (TILES_PROBE_ARGS: extra tools/tiles_probe.py options)
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
@@ -23,7 +23,7 @@ for step in "$@"; do
       [ "${PIPESTATUS[0]}" = 0 ] || status=1
       tar -czf "$OUT/perf.tar.gz" -C /tmp perf ;;
     tilesprobe)
-      python3 tools/tiles_probe.py --out "$OUT/tiles_probe" 2>&1 | tail -30
+      python3 tools/tiles_probe.py --out "$OUT/tiles_probe" ${TILES_PROBE_ARGS:-} 2>&1 | tail -40
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     profileA|profileB)
       x=${step#profile}; rm -rf "/tmp/prof$x"

@@ -7,11 +7,13 @@ this probe times the performance builds. Per case (default balanced-2048, ragged
   normalize C), launched BATCH times back to back between two CUDA events;
 * each scheduler's whole invocation the same way (separate, phased, dag);
 * a device copy x -> y of the same size with ``cuMemcpyDtoDAsync`` (C's bytes), the
-  yardstick for the C kernel.
+  yardstick for the C kernel;
+* with ``--register-caps 48,40``: phased and dag again with the persistent kernel compiled
+  at each ptxas register cap (more workers per SM, spills), and their bits.
 
 Medians over REPS batches, per launch (or invocation), with p10 / p90.
 
-    python tools/tiles_probe.py [--cases balanced-2048,ragged-2048] [--out DIR]
+    python tools/tiles_probe.py [--cases balanced-2048,ragged-2048] [--register-caps 48,40] [--out DIR]
 
 Diagnostic only: the figures that count for the goals come from ``python -m bench``
 (Experiment B) and ``python -m bench perf``. The probe also checks that the three
@@ -20,6 +22,7 @@ schedulers still agree bit for bit on the case it timed.
 
 import argparse
 import os
+from dataclasses import replace
 import sys
 
 import numpy as np
@@ -29,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from probe_timing import time_batches, write_results  # noqa: E402
 from numba_softmax.cases import EXPERIMENT_B_CASES  # noqa: E402
 from numba_softmax.launch.driver import Invocation, Stream, check  # noqa: E402
+from numba_softmax.kernels.persistent import persistent_tiles, register_capped_kernel  # noqa: E402
 from numba_softmax.tiled import SCHEDULERS, TiledBuffers, build_layout, tiled_launches, worker_plan  # noqa: E402
 
 def enqueue_of(invocation):
@@ -43,7 +47,7 @@ def memcpy_step(dst, src, nbytes):
     return step
 
 
-def probe_case(case, stream):
+def probe_case(case, stream, register_caps=()):
     layout = build_layout(case.row_lengths())
     rng = np.random.default_rng(0)
     values = rng.standard_normal(layout.total_elements, dtype=np.float32)
@@ -78,6 +82,22 @@ def probe_case(case, stream):
         print(f"{case.name:>14} {scheduler} == separate bitwise (output and intermediates): {same}")
     plan = worker_plan(buffers)
     results.append({"case": case.name, "what": "workers", **plan.record()})
+    for cap in register_caps:
+        kernel = register_capped_kernel(cap)
+        capped = worker_plan(buffers, kernel=kernel)
+        results.append({"case": case.name, "what": f"workers, max_registers={cap}", **capped.record()})
+        print(f"{case.name:>14} max_registers={cap}: {capped.workers} workers", flush=True)
+        for scheduler in ("phased", "dag"):
+            launches = [replace(launch, kernel=kernel) if launch.kernel is persistent_tiles else launch
+                        for launch in tiled_launches(scheduler, buffers, capped.workers)]
+            invocation = Invocation.from_launches(f"{scheduler}-r{cap}", launches)
+            record(f"invocation: {scheduler} r{cap}", time_batches(stream, enqueue_of(invocation)))
+            invocation.enqueue(stream)
+            stream.synchronize()
+            same = np.array_equal(buffers.out.copy_to_host(), reference_out) and all(
+                np.array_equal(buffers.intermediates()[k], reference_mid[k]) for k in reference_mid)
+            results.append({"case": case.name, "what": f"bitwise: {scheduler} r{cap} == separate", "equal": bool(same)})
+            print(f"{case.name:>14} {scheduler} r{cap} == separate bitwise: {same}", flush=True)
     return results
 
 
@@ -85,7 +105,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="balanced-2048,ragged-2048")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--register-caps", default="",
+                        help="also time phased and dag with the persistent kernel compiled at these ptxas "
+                             "register caps (comma-separated, e.g. 48,40): more workers per SM, with spills")
     args = parser.parse_args(argv)
+    caps = [int(c) for c in args.register_caps.split(",") if c.strip()]
     by_name = {case.name: case for case in EXPERIMENT_B_CASES}
     unknown = [name for name in args.cases.split(",") if name not in by_name]
     if unknown:
@@ -93,7 +117,7 @@ def main(argv=None):
     stream = Stream()
     results = []
     for name in args.cases.split(","):
-        results.extend(probe_case(by_name[name], stream))
+        results.extend(probe_case(by_name[name], stream, caps))
     write_results(args.out, "tiles_probe.json", results)
 
 

@@ -12,7 +12,8 @@ name                             PTX                                         ret
 ===============================  ==========================================  =========
 ``load_acquire_gpu(a, i)``       ``ld.acquire.gpu.global.u32``               a[i]
 ``load_relaxed_gpu(a, i)``       ``ld.relaxed.gpu.global.u32``               a[i]
-``store_release_gpu(a, i, v)``   ``st.release.gpu.global.u32``               --
+``store_relaxed_gpu(a, i, v)``   ``st.relaxed.gpu.global.u32``               --
+``fence_acq_rel_gpu()``          ``fence.acq_rel.gpu``                       --
 ``atomic_add_acq_rel_gpu(a,i,v)`` ``atom.acq_rel.gpu.global.add.u32``        old a[i]
 ``atomic_add_release_gpu(a,i,v)`` ``atom.release.gpu.global.add.u32``        old a[i]
 ``globaltimer()``                ``mov.u64 %globaltimer`` (trace builds)     uint64 ns
@@ -57,8 +58,12 @@ if SIMULATOR:
         return array[index]
 
     @cuda.jit(device=True)
-    def store_release_gpu(array, index, value):
+    def store_relaxed_gpu(array, index, value):
         array[index] = value
+
+    @cuda.jit(device=True)
+    def fence_acq_rel_gpu():
+        pass
 
     @cuda.jit(device=True)
     def atomic_add_acq_rel_gpu(array, index, value):
@@ -172,11 +177,22 @@ else:
 
     load_acquire_gpu = _make_load("load_acquire_gpu", "ld.acquire.gpu.global.u32")
     load_relaxed_gpu = _make_load("load_relaxed_gpu", "ld.relaxed.gpu.global.u32")
-    store_release_gpu = _make_store("store_release_gpu", "st.release.gpu.global.u32")
+    store_relaxed_gpu = _make_store("store_relaxed_gpu", "st.relaxed.gpu.global.u32")
     atomic_add_acq_rel_gpu = _make_atomic_add("atomic_add_acq_rel_gpu",
                                               "atom.acq_rel.gpu.global.add.u32")
     atomic_add_release_gpu = _make_atomic_add("atomic_add_release_gpu",
                                               "atom.release.gpu.global.add.u32")
+
+    @intrinsic
+    def fence_acq_rel_gpu(typingctx):
+        """``fence.acq_rel.gpu``: followed by a relaxed store it is a release pattern (PTX
+        memory model), so one fence can release several flags written after it."""
+        def codegen(context, builder, sig, args):
+            fnty = ir.FunctionType(ir.VoidType(), [])
+            asm = ir.InlineAsm(fnty, "fence.acq_rel.gpu;", "~{memory}", side_effect=True)
+            builder.call(asm, [])
+            return context.get_dummy_value()
+        return types.void(), codegen
 
     @intrinsic
     def globaltimer(typingctx):
@@ -213,5 +229,5 @@ else:
         cuda.nanosleep(uint32(32 << shift))
 
 
-__all__ = ["load_acquire_gpu", "load_relaxed_gpu", "store_release_gpu",
+__all__ = ["load_acquire_gpu", "load_relaxed_gpu", "store_relaxed_gpu", "fence_acq_rel_gpu",
            "atomic_add_acq_rel_gpu", "atomic_add_release_gpu", "globaltimer", "smid", "backoff", "pause_us"]

@@ -36,29 +36,38 @@ freshly reset by :data:`init_queue_kernel` before every invocation:
 Worker loop (thread 0 decides, broadcasts ``(kind, index)`` through shared memory;
 ``syncthreads`` before and after every task). Claims are tickets -- one ``atomicAdd``
 each, which always succeeds -- never CAS loops (a CAS claim succeeds once per atomic
-round trip, which serialized 528 workers at ~0.55 us per task on the H200):
+round trip, which serialized 528 workers at ~0.55 us per task on the H200). Thread 0
+holds at most one FIFO ticket (a slot of the FIFO, published or only reserved):
 
-1. Prefer the FIFO: if the worker holds no ticket and ``head < tail`` (relaxed loads),
-   ``h = atomicAdd(fifo_head, 1)``; ``h < capacity`` makes slot h its ticket (a ticket
-   past the end is counted in ``head_overshoot``). As soon as an ACQUIRE load of
-   ``fifo_ready[ticket]`` reads 1 it runs the task in ``fifo_slots[ticket]``.
+1. Prefer the FIFO: ``h = atomicAdd(fifo_head, 1)`` is the worker's ticket; a ticket past
+   the end (``h >= capacity``) is counted in ``head_overshoot`` and the worker takes no
+   more. As soon as an ACQUIRE load of ``fifo_ready[ticket]`` reads 1 it runs the task in
+   ``fifo_slots[ticket]`` (read together with the flag: a slot is written once, from -1,
+   so any other value is final; -1 is read again after the acquire). The NEXT ticket is
+   requested in the same decision, so its ``atomicAdd`` completes while the task runs and
+   the next decision starts with a ticket in hand (one round trip, the flag and slot read,
+   instead of a counter poll, the ticket, the flag and the slot one after another).
 2. Otherwise -- also while its ticketed slot is reserved but not yet published --
-   ``a = atomicAdd(a_next, 1)`` claims A(a) if ``a < n_tiles`` (else counted in
-   ``a_overshoot``). Doing producer work while waiting means every ticketed slot is
-   eventually published: all B and C tasks are published exactly once, filling
-   exactly the FIFO's ``rows + n_tiles`` slots.
-3. Otherwise, once nothing is left to claim, the worker adds the C tiles it finished to
-   ``c_done`` (one release ``atomicAdd`` for all of them) and exits when an acquire load
-   of ``c_done`` shows ``n_tiles``; meanwhile it backs off and polls again.
+   ``a = atomicAdd(a_next, 1)`` claims A(a) if ``a < n_tiles``; the first claim past the
+   end is counted in ``a_overshoot`` and the worker claims no more A tiles. Doing producer
+   work while waiting means every ticketed slot is eventually published: all B and C tasks
+   are published exactly once, filling exactly the FIFO's ``rows + n_tiles`` slots.
+3. Otherwise, once nothing is left to claim (no A tile, no ticket), the worker adds the C
+   tiles it finished to ``c_done`` (one release ``atomicAdd`` for all of them) and exits
+   when an acquire load of ``c_done`` shows ``n_tiles``; meanwhile it backs off and polls
+   again. So every worker that exits has one overshoot of each kind: a complete run ends
+   with ``a_overshoot == head_overshoot == workers``.
 
 After A(t) (thread 0 wrote tile_max[t], tile_sum[t] inside the task): an acq_rel
 ``atomicAdd(row_arrivals[row], 1)``; the LAST producer (old == row_tile_count - 1)
 publishes B(row): ``slot = atomicAdd(fifo_tail, 1)``, plain store of the task id into
-``fifo_slots[slot]``, RELEASE store ``fifo_ready[slot] = 1``. After B(r) (run by warp 0;
-its lane 0, thread 0, writes row_max[r], row_sum[r] first): one ``atomicAdd(fifo_tail, row_tile_count[r])``
-reserves the row's C slots; each is written and released. In C(t) every thread reads
-row_max/row_sum of the row itself, after the broadcast barrier that follows thread 0's
-acquire of the C task's ready flag. After C(t): thread 0 counts the
+``fifo_slots[slot]``, then the release pattern ``fence.acq_rel.gpu`` + relaxed store
+``fifo_ready[slot] = 1``. After B(r) (run by warp 0; its lane 0, thread 0, writes
+row_max[r], row_sum[r] first): one ``atomicAdd(fifo_tail, row_tile_count[r])`` reserves
+the row's C slots; all are written, then ONE fence releases all of their flags (relaxed
+stores after it), where a release store per flag paid a fence per C task. In C(t) every
+thread reads row_max/row_sum of the row itself, after the broadcast barrier that follows
+thread 0's acquire of the C task's ready flag. After C(t): thread 0 counts the
 tile in a register; the barrier that follows the task puts every thread's output stores
 before the release ``atomicAdd(c_done, count)`` of step 3, which is cumulative.
 
@@ -106,8 +115,8 @@ from numba import cuda, float32, int32, int64
 
 from ..launch.plan import KernelLaunch
 from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE
-from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, pause_us,
-                       load_acquire_gpu, load_relaxed_gpu, store_release_gpu)
+from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, fence_acq_rel_gpu,
+                       load_acquire_gpu, load_relaxed_gpu, pause_us, store_relaxed_gpu)
 from .tiles import TILE_THREADS, TILE_WARPS, prefetch_tile_l2, task_a, task_b, task_c
 from .tracing import trace_now, trace_record
 
@@ -204,16 +213,25 @@ def record_error(counters, code, task, waited_on):
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
 def publish_tasks(counters, fifo_slots, fifo_ready, first_task, count):
-    """Reserve ``count`` FIFO slots with one atomic add, fill them, release each flag."""
+    """Reserve ``count`` FIFO slots with one atomic add, fill them, then release every flag.
+
+    One ``fence.acq_rel.gpu`` followed by relaxed flag stores is a release pattern for each
+    flag (PTX memory model): it orders the task results and the slot writes before all of
+    them, where ``st.release`` per flag paid one fence per task (a row's B publishes 4-36 C
+    tasks). Slots past the capacity are not written; the first one is recorded (error 4).
+    """
     capacity = fifo_slots.shape[0]
     slot = cuda.atomic.add(counters, FIFO_TAIL, count)
     for k in range(count):
-        s = slot + k
-        if s >= capacity:
-            record_error(counters, ERR_FIFO_OVERFLOW, first_task + k, s)
-            return
-        fifo_slots[s] = first_task + k
-        store_release_gpu(fifo_ready, s, 1)
+        if slot + k < capacity:
+            fifo_slots[slot + k] = first_task + k
+    fence_acq_rel_gpu()
+    for k in range(count):
+        if slot + k < capacity:
+            store_relaxed_gpu(fifo_ready, slot + k, 1)
+    if slot + count > capacity:
+        first_over = max(slot, capacity)
+        record_error(counters, ERR_FIFO_OVERFLOW, first_task + (first_over - slot), first_over)
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
@@ -227,50 +245,67 @@ def decode_fifo_task(task, slot, rows, n_tiles, counters):
     return int32(KIND_EXIT), int32(-1)
 
 
+#: Thread 0's ticket when it holds no FIFO slot: take one at the next decision ...
+TICKET_NONE = -1
+#: ... or never again: a ticket came back past the capacity (every B/C task has a consumer).
+TICKET_EXHAUSTED = -2
+
+
 def _make_next_task(acquire_ready):
     """Thread 0's scheduling decision. ``acquire_ready=False`` only for a negative control.
 
     Claims are tickets (one ``atomicAdd`` each, which always succeeds), not CAS loops:
     with hundreds of workers a CAS claim succeeds once per atomic round trip and the
     whole queue serializes on it (measured: ~0.55 us per task on the H200). A worker
-    keeps at most one FIFO ticket; while its slot is reserved but not yet published it
-    keeps claiming A tiles, so every claimed slot is eventually served. Tickets past the
-    end (``a_next >= n_tiles`` or ``fifo_head >= capacity``) are counted in
-    ``a_overshoot`` / ``head_overshoot``, which keeps the accounting exact.
+    holds at most one FIFO ticket, reserved or published; while its slot is reserved but
+    not yet published it claims A tiles, so every ticketed slot is eventually served.
+
+    The scheduling work is kept off the critical path: the next ticket is requested the
+    moment a consumer task is decided, so that ``atomicAdd`` completes while the task runs
+    (its value is first read at the next decision, which is where a ticket past the end is
+    counted); the slot is read together with its ready flag (a slot is written once, from
+    -1, so any other value read is final; it is read again after the acquire if the relaxed
+    read came first); and claims are not preceded by relaxed polls of the counters. A
+    claim past the end (``a_next >= n_tiles``, ``fifo_head >= capacity``) is counted in
+    ``a_overshoot`` / ``head_overshoot`` once per worker, which keeps the accounting exact.
     ``c_unflushed`` is the worker's count of finished C tiles not yet added to ``c_done``:
     they are added (one release ``atomicAdd``) only once the worker finds nothing left to
     claim, not one atomic per tile on the critical path of every C task.
-    Returns ``(kind, index, ticket, c_unflushed)``; ``ticket`` (-1 for none) and
-    ``c_unflushed`` carry over to the next call.
+    Returns ``(kind, index, ticket, a_done, c_unflushed)``; the last three carry over.
     """
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
-    def next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, c_unflushed):
+    def next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, a_done, c_unflushed):
         capacity = fifo_slots.shape[0]
+        if ticket == TICKET_NONE:
+            ticket = cuda.atomic.add(counters, FIFO_HEAD, 1)
+        if ticket >= capacity:
+            cuda.atomic.add(counters, HEAD_OVERSHOOT, 1)
+            ticket = int32(TICKET_EXHAUSTED)
         polls = 0
         while True:
-            if ticket < 0 and load_relaxed_gpu(counters, FIFO_HEAD) < load_relaxed_gpu(counters, FIFO_TAIL):
-                # 1. a consumer task (B or C) has been published or reserved: take a ticket.
-                h = cuda.atomic.add(counters, FIFO_HEAD, 1)
-                if h < capacity:
-                    ticket = h
-                else:
-                    cuda.atomic.add(counters, HEAD_OVERSHOOT, 1)
             if ticket >= 0:
-                # The consumer is preferred as soon as its slot is published.
+                # 1. the consumer (B or C) is preferred as soon as its slot is published.
                 if not acquire_ready:  # negative control: read the slot without the acquire
                     return decode_fifo_task(fifo_slots[ticket], ticket, rows, n_tiles, counters) + (
-                        int32(-1), c_unflushed)
+                        int32(TICKET_NONE), a_done, c_unflushed)
+                task = load_relaxed_gpu(fifo_slots, ticket)
                 if load_acquire_gpu(fifo_ready, ticket) == 1:
-                    return decode_fifo_task(fifo_slots[ticket], ticket, rows, n_tiles, counters) + (
-                        int32(-1), c_unflushed)
-            if load_relaxed_gpu(counters, A_NEXT) < n_tiles:
+                    if task < 0:  # read before the publish: after the acquire the slot is visible
+                        task = fifo_slots[ticket]
+                    kind, index = decode_fifo_task(task, ticket, rows, n_tiles, counters)
+                    following = int32(TICKET_NONE)
+                    if kind != KIND_EXIT:  # the next ticket's round trip overlaps this task
+                        following = cuda.atomic.add(counters, FIFO_HEAD, 1)
+                    return kind, index, following, a_done, c_unflushed
+            if not a_done:
                 # 2. claim the next producer tile (also while a reserved slot fills).
                 a = cuda.atomic.add(counters, A_NEXT, 1)
                 if a < n_tiles:
-                    return int32(KIND_A), int32(a), ticket, c_unflushed
+                    return int32(KIND_A), int32(a), ticket, a_done, c_unflushed
                 cuda.atomic.add(counters, A_OVERSHOOT, 1)
-            elif ticket < 0 and load_relaxed_gpu(counters, FIFO_HEAD) >= capacity:
+                a_done = True
+            if a_done and ticket == TICKET_EXHAUSTED:
                 # 3. nothing left to claim: count this worker's finished C tiles with ONE
                 # release add (the barrier after each C task ordered every thread's stores
                 # before it), then leave once every worker has counted all of its own.
@@ -278,11 +313,11 @@ def _make_next_task(acquire_ready):
                     atomic_add_release_gpu(counters, C_DONE, c_unflushed)
                     c_unflushed = int32(0)
                 if load_acquire_gpu(counters, C_DONE) >= n_tiles:
-                    return int32(KIND_EXIT), int32(-1), int32(-1), c_unflushed
+                    return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
             # Nothing to run yet: only a waiting worker looks for another worker's error
             # (a worker that keeps finding work needs no exit signal).
             if load_relaxed_gpu(counters, ERROR_CODE) != 0:
-                return int32(KIND_EXIT), int32(-1), int32(-1), c_unflushed
+                return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
             backoff(polls)
             polls += 1
             if polls > max_polls:
@@ -290,16 +325,18 @@ def _make_next_task(acquire_ready):
                     record_error(counters, ERR_READY_TIMEOUT, -1, ticket)
                 else:
                     record_error(counters, ERR_COMPLETION_TIMEOUT, -1, load_relaxed_gpu(counters, C_DONE))
-                return int32(KIND_EXIT), int32(-1), int32(-1), c_unflushed
+                return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
 
     return next_task
 
 
-def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build=False):
+def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build=False, max_registers=None):
     """Build one compilation of the persistent kernel (closure constants select the variant).
 
     ``trace_build`` selects the trace build (:mod:`.tracing`); the performance build takes
     the same ``trace`` argument but its constant-false branches are pruned away.
+    ``max_registers`` caps ptxas's register allocation (diagnostic builds only, see
+    :func:`register_capped_kernel`).
     """
     next_task = _make_next_task(acquire_ready)
     TRACE = trace_build
@@ -353,7 +390,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         c_pending = False  # thread 0: a C tile just finished (its barrier has passed)
         c_index = int32(0)  # thread 0, trace builds: that tile and when it started
         c_unflushed = int32(0)  # thread 0: finished C tiles not yet added to c_done
-        ticket = int32(-1)  # thread 0: a FIFO slot claimed but not yet published
+        ticket = int32(TICKET_NONE)  # thread 0: its FIFO slot (or the claim still in flight)
+        a_done = False  # thread 0: an A claim came back past the end
         start = int64(0)
         while True:
             if tid == 0:
@@ -362,8 +400,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                         trace_record(trace, n_tiles + rows + c_index, start)
                     c_unflushed += 1
                     c_pending = False
-                decided_kind, decided_index, ticket, c_unflushed = next_task(
-                    counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, c_unflushed)
+                decided_kind, decided_index, ticket, a_done, c_unflushed = next_task(
+                    counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, a_done, c_unflushed)
                 ctrl[0] = decided_kind
                 ctrl[1] = decided_index
             cuda.syncthreads()
@@ -420,7 +458,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             cuda.syncthreads()
 
     kernel.__name__ = kernel.__qualname__ = name
-    return cuda.jit(**KERNEL_OPTIONS)(kernel)
+    cap = {} if max_registers is None else {"max_registers": max_registers}
+    return cuda.jit(**KERNEL_OPTIONS, **cap)(kernel)
 
 
 #: The performance kernel (registered): acquire on every ready flag, last producer publishes.
@@ -436,6 +475,20 @@ def persistent_trace_kernel():
         _trace_build.append(_make_persistent_kernel("persistent_tiles_trace", acquire_ready=True,
                                                     publish_after_last=True, trace_build=True))
     return _trace_build[0]
+
+
+_capped_builds = {}
+
+
+def register_capped_kernel(max_registers):
+    """The performance kernel compiled with ptxas's register cap ``max_registers``: more
+    workers fit per SM, at the price of spills. A diagnostic build (``tools/tiles_probe.py
+    --register-caps``), never registered or used by the bench."""
+    if max_registers not in _capped_builds:
+        _capped_builds[max_registers] = _make_persistent_kernel(
+            f"persistent_tiles_r{max_registers}", acquire_ready=True, publish_after_last=True,
+            max_registers=max_registers)
+    return _capped_builds[max_registers]
 
 
 #: Negative controls: name -> (acquire_ready, publish_after_last). Tests only.

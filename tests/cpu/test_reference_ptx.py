@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from bench.ptx_report import (arithmetic_tokens, compare_ptx, contraction_candidates, extract_entry,
-                              parse_instructions)
+                              ordering_tokens, parse_instructions)
 from bench.reference_build import (BUILD_DIR, MODULES, NVCC_FLAGS, REFERENCE_DIR, find_nvcc, nvcc_flags,
                                    stale_reason)
 
@@ -94,7 +94,8 @@ def test_queue_protocol_uses_the_same_memory_operations(comparison):
             k["ordering_differences"])
     persistent = comparison["kernels"]["persistent_tiles"]
     ops = " ".join(persistent["nvcc_ordering"])
-    for op in ("ld.acquire.gpu.global.u32", "ld.relaxed.gpu.global.u32", "st.release.gpu.global.u32",
+    for op in ("ld.acquire.gpu.global.u32", "ld.relaxed.gpu.global.u32", "st.relaxed.gpu.global.u32",
+               "fence.acq_rel.gpu",
                "atom.acq_rel.gpu.global.add.u32", "atom.release.gpu.global.add.u32", "nanosleep"):
         assert op in ops, op
 
@@ -234,6 +235,19 @@ def test_a_different_claim_protocol_is_a_difference():
     cmp = compare_ptx("k", ptx, cas, "k", "k.cu")
     assert not cmp.ordering_same_operations and cmp.ordering_verdict.startswith("DIFFERS")
     assert cmp.arithmetic_identical  # the arithmetic check alone would not have seen it
+
+
+def test_ordering_constants_follow_a_reused_register_within_its_basic_block():
+    """A CAS's expected 0 in a register the compiler also uses for other values (a phi): the
+    mov just before it, in the same block, makes it the constant; across a label it is not."""
+    shared = ("mov.u32 \t%r9, 1;\n$L__BB0_1:\n\tmov.u32 \t%r9, 0;\n\t"
+              "atom.global.cas.b32 \t%r5, [%rd1], %r9, %r8;")
+    joined = ("mov.u32 \t%r9, 0;\n$L__BB0_1:\n\t"
+              "atom.global.cas.b32 \t%r5, [%rd1], %r9, %r8;\n\tmov.u32 \t%r9, 1;")
+    single = "mov.u32 \t%r9, 0;\n\tatom.global.cas.b32 \t%r5, [%rd1], %r9, %r8;"
+    assert ordering_tokens(parse_instructions(shared)) == ["atom.global.cas.b32 [0]"]
+    assert ordering_tokens(parse_instructions(joined)) == ["atom.global.cas.b32"]  # two writes, other block
+    assert ordering_tokens(parse_instructions(single)) == ["atom.global.cas.b32 [0]"]  # its only write
 
 
 def test_extract_entry_takes_one_entry_of_a_module():

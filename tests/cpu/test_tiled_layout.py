@@ -166,6 +166,19 @@ def test_verify_counters_accepts_counted_overshoot_and_rejects_a_negative_one():
         verify_counters(counters, layout)
 
 
+def test_verify_counters_with_workers_requires_one_overshoot_of_each_per_worker():
+    layout = _layout()
+    counters = _good_counters(layout)
+    for name in ("a_next", "fifo_head", "a_overshoot", "head_overshoot"):
+        counters[COUNTER_INDEX[name]] += 4
+    verify_counters(counters, layout, workers=4)
+    counters[COUNTER_INDEX["a_next"]] += 1  # a fifth worker's A claim, or one worker claiming twice
+    counters[COUNTER_INDEX["a_overshoot"]] += 1
+    verify_counters(counters, layout)  # consistent without the worker count ...
+    with pytest.raises(QueueStateError, match="a_overshoot 5 and head_overshoot 4: expected one of each per worker, 4"):
+        verify_counters(counters, layout, workers=4)  # ... but not with it
+
+
 def test_verify_counters_accepts_the_exact_state():
     layout = _layout()
     assert verify_counters(_good_counters(layout), layout) == expected_counters(layout)

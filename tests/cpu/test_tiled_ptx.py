@@ -23,10 +23,11 @@ CONTROLS = ("unacquired_slot_read", "first_producer_publishes_b")
 
 ACQUIRE = "ld.acquire.gpu.global.u32"
 RELAXED = "ld.relaxed.gpu.global.u32"
-RELEASE = "st.release.gpu.global.u32"
+RELAXED_STORE = "st.relaxed.gpu.global.u32"
+FENCE = "fence.acq_rel.gpu"
 ACQ_REL_ADD = "atom.acq_rel.gpu.global.add.u32"
 RELEASE_ADD = "atom.release.gpu.global.add.u32"
-ORDERING = (ACQUIRE, RELAXED, RELEASE, ACQ_REL_ADD, RELEASE_ADD)
+ORDERING = (ACQUIRE, RELAXED, RELAXED_STORE, FENCE, ACQ_REL_ADD, RELEASE_ADD)
 
 _CHILD = textwrap.dedent("""
     import json, sys
@@ -86,10 +87,11 @@ def test_persistent_kernel_has_device_scope_acquire_release(compiled):
     hist = instruction_histogram(compiled["kernels"]["persistent_tiles"])
     # ready-flag poll of the claimed slot, c_done termination check
     assert hist[ACQUIRE] == 2
-    assert hist[RELEASE] >= 1            # ready flag after each published task
+    assert hist[FENCE] == 2              # one per publish (B after the last A; a row's C tasks after B) ...
+    assert hist[RELAXED_STORE] >= 2      # ... before that publish's ready flags
     assert hist[ACQ_REL_ADD] == 1        # row arrival after A
     assert hist[RELEASE_ADD] == 1        # c_done after C
-    assert hist[RELAXED] >= 3            # error_code, fifo_head, fifo_tail, a_next polls
+    assert hist[RELAXED] >= 2            # the ticketed slot (read with its flag), error_code polls
     assert hist.get("nanosleep.u32", 0) >= 1  # bounded waits back off
     assert hist.get("cvta.to.global.u64", 0) >= 1
 

@@ -203,7 +203,7 @@ def _tiled_setup(lengths, library, stream):
 def _run_tiled(runs, values, stream):
     from numba_softmax.tiled import verify_queue
     results = {}
-    for (side, scheduler), (buffers, invocation, _) in runs.items():
+    for (side, scheduler), (buffers, invocation, workers) in runs.items():
         buffers.poison(stream=stream.numba)  # queue words junk: the init kernel must reset them
         for name in TILED_ARRAYS:
             _poison(getattr(buffers, name), NVCC_NAN if side == "nvcc" else NUMBA_NAN, stream)
@@ -213,7 +213,7 @@ def _run_tiled(runs, values, stream):
         arrays = {"out": buffers.out.copy_to_host(), **buffers.intermediates()}
         if scheduler == "dag":
             state = buffers.queue_state()
-            verify_queue(state, buffers.layout)  # exact counters, FIFO contents, arrivals
+            verify_queue(state, buffers.layout, workers)  # exact counters and overshoots, FIFO, arrivals
             arrays["queue"] = state
         results[(side, scheduler)] = arrays
     return results
@@ -240,9 +240,9 @@ def test_every_scheduler_is_bitwise_equal_to_numba(reference, stream, evidence, 
                                ours[key], results[("numba", scheduler)][key], _locator(layout, key))
                 assert_bitwise(f"{writer}: {key}, {name} {family} (nvcc vs Numba separate)",
                                ours[key], results[("numba", "separate")][key], _locator(layout, key))
-        # Both DAG queues end in the exact state verify_queue requires (checked in _run_tiled);
-        # the overshoot words count failed ticket claims, which depend on timing, so the two
-        # sides agree on everything else.
+        # Both DAG queues end in the exact state verify_queue requires (checked in _run_tiled,
+        # overshoots included: one of each per worker, and the two sides may run different
+        # worker counts), so they agree on everything else.
         expected = {}
         for side in ("nvcc", "numba"):
             counters = results[(side, "dag")]["queue"]["counters"]

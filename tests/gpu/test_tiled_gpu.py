@@ -26,14 +26,14 @@ def _setup(lengths, stream):
 def _run_all(runs, values, stream):
     from numba_softmax.tiled import verify_queue
     results = {}
-    for scheduler, (buffers, invocation, _) in runs.items():
+    for scheduler, (buffers, invocation, workers) in runs.items():
         buffers.poison(stream=stream.numba)
         buffers.load_values(values, stream=stream.numba)
         invocation.enqueue(stream)
         stream.synchronize()
         arrays = {"out": buffers.out.copy_to_host(), **buffers.intermediates()}
         if scheduler == "dag":
-            verify_queue(buffers.queue_state(), buffers.layout)
+            verify_queue(buffers.queue_state(), buffers.layout, workers)  # one overshoot of each per worker
         results[scheduler] = arrays
     return results
 

@@ -113,9 +113,12 @@ def test_intermediates_are_the_tile_and_row_summaries(small_runs):
 def test_dag_counters_and_queue_are_exact(request, runs_name, key):
     _, _, result = request.getfixturevalue(runs_name)[key]
     layout = result.layout
-    assert verify_counters(result.counters, layout) == expected_counters(layout)
-    assert result.counters[A_NEXT] == layout.n_tiles
-    assert result.counters[FIFO_HEAD] == result.counters[FIFO_TAIL] == layout.rows + layout.n_tiles
+    workers = result.workers
+    # every worker leaves after exactly one A claim and one ticket came back past the end
+    assert verify_counters(result.counters, layout, workers) == expected_counters(layout, workers, workers)
+    assert result.counters[A_NEXT] == layout.n_tiles + workers
+    assert result.counters[FIFO_HEAD] == layout.rows + layout.n_tiles + workers
+    assert result.counters[FIFO_TAIL] == layout.rows + layout.n_tiles
     assert result.counters[C_DONE] == layout.n_tiles
     assert np.array_equal(result.queue["row_arrivals"], layout.row_tile_count)
     assert np.all(result.queue["fifo_ready"] == 1)
@@ -225,7 +228,9 @@ def test_invalid_task_id_is_recorded():
 
 def test_completion_wait_is_bounded_and_recorded():
     def starved(state, layout):
-        state["counters"][A_NEXT] = layout.n_tiles  # every A "claimed", nothing will ever finish
+        # every A claimed and every FIFO task taken, yet no C tile will ever be counted
+        state["counters"][A_NEXT] = layout.n_tiles
+        state["counters"][FIFO_HEAD] = state["counters"][FIFO_TAIL] = layout.fifo_capacity
     counters, layout = _seeded_dag(starved)
     assert counters[ERROR_CODE] == ERR_COMPLETION_TIMEOUT
     assert (counters[ERROR_TASK], counters[ERROR_WAITED_ON]) == (-1, 0)
