@@ -108,6 +108,20 @@ __device__ __forceinline__ Decision decode_fifo_task(int task, int slot, int row
     return Decision{KIND_EXIT, -1, -1};
 }
 
+// Phased mode, thread 0, at the start of tile t: prefetch tile t + workers into L2 from the
+// metadata loaded one iteration ago, and load that of tile t + 2 workers for the next iteration
+// (it arrives during this task).
+__device__ __forceinline__ void prefetch_next_tile(int t, int workers, long long& ahead_start, int& ahead_len,
+                                                   const float* values, long long n_values,
+                                                   const long long* tile_start, const int* tile_len, int n_tiles) {
+    if ((long long)t + workers < n_tiles) {
+        prefetch_span_l2(values, n_values, ahead_start, ahead_len);
+    }
+    const long long after = (long long)t + 2LL * workers;
+    ahead_start = after < n_tiles ? tile_start[after] : 0;
+    ahead_len = after < n_tiles ? tile_len[after] : 0;
+}
+
 // Thread 0's ticket besides a slot index: none (take one at the next decision), or exhausted
 // (a ticket came back past the capacity: every B/C task has a consumer).
 enum { TICKET_NONE = -1, TICKET_EXHAUSTED = -2 };
@@ -196,8 +210,19 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
 
     if (mode == MODE_PHASED) {
         cg::grid_group grid = cg::this_grid();
-        for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
-            prefetch_tile_l2((long long)t + gridDim.x, values, n_values, tile_start, tile_len, n_tiles);
+        const int workers = gridDim.x;
+        // Thread 0 prefetches the worker's next tile (t + workers) from metadata loaded one
+        // iteration earlier, so the prefetch never waits for a load.
+        long long ahead_start = 0;
+        int ahead_len = 0;
+        if (tid == 0 && (long long)blockIdx.x + workers < n_tiles) {
+            ahead_start = tile_start[blockIdx.x + workers];
+            ahead_len = tile_len[blockIdx.x + workers];
+        }
+        for (int t = blockIdx.x; t < n_tiles; t += workers) {
+            if (tid == 0) {
+                prefetch_next_tile(t, workers, ahead_start, ahead_len, values, n_values, tile_start, tile_len, n_tiles);
+            }
             task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials);
         }
         grid.sync();
@@ -208,10 +233,32 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
             task_b((int)r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
         }
         grid.sync();
-        for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
-            prefetch_tile_l2((long long)t + gridDim.x, values, n_values, tile_start, tile_len, n_tiles);
-            const int row = tile_row[t];
-            task_c(t, row_max[row], row_sum[row], values, tile_start, tile_len, out);
+        ahead_start = 0;
+        ahead_len = 0;
+        if (tid == 0 && (long long)blockIdx.x + workers < n_tiles) {
+            ahead_start = tile_start[blockIdx.x + workers];
+            ahead_len = tile_len[blockIdx.x + workers];
+        }
+        // m and z of the worker's next tile are requested during the current one: its row
+        // index at the start, the row's m and z at the end.
+        float m = 0.0f;
+        float z = 0.0f;
+        if ((int)blockIdx.x < n_tiles) {
+            const int row = tile_row[blockIdx.x];
+            m = row_max[row];
+            z = row_sum[row];
+        }
+        for (int t = blockIdx.x; t < n_tiles; t += workers) {
+            if (tid == 0) {
+                prefetch_next_tile(t, workers, ahead_start, ahead_len, values, n_values, tile_start, tile_len, n_tiles);
+            }
+            const long long following = (long long)t + workers;
+            const int next_row = following < n_tiles ? tile_row[following] : 0;
+            task_c(t, m, z, values, tile_start, tile_len, out);
+            if (following < n_tiles) {
+                m = row_max[next_row];
+                z = row_sum[next_row];
+            }
         }
         return;
     }

@@ -15,9 +15,13 @@ Mode 0, phased (:data:`MODE_PHASED`): the control with cooperative grid barriers
     grid.sync()
     for t in range(blockIdx.x, n_tiles, gridDim.x):  C(t)         # m, z read directly
 
-It touches no queue state, so it needs no reset launch. In its A and C loops a worker
-first prefetches its next tile (``t + gridDim.x``) into L2 (``tiles.prefetch_tile_l2``),
-so that tile's DRAM read overlaps the current tile's reductions (not in the trace build).
+It touches no queue state, so it needs no reset launch. In its A and C loops thread 0
+first prefetches the worker's next tile (``t + gridDim.x``) into L2
+(:func:`prefetch_next_tile`), so that tile's DRAM read overlaps the current tile's
+reductions (not in the trace build); the start and length that prefetch needs were loaded
+one iteration earlier, so it never waits on a load. In the C loop every thread requests
+the next tile's row index at the start of a tile and that row's m and z at its end, so a
+C tile starts with m and z in hand instead of two dependent loads.
 
 Mode 1, DAG (:data:`MODE_DAG`): a dependency-driven task queue in global memory,
 freshly reset by :data:`init_queue_kernel` before every invocation:
@@ -117,7 +121,8 @@ from ..launch.plan import KernelLaunch
 from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE
 from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, fence_acq_rel_gpu,
                        load_acquire_gpu, load_relaxed_gpu, pause_us, store_relaxed_gpu)
-from .tiles import TILE_THREADS, TILE_WARPS, prefetch_tile_l2, task_a, task_b, task_c
+from .prefetch import prefetch_span_l2
+from .tiles import TILE_THREADS, TILE_WARPS, task_a, task_b, task_c
 from .tracing import trace_now, trace_record
 
 MODE_PHASED = 0
@@ -245,6 +250,20 @@ def decode_fifo_task(task, slot, rows, n_tiles, counters):
     return int32(KIND_EXIT), int32(-1)
 
 
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def prefetch_next_tile(t, workers, ahead_start, ahead_len, values, tile_start, tile_len):
+    """Phased mode, thread 0, at the start of tile ``t``: prefetch tile ``t + workers`` into
+    L2 from the metadata loaded one iteration ago (``ahead_start``, ``ahead_len``), and load
+    the metadata of tile ``t + 2 workers`` for the next iteration (it arrives during this
+    task). Returns that metadata."""
+    if t + workers < tile_start.shape[0]:
+        prefetch_span_l2(values, ahead_start, ahead_len)
+    after = t + 2 * workers
+    if after < tile_start.shape[0]:
+        return tile_start[after], tile_len[after]
+    return int64(0), int32(0)
+
+
 #: Thread 0's ticket when it holds no FIFO slot: take one at the next decision ...
 TICKET_NONE = -1
 #: ... or never again: a ticket came back past the capacity (every B/C task has a consumer).
@@ -351,10 +370,20 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
 
         if mode == MODE_PHASED:
             grid = cuda.cg.this_grid()
-            for t in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
-                if not TRACE:
-                    # this worker's next A tile: its DRAM read overlaps this tile's reductions
-                    prefetch_tile_l2(t + cuda.gridDim.x, values, tile_start, tile_len)
+            workers = cuda.gridDim.x
+            # Thread 0 prefetches this worker's next tile (t + workers) into L2, so its DRAM
+            # read overlaps this tile's reductions; the metadata it needs for that (start,
+            # length) was loaded one iteration earlier, so the prefetch never waits for a
+            # load (not in the trace build).
+            ahead_start = int64(0)
+            ahead_len = int32(0)
+            if not TRACE and tid == 0 and cuda.blockIdx.x + workers < n_tiles:
+                ahead_start = tile_start[cuda.blockIdx.x + workers]
+                ahead_len = tile_len[cuda.blockIdx.x + workers]
+            for t in range(cuda.blockIdx.x, n_tiles, workers):
+                if not TRACE and tid == 0:
+                    ahead_start, ahead_len = prefetch_next_tile(t, workers, ahead_start, ahead_len, values,
+                                                                tile_start, tile_len)
                 start = int64(0)
                 if TRACE and tid == 0:
                     start = trace_now()
@@ -371,18 +400,36 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 if TRACE and tid % WARP_SIZE == 0:
                     trace_record(trace, n_tiles + r, start)
             grid.sync()
-            for t in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
-                if not TRACE:
-                    prefetch_tile_l2(t + cuda.gridDim.x, values, tile_start, tile_len)
-                row = tile_row[t]
+            ahead_start = int64(0)
+            ahead_len = int32(0)
+            if not TRACE and tid == 0 and cuda.blockIdx.x + workers < n_tiles:
+                ahead_start = tile_start[cuda.blockIdx.x + workers]
+                ahead_len = tile_len[cuda.blockIdx.x + workers]
+            # m and z of a worker's next tile are requested during the current one: its row
+            # index at the start, the row's m and z at the end (the grid barrier made them final).
+            m = float32(0.0)
+            z = float32(0.0)
+            if cuda.blockIdx.x < n_tiles:
+                row = tile_row[cuda.blockIdx.x]
+                m = row_max[row]
+                z = row_sum[row]
+            for t in range(cuda.blockIdx.x, n_tiles, workers):
+                if not TRACE and tid == 0:
+                    ahead_start, ahead_len = prefetch_next_tile(t, workers, ahead_start, ahead_len, values,
+                                                                tile_start, tile_len)
+                following = t + workers
+                next_row = tile_row[following] if following < n_tiles else int32(0)
                 start = int64(0)
                 if TRACE and tid == 0:
                     start = trace_now()
-                task_c(t, row_max[row], row_sum[row], values, tile_start, tile_len, out)
+                task_c(t, m, z, values, tile_start, tile_len, out)
                 if TRACE:
                     cuda.syncthreads()
                     if tid == 0:
                         trace_record(trace, n_tiles + rows + t, start)
+                if following < n_tiles:
+                    m = row_max[next_row]
+                    z = row_sum[next_row]
             return
 
         # ---- DAG mode ----
