@@ -53,7 +53,7 @@ enum {
     COUNTER_SLOTS = HEAD_OVERSHOOT + 1
 };
 enum { ERR_NONE = 0, ERR_READY_TIMEOUT = 1, ERR_COMPLETION_TIMEOUT = 2, ERR_INVALID_TASK = 3, ERR_FIFO_OVERFLOW = 4 };
-enum { KIND_EXIT = 0, KIND_A = 1, KIND_B = 2, KIND_C = 3 };
+enum { KIND_EXIT = 0, KIND_A = 1, KIND_B = 2, KIND_C = 3, KIND_SYNC = 4 };
 
 struct Decision {
     int kind;
@@ -138,7 +138,7 @@ enum { TICKET_NONE = -1, TICKET_EXHAUSTED = -2 };
 // for all of them once nothing is left to claim).
 __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, int* fifo_ready, int rows, int n_tiles,
                                               int capacity, int max_polls, int ticket, bool& a_done,
-                                              int& c_unflushed) {
+                                              int& c_unflushed, bool c_waiting) {
     if (ticket == TICKET_NONE) {
         ticket = atomicAdd(&counters[FIFO_HEAD], 1);
     }
@@ -173,7 +173,11 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
         }
         if (a_done && ticket == TICKET_EXHAUSTED) {
             // 3. nothing left to claim: count this worker's finished C tiles, then leave once
-            // every worker has counted all of its own.
+            // every worker has counted all of its own. A C tile whose closing barrier is still
+            // ahead is ordered first (KIND_SYNC: one more barrier, then back here).
+            if (c_waiting) {
+                return Decision{KIND_SYNC, -1, ticket};
+            }
             if (c_unflushed > 0) {
                 atomic_add_release_gpu(&counters[C_DONE], c_unflushed);
                 c_unflushed = 0;
@@ -264,35 +268,29 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
     }
 
     // ---- DAG mode ----
-    __shared__ int ctrl[2];
-    bool c_pending = false;  // thread 0: a C tile just finished (its barrier has passed)
-    int c_unflushed = 0;     // thread 0: finished C tiles not yet added to c_done
+    // Two (kind, index) slots, used alternately: one barrier per task.
+    __shared__ int ctrl[4];
+    bool c_waiting = false;    // thread 0: the task just run was a C tile; its closing barrier is ahead
+    int c_unflushed = 0;       // thread 0: finished C tiles, barrier passed, not yet added to c_done
     int ticket = TICKET_NONE;  // thread 0: its FIFO slot (or the claim still in flight)
     bool a_done = false;       // thread 0: an A claim came back past the end
+    if (tid == 0) {
+        ctrl[0] = KIND_SYNC;  // a no-task first turn: every decision is made at one place, below
+    }
+    __syncthreads();
+    int current = 0;
     while (true) {
-        if (tid == 0) {
-            if (c_pending) {
-                c_unflushed += 1;
-                c_pending = false;
-            }
-            const Decision d =
-                next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, fifo_capacity, max_polls, ticket, a_done,
-                          c_unflushed);
-            ticket = d.ticket;
-            ctrl[0] = d.kind;
-            ctrl[1] = d.index;
-        }
-        __syncthreads();
-        const int kind = ctrl[0];
-        const int index = ctrl[1];
+        const int kind = ctrl[2 * current];
+        const int index = ctrl[2 * current + 1];
         if (kind == KIND_EXIT) {
             break;
         }
         if (kind == KIND_A) {
-            // Thread 0 asks for the tile's row now: the load completes during the task.
-            const int row = tid == 0 ? tile_row[index] : 0;
+            // The announcer (lane 0 of warp 1) asks for the tile's row now; after the task it
+            // releases the summary it wrote while thread 0 decides the next task.
+            const int row = tid == TILE_ANNOUNCER ? tile_row[index] : 0;
             task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials);
-            if (tid == 0) {
+            if (tid == TILE_ANNOUNCER) {
                 const int old = atomic_add_acq_rel_gpu(&row_arrivals[row], 1);
                 if (old == row_tile_count[row] - 1) {  // the LAST producer publishes B
                     publish_tasks(counters, fifo_slots, fifo_ready, fifo_capacity, row, 1);
@@ -307,13 +305,25 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
                 publish_tasks(counters, fifo_slots, fifo_ready, fifo_capacity, rows + row_first_tile[index],
                               row_tile_count[index]);
             }
-        } else {
+        } else if (kind == KIND_C) {
             // Every thread reads m and z after the barrier that follows thread 0's acquire.
             const int row = tile_row[index];
             task_c(index, row_max[row], row_sum[row], values, tile_start, tile_len, out);
-            c_pending = true;
+        }
+        // (KIND_SYNC: no task; the barrier below orders the last C tile's stores.)
+        if (tid == 0) {
+            if (c_waiting) {  // a C tile run before the previous barrier is ordered now
+                c_unflushed += 1;
+            }
+            c_waiting = kind == KIND_C;
+            const Decision d = next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, fifo_capacity, max_polls,
+                                         ticket, a_done, c_unflushed, c_waiting);
+            ticket = d.ticket;
+            ctrl[2 * (1 - current)] = d.kind;
+            ctrl[2 * (1 - current) + 1] = d.index;
         }
         __syncthreads();
+        current = 1 - current;
     }
 }
 

@@ -22,6 +22,8 @@
 #define TILE_WARPS (TILE_THREADS / WARP_SIZE)
 #define TILE_QUADS 2
 #define TILE_BLOCKS_PER_SM_WAVE (2048 / TILE_THREADS)
+// The thread that writes an A tile's summary (lane 0 of warp 1; tiles.py: TILE_ANNOUNCER).
+#define TILE_ANNOUNCER WARP_SIZE
 
 __device__ __forceinline__ bool tile_is_aligned(long long start, int n) { return (start & 3) == 0 && (n & 3) == 0; }
 
@@ -65,7 +67,7 @@ __device__ __forceinline__ void task_a(int t, const float* values, const long lo
         local_sum = f32_add(local_sum, f32_exp(f32_sub(x[k], m_t)));
     }
     const float z_t = block_reduce<TILE_WARPS>(local_sum, partials, SumOp());
-    if (tid == 0) {
+    if (tid == TILE_ANNOUNCER) {  // lane 0 of warp 1: in the DAG it announces the tile
         tile_max[t] = m_t;
         tile_sum[t] = z_t;
     }

@@ -37,8 +37,12 @@ freshly reset by :data:`init_queue_kernel` before every invocation:
   task id ``r`` is B(r), ``rows + t`` is C(t). A tasks never enter the FIFO; they are
   claimed from the counter ``a_next``.
 
-Worker loop (thread 0 decides, broadcasts ``(kind, index)`` through shared memory;
-``syncthreads`` before and after every task). Claims are tickets -- one ``atomicAdd``
+Worker loop: thread 0 decides and broadcasts ``(kind, index)`` through shared memory, ONE
+``syncthreads`` per task. It makes the next decision as soon as its own part of the current
+task is done, into the other of two ``ctrl`` slots (the one the block is not reading); after
+an A task the tile's announcer, lane 0 of warp 1 (``tiles.TILE_ANNOUNCER``), which wrote the
+summary, makes the row arrival meanwhile, so the two chains of dependent round trips overlap
+instead of following each other. Claims are tickets -- one ``atomicAdd``
 each, which always succeeds -- never CAS loops (a CAS claim succeeds once per atomic
 round trip, which serialized 528 workers at ~0.55 us per task on the H200). Thread 0
 holds at most one FIFO ticket (a slot of the FIFO, published or only reserved):
@@ -62,8 +66,8 @@ holds at most one FIFO ticket (a slot of the FIFO, published or only reserved):
    again. So every worker that exits has one overshoot of each kind: a complete run ends
    with ``a_overshoot == head_overshoot == workers``.
 
-After A(t) (thread 0 wrote tile_max[t], tile_sum[t] inside the task): an acq_rel
-``atomicAdd(row_arrivals[row], 1)``; the LAST producer (old == row_tile_count - 1)
+After A(t) (the announcer wrote tile_max[t], tile_sum[t] inside the task), the announcer
+makes an acq_rel ``atomicAdd(row_arrivals[row], 1)``; the LAST producer (old == row_tile_count - 1)
 publishes B(row): ``slot = atomicAdd(fifo_tail, 1)``, plain store of the task id into
 ``fifo_slots[slot]``, then the release pattern ``fence.acq_rel.gpu`` + relaxed store
 ``fifo_ready[slot] = 1``. After B(r) (run by warp 0; its lane 0, thread 0, writes
@@ -72,8 +76,10 @@ the row's C slots; all are written, then ONE fence releases all of their flags (
 stores after it), where a release store per flag paid a fence per C task. In C(t) every
 thread reads row_max/row_sum of the row itself, after the broadcast barrier that follows
 thread 0's acquire of the C task's ready flag. After C(t): thread 0 counts the
-tile in a register; the barrier that follows the task puts every thread's output stores
-before the release ``atomicAdd(c_done, count)`` of step 3, which is cumulative.
+tile in a register once the barrier that follows the task has passed (at its next
+decision), so that barrier puts every thread's output stores before the release
+``atomicAdd(c_done, count)`` of step 3, which is cumulative; a worker that finds nothing
+left right after a C task first decides :data:`KIND_SYNC` (no task, one more barrier).
 
 Every wait is bounded by ``max_polls`` (:data:`DEFAULT_MAX_POLLS` = 2**22 polls with
 ``nanosleep`` backoff of at most 256 ns, i.e. on the order of a second); past the bound
@@ -112,7 +118,7 @@ and y written once, about 12N bytes for N elements, plus the tile and row summar
 the reset and again for the run, plus the counter atomics.
 
 Shared memory (static, no dynamic reservation): partials float32[4] (16 B), the
-broadcast ``(kind, index)`` int32[2] (8 B).
+broadcast ``(kind, index)`` slots int32[4] (16 B).
 """
 
 from numba import cuda, float32, int32, int64
@@ -122,7 +128,7 @@ from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE
 from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, fence_acq_rel_gpu,
                        load_acquire_gpu, load_relaxed_gpu, pause_us, store_relaxed_gpu)
 from .prefetch import prefetch_span_l2
-from .tiles import TILE_THREADS, TILE_WARPS, task_a, task_b, task_c
+from .tiles import TILE_ANNOUNCER, TILE_THREADS, TILE_WARPS, task_a, task_b, task_c
 from .tracing import trace_now, trace_record
 
 MODE_PHASED = 0
@@ -201,6 +207,7 @@ KIND_EXIT = 0
 KIND_A = 1
 KIND_B = 2
 KIND_C = 3
+KIND_SYNC = 4  # no task: one more barrier, so that the worker's last C tile is ordered before it counts it
 
 INIT_MAX_BLOCKS = 1024
 
@@ -294,7 +301,8 @@ def _make_next_task(acquire_ready):
     """
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
-    def next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, a_done, c_unflushed):
+    def next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
+                  c_waiting):
         capacity = fifo_slots.shape[0]
         if ticket == TICKET_NONE:
             ticket = cuda.atomic.add(counters, FIFO_HEAD, 1)
@@ -327,7 +335,11 @@ def _make_next_task(acquire_ready):
             if a_done and ticket == TICKET_EXHAUSTED:
                 # 3. nothing left to claim: count this worker's finished C tiles with ONE
                 # release add (the barrier after each C task ordered every thread's stores
-                # before it), then leave once every worker has counted all of its own.
+                # before it), then leave once every worker has counted all of its own. A C
+                # tile whose closing barrier is still ahead (c_waiting) is ordered first: a
+                # no-task decision (KIND_SYNC) runs that barrier and comes back here.
+                if c_waiting:
+                    return int32(KIND_SYNC), int32(-1), ticket, a_done, c_unflushed
                 if c_unflushed > 0:
                     atomic_add_release_gpu(counters, C_DONE, c_unflushed)
                     c_unflushed = int32(0)
@@ -433,30 +445,24 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             return
 
         # ---- DAG mode ----
-        ctrl = cuda.shared.array(2, int32)
-        c_pending = False  # thread 0: a C tile just finished (its barrier has passed)
-        c_index = int32(0)  # thread 0, trace builds: that tile and when it started
-        c_unflushed = int32(0)  # thread 0: finished C tiles not yet added to c_done
+        # Two (kind, index) slots, used alternately: thread 0 writes the next decision into one
+        # while the other still holds the task being run, so one barrier per task suffices.
+        ctrl = cuda.shared.array(4, int32)
+        c_waiting = False  # thread 0: the task just run was a C tile; its closing barrier is ahead
+        c_unflushed = int32(0)  # thread 0: finished C tiles, barrier passed, not yet added to c_done
         ticket = int32(TICKET_NONE)  # thread 0: its FIFO slot (or the claim still in flight)
         a_done = False  # thread 0: an A claim came back past the end
-        start = int64(0)
+        if tid == 0:
+            ctrl[0] = KIND_SYNC  # a no-task first turn: every decision is made at one place, below
+        cuda.syncthreads()
+        current = 0
         while True:
-            if tid == 0:
-                if c_pending:
-                    if TRACE:  # after the barrier that ended the C task
-                        trace_record(trace, n_tiles + rows + c_index, start)
-                    c_unflushed += 1
-                    c_pending = False
-                decided_kind, decided_index, ticket, a_done, c_unflushed = next_task(
-                    counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, a_done, c_unflushed)
-                ctrl[0] = decided_kind
-                ctrl[1] = decided_index
-            cuda.syncthreads()
-            kind = ctrl[0]
-            index = ctrl[1]
+            kind = ctrl[2 * current]
+            index = ctrl[2 * current + 1]
             if kind == KIND_EXIT:
                 break
-            if TRACE and tid == 0:
+            start = int64(0)
+            if TRACE:
                 start = trace_now()
             if kind == KIND_A:
                 if not publish_after_last:
@@ -466,11 +472,14 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     if tid == 0 and index != row_first_tile[tile_row[index]]:
                         pause_us(50)
                     cuda.syncthreads()
-                # Thread 0 asks for the tile's row now: the load completes during the task
-                # instead of adding a round trip before the arrival.
-                row = tile_row[index] if tid == 0 else int32(0)
+                # The announcer (lane 0 of warp 1) asks for the tile's row now: the load
+                # completes during the task instead of adding a round trip before the arrival.
+                row = tile_row[index] if tid == TILE_ANNOUNCER else int32(0)
                 task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials)
-                if tid == 0:
+                if tid == TILE_ANNOUNCER:
+                    # It wrote the summary itself, so its acq_rel arrival releases it; thread 0
+                    # meanwhile decides the next task (below): the two chains of dependent
+                    # round trips overlap instead of following each other.
                     if TRACE:  # before the arrival that may publish B
                         trace_record(trace, index, start)
                     old = atomic_add_acq_rel_gpu(row_arrivals, row, 1)
@@ -493,16 +502,30 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                         trace_record(trace, n_tiles + index, start)
                     publish_tasks(counters, fifo_slots, fifo_ready,
                                   rows + row_first_tile[index], row_tile_count[index])
-            else:
+            elif kind == KIND_C:
                 # Every thread reads the row's m and z itself, after the broadcast barrier that
                 # follows thread 0's acquire of the C task's ready flag (acquire -> bar.sync orders
-                # these reads after B's release); the tile_row -> m, z chain now overlaps the
+                # these reads after B's release); the tile_row -> m, z chain overlaps the
                 # task's own loads instead of preceding the barrier on thread 0.
                 row = tile_row[index]
                 task_c(index, row_max[row], row_sum[row], values, tile_start, tile_len, out)
-                c_pending = True
-                c_index = index
+                if TRACE:  # the trace build ends a C task at a barrier, like the other schedulers
+                    cuda.syncthreads()
+                    if tid == 0:
+                        trace_record(trace, n_tiles + rows + index, start)
+            # (KIND_SYNC: no task; the barrier below orders the last C tile's stores.)
+            if tid == 0:
+                # A C tile run before the previous barrier is ordered now; one run just now is not.
+                if c_waiting:
+                    c_unflushed += 1
+                c_waiting = kind == KIND_C
+                decided_kind, decided_index, ticket, a_done, c_unflushed = next_task(
+                    counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
+                    c_waiting)
+                ctrl[2 * (1 - current)] = decided_kind
+                ctrl[2 * (1 - current) + 1] = decided_index
             cuda.syncthreads()
+            current = 1 - current
 
     kernel.__name__ = kernel.__qualname__ = name
     cap = {} if max_registers is None else {"max_registers": max_registers}

@@ -89,6 +89,10 @@ TILE_BLOCKS_PER_SM_WAVE = 2048 // TILE_THREADS
 #: 16-byte loads/stores for aligned tiles (the simulator has no vector intrinsics).
 VECTOR_TILES = not SIMULATOR
 FULL_MASK = 0xFFFFFFFF
+#: The thread that writes an A tile's summary: lane 0 of warp 1, not thread 0, so that in
+#: the DAG scheduler it can announce the tile (row arrival, maybe B's publish) while thread
+#: 0 decides the worker's next task (:mod:`.persistent`).
+TILE_ANNOUNCER = WARP_SIZE
 #: The block reductions of :mod:`numba_softmax.numerics` for TILE_THREADS-thread blocks.
 tile_reduce_max, tile_reduce_sum = block_reductions(TILE_THREADS)
 
@@ -127,8 +131,9 @@ def task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials):
     Thread i owns the quads at ``4 (i + 128 q)``, q = 0, 1, and folds them in element
     order. A masked element is ``NEG_INF``: the identity of max, and
     ``exp(-inf - m_t) = +0`` adds nothing, so the result equals the fold over the real
-    elements only. Thread 0 writes ``tile_max[t]`` and ``tile_sum[t]`` (it is also the
-    thread that later announces the tile to the scheduler: no extra barrier).
+    elements only. Thread :data:`TILE_ANNOUNCER` writes ``tile_max[t]`` and ``tile_sum[t]``
+    (in the DAG it is also the thread that announces the tile, so its own release orders
+    the summary: no extra barrier). The task ends with a block barrier (the reduction's).
     """
     tid = int32(cuda.threadIdx.x)
     start = tile_start[t]
@@ -148,7 +153,7 @@ def task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials):
     for k in range(TILE_VALUES):
         local_sum = f32_add(local_sum, f32_exp(f32_sub(x[k], m_t)))
     z_t = tile_reduce_sum(local_sum, partials)
-    if tid == 0:
+    if tid == TILE_ANNOUNCER:
         tile_max[t] = m_t
         tile_sum[t] = z_t
 
