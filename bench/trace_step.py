@@ -13,7 +13,7 @@ from numba_softmax import tiled_softmax
 from numba_softmax.cases import EXPERIMENT_B_SCHEDULERS
 from numba_softmax.fixtures import packed_fixture
 from numba_softmax.oracle import AcceptanceError, check_packed
-from numba_softmax.traces import check_trace, plot_timeline, write_csv, write_perfetto
+from numba_softmax.traces import check_trace, plot_timeline, time_breakdown, write_csv, write_perfetto
 
 #: One balanced and one ragged case: the smallest and the largest row counts.
 REPRESENTATIVE_CASES = ("balanced-128", "ragged-2048")
@@ -40,6 +40,7 @@ def run_traces(run, stream, cases, gpu):
             png = plot_timeline(run.path_of(stem + ".png"), result.trace, result.layout, scheduler, name, report)
             run.append_jsonl("traces.jsonl", dict(
                 report.record(), case=name, scheduler=scheduler, workers=result.workers,
+                breakdown=time_breakdown(result.trace, result.layout, scheduler),
                 fixture=TRACE_FIXTURE, output_passed=correct.passed, csv=stem + ".csv",
                 perfetto=stem + ".json", png=(stem + ".png") if png else None, note=TRACE_NOTE))
             if not report.passed:
@@ -66,7 +67,36 @@ def trace_summary_lines(records):
                      f"{r['early_b']} | {r['early_c']} | {r['span_ns'] / 1e3:.1f} | {r['sms_seen']} | {files} |")
     lines += ["", "Early starts: B or C tasks that started before the last A task of the whole grid ended "
                   "(counted for the DAG, not required; zero by construction for separate and phased).", ""]
+    lines += breakdown_lines(records)
     for r in records:
         if r.get("png"):
             lines.append(f"![{r['case']} {r['scheduler']}]({r['png']})")
+    return lines + [""]
+
+
+def breakdown_lines(records):
+    """"Where the time goes" table from the records' ``breakdown`` (traces.time_breakdown)."""
+    with_breakdown = [r for r in records if r.get("breakdown")]
+    if not with_breakdown:
+        return []
+    lines = ["### Where the time goes (trace builds)", "",
+             "Per task kind, the median (p90) task duration; per worker, the median (p10-p90) gap between two "
+             "consecutive tasks by transition (the worker's scheduling: decision, claims, barriers; none for the "
+             "separate launches, one task per block); the median busy fraction of a worker's span; when the last A "
+             "ended. Trace builds carry no prefetch and their own register count: use this for shares, not times.",
+             "", "| case | scheduler | A us | B us | C us | gaps us (transition: median p10-p90, count) | busy | "
+                 "last A end us | span us |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in with_breakdown:
+        b = r["breakdown"]
+        durations = [f"{b['duration_us'][k]['median']:.2f} ({b['duration_us'][k]['p90']:.2f})"
+                     if k in b["duration_us"] else "-" for k in ("A", "B", "C")]
+        gaps = "; ".join(f"{key}: {g['median']:.2f} {g['p10']:.2f}-{g['p90']:.2f}, {g['n']}"
+                         for key, g in b["gap_us"].items()) or "-"
+        busy = f"{b['busy_fraction']:.2f}" if b.get("busy_fraction") is not None else "-"
+        last_a = b["phase_us"].get("A", {}).get("last_end")
+        lines.append(f"| {r['case']} | {r['scheduler']} | {' | '.join(durations)} | {gaps} | {busy} | "
+                     f"{last_a:.1f} | {r['span_ns'] / 1e3:.1f} |" if last_a is not None else
+                     f"| {r['case']} | {r['scheduler']} | {' | '.join(durations)} | {gaps} | {busy} | - | "
+                     f"{r['span_ns'] / 1e3:.1f} |")
     return lines + [""]

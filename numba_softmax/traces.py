@@ -11,6 +11,9 @@ A trace is the int64 ``[tasks, 5]`` array a trace build fills (layout in
 * DAG: early starts are counted (B or C tasks that started before the last A task of
   the whole grid ended); they are reported, not required.
 
+:func:`time_breakdown` says where the traced time went: task durations per kind, the
+gaps between a worker's consecutive tasks (its scheduling), and how busy workers were.
+
 Timestamps are ``%globaltimer`` nanoseconds taken by the thread that owns each task
 (after the barrier ending it); equal timestamps count as ordered (the timer is
 coarser than some tasks). Intervals illustrate ordering, not SM utilization.
@@ -134,6 +137,64 @@ def check_trace(trace, layout, scheduler, max_listed=5):
     report.sms_seen = int(np.unique(table.data[seen, TRACE_SM]).size)
     report.workers_seen = int(np.unique(table.column("worker")[seen]).size)
     return report
+
+
+def time_breakdown(trace, layout, scheduler):
+    """Where a traced invocation's time went:
+
+    * ``duration_us``: per task kind, median / p90 of end - start (the task itself);
+    * ``gap_us``: per transition ``"A->C"`` etc. between consecutive block-level tasks of
+      one persistent worker, median / p10 / p90 of the next start - the previous end (its
+      scheduling: the decision, the claims, the barriers; in phased mode the A->C gap
+      spans the grid barriers and the B phase). Empty for the separate scheduler, whose
+      blocks run one task each; phased mode's B tasks are warp-level (a block's warps
+      run several at once) and are left out of its gaps;
+    * ``busy_fraction``: median over workers of (sum of the durations of those tasks) /
+      (the worker's last end - its first start); None for the separate scheduler;
+    * ``phase_us``: per kind, first start and last end relative to the earliest start.
+
+    Medians over tasks of a trace build, which is never timed: the figures show where the
+    time goes in that build (no prefetch, its own register count), not the timed one's.
+    """
+    table = task_table(trace, layout)
+    data = table.data
+    seen = data[:, TRACE_VISITS] >= 1
+    start, end = data[:, TRACE_START], data[:, TRACE_END]
+    origin = _first_start(table)
+    us = 1e-3
+
+    def stats(values, with_p10=False):
+        values = np.asarray(values, dtype=np.float64) * us
+        out = {"n": int(values.size), "median": float(np.median(values)), "p90": float(np.percentile(values, 90))}
+        if with_p10:
+            out["p10"] = float(np.percentile(values, 10))
+        return out
+
+    duration = {k: stats(end[seen & (table.kind == k)] - start[seen & (table.kind == k)])
+                for k in KINDS if np.any(seen & (table.kind == k))}
+    phase = {k: {"first_start": float((start[seen & (table.kind == k)].min() - origin) * us),
+                 "last_end": float((end[seen & (table.kind == k)].max() - origin) * us)}
+             for k in duration}
+    if scheduler == "separate":
+        return {"duration_us": duration, "gap_us": {}, "busy_fraction": None, "phase_us": phase}
+    worker = table.column("worker")
+    block_level = seen & ((table.kind != "B") if scheduler == "phased" else True)
+    order = np.lexsort((start, worker))  # each worker's tasks, in the order it ran them
+    order = order[block_level[order]]
+    prev, nxt = order[:-1], order[1:]
+    same = worker[prev] == worker[nxt]
+    prev, nxt = prev[same], nxt[same]
+    transition = np.char.add(np.char.add(table.kind[prev], "->"), table.kind[nxt])
+    gap = start[nxt] - end[prev]
+    gaps = {str(key): stats(gap[transition == key], with_p10=True) for key in np.unique(transition)}
+    ids, first = np.unique(worker[order], return_index=True)
+    busy_ns = np.add.reduceat(end[order] - start[order], first) if ids.size else np.array([])
+    span_ns = (np.maximum.reduceat(end[order], first) - np.minimum.reduceat(start[order], first)
+               if ids.size else np.array([]))
+    busy = busy_ns[span_ns > 0] / span_ns[span_ns > 0]
+    return {"duration_us": duration, "gap_us": gaps,
+            "busy_fraction": float(np.median(busy)) if busy.size else None,
+            "phase_us": phase}
 
 
 def _first_start(table):

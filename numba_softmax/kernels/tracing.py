@@ -14,9 +14,10 @@ Layout of the int64 ``trace`` array, one row per task::
               VISITS       (atomic count: 1 for every task in a correct run)
 
 The caller zeroes the array before each traced invocation (visits accumulate).
-Timestamps are taken by the thread that owns the task's decision (thread 0 of the
-block, or lane 0 of the warp that runs a B task) after the block barrier that ends
-the task: intervals show ordering, not SM utilization.
+Timestamps are taken by the thread that finishes the task for the scheduler (thread 0
+of the block; lane 0 of the warp that runs a B task; in the DAG, an A task's announcer,
+lane 0 of warp 1, just before its row arrival) after the block barrier that ends the
+task: intervals show ordering, not SM utilization.
 """
 
 from numba import cuda, int64

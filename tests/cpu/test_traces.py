@@ -7,7 +7,7 @@ import pytest
 
 from numba_softmax.kernels.tracing import TRACE_END, TRACE_FIELDS, TRACE_START, TRACE_VISITS
 from numba_softmax.tiled import build_layout
-from numba_softmax.traces import check_trace, plot_timeline, read_csv, write_csv, write_perfetto
+from numba_softmax.traces import check_trace, plot_timeline, read_csv, time_breakdown, write_csv, write_perfetto
 
 LAYOUT = build_layout(np.array([2048, 1024, 3000]))  # tiles: 2 + 1 + 3 = 6; rows 3
 
@@ -108,3 +108,40 @@ def test_timeline_png(tmp_path):
                          check_trace(phased_trace(), LAYOUT, "phased"))
     data = (tmp_path / "t.png").read_bytes()
     assert path is not None and data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+# ---- where the time goes -------------------------------------------------------------------
+
+def test_breakdown_of_a_dag_trace_per_kind_transition_and_worker():
+    # phased_trace: task k runs on worker k % 2 from 1000 + 10k for 5 ns, so each worker's
+    # consecutive tasks are 20 ns apart: 5 ns of task, 15 ns of gap (never the 5 ns between
+    # two different workers' tasks).
+    b = time_breakdown(phased_trace(), LAYOUT, "dag")
+    assert {k: d["n"] for k, d in b["duration_us"].items()} == {"A": 6, "B": 3, "C": 6}
+    assert all(d["median"] == pytest.approx(0.005) for d in b["duration_us"].values())
+    # worker 0: A A A B B C C C; worker 1: A A A B C C C
+    assert {k: g["n"] for k, g in b["gap_us"].items()} == {"A->A": 4, "A->B": 2, "B->B": 1, "B->C": 2, "C->C": 4}
+    assert all(g["median"] == pytest.approx(0.015) and g["p10"] == pytest.approx(0.015) for g in b["gap_us"].values())
+    assert b["busy_fraction"] == pytest.approx((40 / 145 + 35 / 125) / 2)
+    assert b["phase_us"]["A"] == {"first_start": 0.0, "last_end": pytest.approx(0.055)}
+    assert b["phase_us"]["C"]["last_end"] == pytest.approx(0.145)
+
+
+def test_breakdown_leaves_out_what_has_no_meaning():
+    separate = time_breakdown(phased_trace(), LAYOUT, "separate")  # one task per block and launch
+    assert separate["gap_us"] == {} and separate["busy_fraction"] is None
+    assert separate["duration_us"]["B"]["n"] == 3
+    phased = time_breakdown(phased_trace(), LAYOUT, "phased")  # B tasks are warp-level there
+    assert {k: g["n"] for k, g in phased["gap_us"].items()} == {"A->A": 4, "A->C": 2, "C->C": 4}
+    # across the B phase: worker 0 from A(4) (ends 1045) to C(10) (1100), worker 1 from A(5) (1055) to C(9) (1090)
+    assert phased["gap_us"]["A->C"]["median"] == pytest.approx((0.055 + 0.035) / 2)
+
+
+def test_breakdown_table_in_the_summary():
+    from bench.trace_step import trace_summary_lines
+    record = dict(check_trace(phased_trace(), LAYOUT, "dag").record(), case="tiny", scheduler="dag", workers=2,
+                  breakdown=time_breakdown(phased_trace(), LAYOUT, "dag"), csv="t.csv", perfetto="t.json", png=None)
+    text = "\n".join(trace_summary_lines([record]))
+    assert "### Where the time goes (trace builds)" in text
+    assert "| tiny | dag | 0.01 (0.01) | 0.01 (0.01) | 0.01 (0.01) | A->A: 0.01 0.01-0.01, 4;" in text
+    assert "| 0.28 | 0.1 | 0.1 |" in text

@@ -39,7 +39,8 @@ def test_cli_in_simulator_mode(args, tmp_path):
         traces = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
         assert {t["scheduler"] for t in traces} == {"separate", "phased", "dag"}
         assert all(t["passed"] and t["output_passed"] for t in traces)
-        assert "## Task traces" in summary
+        assert "## Task traces" in summary and "### Where the time goes (trace builds)" in summary
+        assert all(set(t["breakdown"]["duration_us"]) == {"A", "B", "C"} for t in traces)
         for t in traces:
             assert (out / t["csv"]).exists() and (out / t["perfetto"]).exists()
 
