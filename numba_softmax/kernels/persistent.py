@@ -382,7 +382,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
 
         if mode == MODE_PHASED:
             grid = cuda.cg.this_grid()
-            workers = cuda.gridDim.x
+            workers = int32(cuda.gridDim.x)
             # Thread 0 prefetches this worker's next tile (t + workers) into L2, so its DRAM
             # read overlaps this tile's reductions; the metadata it needs for that (start,
             # length) was loaded one iteration earlier, so the prefetch never waits for a
@@ -392,7 +392,11 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             if not TRACE and tid == 0 and cuda.blockIdx.x + workers < n_tiles:
                 ahead_start = tile_start[cuda.blockIdx.x + workers]
                 ahead_len = tile_len[cuda.blockIdx.x + workers]
-            for t in range(cuda.blockIdx.x, n_tiles, workers):
+            # Grid-stride loops as while loops: ``range(start, stop, step)`` with a run-time step
+            # computes its trip count with a 64-bit division, a libdevice call whose calling
+            # convention costs registers in this register-bound kernel.
+            t = int32(cuda.blockIdx.x)
+            while t < n_tiles:
                 if not TRACE and tid == 0:
                     ahead_start, ahead_len = prefetch_next_tile(t, workers, ahead_start, ahead_len, values,
                                                                 tile_start, tile_len)
@@ -402,15 +406,19 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
                 if TRACE and tid == 0:
                     trace_record(trace, t, start)
+                t += workers
             grid.sync()
             # B is warp-level: one row per warp of the grid (a whole warp shares r).
-            for r in range(cuda.grid(1) // WARP_SIZE, rows, cuda.gridsize(1) // WARP_SIZE):
+            r = int32((cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) >> 5)
+            warps = int32((cuda.gridDim.x * cuda.blockDim.x) >> 5)
+            while r < rows:
                 start = int64(0)
                 if TRACE:
                     start = trace_now()
                 task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum)
                 if TRACE and tid % WARP_SIZE == 0:
                     trace_record(trace, n_tiles + r, start)
+                r += warps
             grid.sync()
             ahead_start = int64(0)
             ahead_len = int32(0)
@@ -425,7 +433,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 row = tile_row[cuda.blockIdx.x]
                 m = row_max[row]
                 z = row_sum[row]
-            for t in range(cuda.blockIdx.x, n_tiles, workers):
+            t = int32(cuda.blockIdx.x)
+            while t < n_tiles:
                 if not TRACE and tid == 0:
                     ahead_start, ahead_len = prefetch_next_tile(t, workers, ahead_start, ahead_len, values,
                                                                 tile_start, tile_len)
@@ -442,6 +451,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 if following < n_tiles:
                     m = row_max[next_row]
                     z = row_sum[next_row]
+                t = following
             return
 
         # ---- DAG mode ----

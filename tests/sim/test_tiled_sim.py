@@ -21,6 +21,7 @@ from numba_softmax.kernels.persistent import (C_DONE, ERR_COMPLETION_TIMEOUT, ER
                                               negative_control_kernel, persistent_tiles)
 from numba_softmax.kernels.tiles import (row_combine_kernel, tile_normalize_kernel,
                                          tile_summary_kernel)
+from numba_softmax.kernels.tracing import TRACE_END, TRACE_START
 from numba_softmax.numerics import SIMULATOR
 from numba_softmax.oracle import check_packed
 from numba_softmax.tiled import (QueueStateError, TiledBuffers, build_layout, expected_counters,
@@ -125,17 +126,27 @@ def test_dag_counters_and_queue_are_exact(request, runs_name, key):
     assert sorted(result.queue["fifo_slots"].tolist()) == list(range(layout.fifo_capacity))
 
 
-def test_one_worker_dag_prefers_ready_consumers(small_runs):
-    # With one worker the FIFO order is deterministic: after the last A tile of a row,
-    # its B runs next, then that row's C tiles, before the next A tile is claimed.
-    _, _, result = small_runs["dag"]
+def test_one_worker_dag_prefers_ready_consumers():
+    # One worker, traced. Once a B or C task is published, the worker claims at most ONE more
+    # A tile before running it: the one thread 0 may claim while the A tile's announcer (lane 0
+    # of warp 1) is still publishing (the two run side by side after an A task). A worker
+    # without the preference would claim every A tile first.
+    lengths, tile, family = CASE_SMALL
+    values = packed_fixture(family, lengths)
+    result = tiled_softmax(values, lengths, "dag", workers=1, tile_elements=tile, trace=True)
     layout = result.layout
-    expected = []
-    for r in range(layout.rows):
-        expected.append(r)
-        first = int(layout.row_first_tile[r])
-        expected.extend(layout.rows + first + k for k in range(int(layout.row_tile_count[r])))
-    assert result.queue["fifo_slots"].tolist() == expected
+    n, rows = layout.n_tiles, layout.rows
+    start, end = result.trace[:, TRACE_START], result.trace[:, TRACE_END]
+    a_start = start[:n]
+    last_a_end = np.full(rows, np.iinfo(np.int64).min)
+    np.maximum.at(last_a_end, layout.tile_row, end[:n])
+    for r in range(rows):
+        b_start, b_end = start[n + r], end[n + r]
+        assert np.sum((a_start > last_a_end[r]) & (a_start < b_start)) <= 1, f"B({r}) waited behind A tiles"
+        tiles = range(int(layout.row_first_tile[r]), int(layout.row_first_tile[r] + layout.row_tile_count[r]))
+        first_c = min(start[n + rows + t] for t in tiles)
+        assert np.sum((a_start > b_end) & (a_start < first_c)) <= 1, f"row {r}'s C tasks waited behind A tiles"
+    assert start[n:].min() < a_start.max()  # consumers did run before the last A tile
 
 
 def test_phased_mode_leaves_the_queue_state_untouched(small_runs):
