@@ -15,6 +15,8 @@ Mode 0, phased (:data:`MODE_PHASED`): the control with cooperative grid barriers
     grid.sync()
     for t in range(blockIdx.x, n_tiles, gridDim.x):  C(t)         # m, z read directly
 
+(The loops are written as while loops: ``range`` with a run-time step computes its trip
+count with a 64-bit division call, which cost this register-bound kernel two registers.)
 It touches no queue state, so it needs no reset launch. In its A and C loops thread 0
 first prefetches the worker's next tile (``t + gridDim.x``) into L2
 (:func:`prefetch_next_tile`), so that tile's DRAM read overlaps the current tile's
@@ -42,7 +44,9 @@ Worker loop: thread 0 decides and broadcasts ``(kind, index)`` through shared me
 task is done, into the other of two ``ctrl`` slots (the one the block is not reading); after
 an A task the tile's announcer, lane 0 of warp 1 (``tiles.TILE_ANNOUNCER``), which wrote the
 summary, makes the row arrival meanwhile, so the two chains of dependent round trips overlap
-instead of following each other. Claims are tickets -- one ``atomicAdd``
+instead of following each other. (So the B task that arrival publishes may find the worker
+already committed to one more A tile: thread 0 polled the FIFO before the publish landed.)
+Claims are tickets -- one ``atomicAdd``
 each, which always succeeds -- never CAS loops (a CAS claim succeeds once per atomic
 round trip, which serialized 528 workers at ~0.55 us per task on the H200). Thread 0
 holds at most one FIFO ticket (a slot of the FIFO, published or only reserved):
