@@ -95,8 +95,7 @@ def breakdown_lines(records):
                          for key, g in b["gap_us"].items()) or "-"
         busy = f"{b['busy_fraction']:.2f}" if b.get("busy_fraction") is not None else "-"
         last_a = b["phase_us"].get("A", {}).get("last_end")
-        lines.append(f"| {r['case']} | {r['scheduler']} | {' | '.join(durations)} | {gaps} | {busy} | "
-                     f"{last_a:.1f} | {r['span_ns'] / 1e3:.1f} |" if last_a is not None else
-                     f"| {r['case']} | {r['scheduler']} | {' | '.join(durations)} | {gaps} | {busy} | - | "
+        last_a = f"{last_a:.1f}" if last_a is not None else "-"
+        lines.append(f"| {r['case']} | {r['scheduler']} | {' | '.join(durations)} | {gaps} | {busy} | {last_a} | "
                      f"{r['span_ns'] / 1e3:.1f} |")
     return lines + [""]

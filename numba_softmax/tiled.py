@@ -18,7 +18,7 @@
   every intermediate (:class:`TiledResult`).
 """
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import cuda
@@ -299,13 +299,15 @@ def trace_task_count(layout):
     return 2 * layout.n_tiles + layout.rows
 
 
-def tiled_launches(scheduler, buffers, workers=None, max_polls=DEFAULT_MAX_POLLS, trace=False):
+def tiled_launches(scheduler, buffers, workers=None, max_polls=DEFAULT_MAX_POLLS, trace=False, kernel=None):
     """The KernelLaunch list of one scheduler invocation.
 
     separate: tile_summary_kernel, row_combine_kernel, tile_normalize_kernel;
     phased:   persistent_tiles (mode 0), cooperative;
     dag:      init_queue_kernel, persistent_tiles (mode 1), cooperative.
     ``workers`` (persistent schedulers): an int, or None for :func:`worker_plan`.
+    ``kernel``: the persistent build to launch instead of the performance build (or, with
+    ``trace=True``, the trace build): a negative control or a diagnostic build.
     """
     if scheduler not in SCHEDULERS:
         raise ValueError(f"unknown scheduler {scheduler!r}; expected one of {SCHEDULERS}")
@@ -313,8 +315,10 @@ def tiled_launches(scheduler, buffers, workers=None, max_polls=DEFAULT_MAX_POLLS
         raise ValueError("trace=True needs buffers allocated with TiledBuffers.allocate(..., trace=True)")
     if scheduler == "separate":
         return separate_launches(buffers, trace=trace)
+    if kernel is None and trace:
+        kernel = persistent_trace_kernel()
     if workers is None:
-        workers = worker_plan(buffers, kernel=persistent_trace_kernel() if trace else None).workers
+        workers = worker_plan(buffers, kernel=kernel).workers
     workers = int(workers)
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -322,8 +326,8 @@ def tiled_launches(scheduler, buffers, workers=None, max_polls=DEFAULT_MAX_POLLS
         raise ValueError("the simulator runs blocks one at a time and its grid barrier is a block "
                          "barrier: phased mode can only be simulated with workers=1")
     if scheduler == "phased":
-        return phased_launches(buffers, workers, kernel=persistent_trace_kernel() if trace else None)
-    return dag_launches(buffers, workers, max_polls, kernel=persistent_trace_kernel() if trace else None)
+        return phased_launches(buffers, workers, kernel=kernel)
+    return dag_launches(buffers, workers, max_polls, kernel=kernel)
 
 
 # ---- queue verification -----------------------------------------------------------------
@@ -488,10 +492,7 @@ def tiled_softmax(values, row_lengths, scheduler="separate", workers=None, strea
         chosen = worker_plan(buffers, workers, kernel=kernel or (persistent_trace_kernel() if trace else None)).workers
     if trace:
         buffers.reset_trace(stream=copy_stream)
-    launches = tiled_launches(scheduler, buffers, chosen, max_polls, trace=trace)
-    if kernel is not None:
-        launches = [replace(launch, kernel=kernel) if launch.kernel in (persistent_tiles, persistent_trace_kernel())
-                    else launch for launch in launches]
+    launches = tiled_launches(scheduler, buffers, chosen, max_polls, trace=trace, kernel=kernel)
     run_launches(launches, target, name=f"tiled-{scheduler}")
     # run_launches synchronized the stream: plain device-to-host copies are safe now.
     result = TiledResult(scheduler=scheduler, layout=layout, out=buffers.out.copy_to_host(),

@@ -22,7 +22,6 @@ schedulers still agree bit for bit on the case it timed.
 
 import argparse
 import os
-from dataclasses import replace
 import sys
 
 import numpy as np
@@ -32,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from probe_timing import time_batches, write_results  # noqa: E402
 from numba_softmax.cases import EXPERIMENT_B_CASES  # noqa: E402
 from numba_softmax.launch.driver import Invocation, Stream, check  # noqa: E402
-from numba_softmax.kernels.persistent import persistent_tiles, register_capped_kernel  # noqa: E402
+from numba_softmax.kernels.persistent import register_capped_kernel  # noqa: E402
 from numba_softmax.tiled import SCHEDULERS, TiledBuffers, build_layout, tiled_launches, worker_plan  # noqa: E402
 
 def enqueue_of(invocation):
@@ -45,6 +44,12 @@ def memcpy_step(dst, src, nbytes):
     def step(stream, _):
         check(cu.cuMemcpyDtoDAsync(dst, src, nbytes, stream.handle))
     return step
+
+
+def same_bits(arrays, reference):
+    """(out, intermediates) pairs bitwise equal."""
+    (out, mid), (reference_out, reference_mid) = arrays, reference
+    return np.array_equal(out, reference_out) and all(np.array_equal(mid[k], reference_mid[k]) for k in reference_mid)
 
 
 def probe_case(case, stream, register_caps=()):
@@ -74,10 +79,8 @@ def probe_case(case, stream, register_caps=()):
     nbytes = layout.total_elements * 4
     x, y = int(buffers.values.device_ctypes_pointer.value), int(buffers.out.device_ctypes_pointer.value)
     record("copy x -> y (C's bytes)", time_batches(stream, memcpy_step(y, x, nbytes)))
-    reference_out, reference_mid = outputs["separate"]
-    for scheduler, (out, mid) in outputs.items():
-        same = np.array_equal(out, reference_out) and all(
-            np.array_equal(mid[k], reference_mid[k]) for k in reference_mid)
+    for scheduler, arrays in outputs.items():
+        same = same_bits(arrays, outputs["separate"])
         results.append({"case": case.name, "what": f"bitwise: {scheduler} == separate", "equal": bool(same)})
         print(f"{case.name:>14} {scheduler} == separate bitwise (output and intermediates): {same}")
     plan = worker_plan(buffers)
@@ -88,14 +91,12 @@ def probe_case(case, stream, register_caps=()):
         results.append({"case": case.name, "what": f"workers, max_registers={cap}", **capped.record()})
         print(f"{case.name:>14} max_registers={cap}: {capped.workers} workers", flush=True)
         for scheduler in ("phased", "dag"):
-            launches = [replace(launch, kernel=kernel) if launch.kernel is persistent_tiles else launch
-                        for launch in tiled_launches(scheduler, buffers, capped.workers)]
-            invocation = Invocation.from_launches(f"{scheduler}-r{cap}", launches)
+            invocation = Invocation.from_launches(
+                f"{scheduler}-r{cap}", tiled_launches(scheduler, buffers, capped.workers, kernel=kernel))
             record(f"invocation: {scheduler} r{cap}", time_batches(stream, enqueue_of(invocation)))
             invocation.enqueue(stream)
             stream.synchronize()
-            same = np.array_equal(buffers.out.copy_to_host(), reference_out) and all(
-                np.array_equal(buffers.intermediates()[k], reference_mid[k]) for k in reference_mid)
+            same = same_bits((buffers.out.copy_to_host(), buffers.intermediates()), outputs["separate"])
             results.append({"case": case.name, "what": f"bitwise: {scheduler} r{cap} == separate", "equal": bool(same)})
             print(f"{case.name:>14} {scheduler} r{cap} == separate bitwise: {same}", flush=True)
     return results
