@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the lent H200 (device tool): GPU tests + benchmarks, compact evidence to $OUT.
 # Usage (device tool, carry [".whl"]): bash tools/device_gpu_run.sh [tests] [A] [B] [profileA] [profileB] [perf]
-#                                        [tilesprobe]   (TILES_PROBE_ARGS: extra tools/tiles_probe.py options)
+#                                        [tilesprobe] [fusedprobe]   (TILES_PROBE_ARGS / FUSED_PROBE_ARGS: extra
+#                                        options of tools/tiles_probe.py / tools/fused_probe.py)
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
@@ -22,6 +23,9 @@ for step in "$@"; do
       rm -rf /tmp/perf; python3 -m bench perf --expect-device H200 --out /tmp/perf 2>&1 | tail -45
       [ "${PIPESTATUS[0]}" = 0 ] || status=1
       tar -czf "$OUT/perf.tar.gz" -C /tmp perf ;;
+    fusedprobe)
+      python3 tools/fused_probe.py --out "$OUT/fused_probe" ${FUSED_PROBE_ARGS:-} 2>&1 | tail -60
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     tilesprobe)
       python3 tools/tiles_probe.py --out "$OUT/tiles_probe" ${TILES_PROBE_ARGS:-} 2>&1 | tail -40
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;

@@ -32,10 +32,10 @@ from numba_softmax.kernels.fused_row import fused_kernel_for  # noqa: E402
 from numba_softmax.kernels.vector_io import load_quad, store_quad  # noqa: E402
 from numba_softmax.launch.driver import Invocation, Stream  # noqa: E402
 from numba_softmax.launch.plan import KernelLaunch  # noqa: E402
-from probe_timing import time_batches, write_results  # noqa: E402
+from probe_timing import single_timer, time_batches, time_single, write_results  # noqa: E402
 from numba_softmax.numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, WARPS_PER_BLOCK,  # noqa: E402
                                     block_reduce_max, block_reduce_sum, f32_add, f32_div, f32_exp,
-                                    f32_max, f32_sub)
+                                    f32_max, f32_sub, warp_reduce_max, warp_reduce_sum)
 
 
 
@@ -352,6 +352,139 @@ def candidate_kernel(quads, mode):
     return _CANDIDATE_KERNELS[(quads, mode)]
 
 
+# ---- persistent, software-pipelined rows: a block owns rows blockIdx.x, + grid, + 2 grid, ...
+# and keeps DEPTH of them in registers (DEPTH x VALUES <= 16 values per thread): while it reduces
+# one row, the loads of the next DEPTH - 1 are in flight. Same per-row operations and order as
+# the shipped builds, so the same bits. grid = the resident blocks, balanced (see pipelined_grid).
+def make_pipelined(quads, depth, warp_only=False, l2_ahead=False, max_registers=None):
+    QUADS = quads
+    VALUES = quads * QUAD
+    DEPTH = depth
+    WARP = warp_only
+    L2_AHEAD = l2_ahead
+    SLOTS = depth * quads * QUAD
+    assert DEPTH * VALUES <= 16 and 1 <= DEPTH <= 4 and (not WARP or quads == 1)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def load_slot(x, values, offset, r, tid, cols):
+        for q in range(QUADS):
+            base = QUAD * (tid + q * BLOCK_THREADS)
+            if base < cols:
+                a, b, c, d = load_quad(x, r, base)
+                values[offset + QUAD * q] = a
+                values[offset + QUAD * q + 1] = b
+                values[offset + QUAD * q + 2] = c
+                values[offset + QUAD * q + 3] = d
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def row_step(x, y, values, offset, r, step, rows, cols, tid, partials):
+        if r >= rows:
+            return
+        if L2_AHEAD and tid == 0:
+            ahead = r + (DEPTH + 1) * step
+            if ahead < rows:
+                prefetch_row_l2(x, ahead, cols * 4)
+        local_max = NEG_INF
+        for q in range(QUADS):
+            base = QUAD * (tid + q * BLOCK_THREADS)
+            if base < cols:
+                for j in range(QUAD):
+                    local_max = f32_max(local_max, values[offset + QUAD * q + j])
+        if WARP:
+            row_max = warp_reduce_max(local_max)
+        else:
+            row_max = block_reduce_max(local_max, partials)
+        local_sum = float32(0.0)
+        for q in range(QUADS):
+            base = QUAD * (tid + q * BLOCK_THREADS)
+            if base < cols:
+                for j in range(QUAD):
+                    e = f32_exp(f32_sub(values[offset + QUAD * q + j], row_max))
+                    values[offset + QUAD * q + j] = e
+                    local_sum = f32_add(local_sum, e)
+        if WARP:
+            row_sum = warp_reduce_sum(local_sum)
+        else:
+            row_sum = block_reduce_sum(local_sum, partials)
+        for q in range(QUADS):
+            base = QUAD * (tid + q * BLOCK_THREADS)
+            if base < cols:
+                store_quad(y, r, base, f32_div(values[offset + QUAD * q], row_sum),
+                           f32_div(values[offset + QUAD * q + 1], row_sum),
+                           f32_div(values[offset + QUAD * q + 2], row_sum),
+                           f32_div(values[offset + QUAD * q + 3], row_sum))
+        refill = r + DEPTH * step
+        if refill < rows:
+            load_slot(x, values, offset, refill, tid, cols)
+
+    def kernel(x, y):
+        tid = cuda.threadIdx.x
+        if WARP and tid >= 32:
+            return
+        rows = x.shape[0]
+        cols = x.shape[1]
+        step = cuda.gridDim.x
+        partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+        values = cuda.local.array(SLOTS, float32)
+        row = cuda.blockIdx.x
+        for s in range(DEPTH):
+            if row + s * step < rows:
+                load_slot(x, values, s * VALUES, row + s * step, tid, cols)
+        while row < rows:
+            row_step(x, y, values, 0, row, step, rows, cols, tid, partials)
+            if DEPTH > 1:
+                row_step(x, y, values, VALUES, row + step, step, rows, cols, tid, partials)
+            if DEPTH > 2:
+                row_step(x, y, values, 2 * VALUES, row + 2 * step, step, rows, cols, tid, partials)
+            if DEPTH > 3:
+                row_step(x, y, values, 3 * VALUES, row + 3 * step, step, rows, cols, tid, partials)
+            row += DEPTH * step
+
+    kernel.__name__ = kernel.__qualname__ = (
+        f"pipelined_{'w1' if WARP else f'q{quads}'}_d{depth}{'_l2' if L2_AHEAD else ''}")
+    options = dict(KERNEL_OPTIONS, **({"max_registers": max_registers} if max_registers else {}))
+    return cuda.jit(**options)(kernel)
+
+
+def pipelined_grid(rows, resident, depth):
+    """Blocks for a pipelined launch: at most the resident blocks, and the rows spread so every
+    block makes the same number of DEPTH-row rounds (16384 rows over 1056 slots: 1024 blocks x 16)."""
+    rounds = -(-rows // (resident * depth))
+    return min(rows, -(-rows // (rounds * depth)))
+
+
+#: pipelined candidate -> (warp_only, depth, L2 prefetch after the pipeline, max_registers); q1 for
+#: rows of <= 1024 columns, w1 (warp 0 alone) for rows of <= 128, q2 for <= 2048 (8 + 8 values).
+PIPELINED = {"pipe_d1": (False, 1, False, None), "pipe_d2": (False, 2, False, 40),
+             "pipe_d2_l2": (False, 2, True, 40), "pipe_d4": (False, 4, False, None),
+             "pipe_w1_d2": (True, 2, False, 40), "pipe_w1_d4": (True, 4, False, None)}
+_PIPELINED_KERNELS = {}
+
+
+def pipelined_kernel(quads, depth, warp_only, l2_ahead, max_registers):
+    key = (quads, depth, warp_only, l2_ahead, max_registers)
+    if key not in _PIPELINED_KERNELS:
+        _PIPELINED_KERNELS[key] = make_pipelined(quads, depth, warp_only, l2_ahead, max_registers)
+    return _PIPELINED_KERNELS[key]
+
+
+def pipelined_variants(name, xs, ys):
+    """Invocations of pipelined candidate ``name`` over the input sets (None where it does not fit
+    the shape), the grid sized from the compiled kernel's occupancy."""
+    warp_only, depth, l2_ahead, max_registers = PIPELINED[name]
+    rows, cols = xs[0].shape
+    quads = quads_for(cols)
+    if (warp_only and cols > 32 * QUAD) or (not warp_only and cols <= 32 * QUAD) or depth * quads * QUAD > 16:
+        return None
+    kernel = pipelined_kernel(quads, depth, warp_only, l2_ahead, max_registers)
+    probe = Invocation.from_launches(name, [KernelLaunch(name, kernel, (1,), (BLOCK_THREADS,), (xs[0], ys[0]))])
+    resident = (probe.launches[0].kernel.active_blocks_per_sm(BLOCK_THREADS)
+                * cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    grid = pipelined_grid(rows, resident, depth)
+    return [Invocation.from_launches(name, [KernelLaunch(name, kernel, (grid,), (BLOCK_THREADS,), (x, y))])
+            for x, y in zip(xs, ys, strict=True)]
+
+
 _BUILT = {}
 
 
@@ -367,9 +500,15 @@ def quads_for(cols):
     return next(q for q in (1, 2, 4) if cols <= q * QUAD * BLOCK_THREADS)
 
 
-def time_variant(stream, invocations):
-    """Per-launch device time over the rotating input sets."""
-    return time_batches(stream, lambda st, i: invocations[i % len(invocations)].enqueue(st))
+def time_variant(stream, invocations, gpu=None):
+    """Per-launch device time over the rotating input sets: back to back (batched), and with
+    ``gpu`` (a :func:`probe_timing.single_timer`) also one launch alone behind a delay kernel."""
+    def enqueue(st, i):
+        invocations[i % len(invocations)].enqueue(st)
+    stats = time_batches(stream, enqueue)
+    if gpu is not None:
+        stats.update(time_single(gpu, enqueue))
+    return stats
 
 
 def main(argv=None):
@@ -380,6 +519,7 @@ def main(argv=None):
     parser.add_argument("--reference-build", default=None, help="nvcc cubins dir (built here when absent)")
     args = parser.parse_args(argv)
     stream = Stream()
+    gpu = single_timer()
     l2 = cuda.get_current_device().L2_CACHE_SIZE
     library = None
     try:
@@ -417,26 +557,35 @@ def main(argv=None):
                 Invocation.from_launches(cand, [KernelLaunch(cand, candidate_kernel(q, mode), (rows,),
                                                              (BLOCK_THREADS,), (x, y, distance))])
                 for x, y in zip(xs, ys, strict=True)]
+        for name in PIPELINED:
+            invocations = pipelined_variants(name, xs, ys)
+            if invocations is not None:
+                variants[name] = invocations
         for probe in PROBES if not args.candidates_only else ():
             variants[probe] = [
                 Invocation.from_launches(probe, [KernelLaunch(probe, probe_kernel(q, probe), (rows,),
                                                               (BLOCK_THREADS,), (x, y))])
                 for x, y in zip(xs, ys, strict=True)]
         for name, invocations in variants.items():
-            stats = time_variant(stream, invocations)
+            stats = time_variant(stream, invocations, gpu)
             stats.update(shape=text, variant=name, tbs=2 * nbytes / stats["median_us"] / 1e6, sets=sets)
             resources = invocations[0].kernel_resources()[0]
             stats["regs"] = resources.get("registers_per_thread")
             stats["local_bytes"] = resources.get("local_bytes_per_thread")
+            stats["grid"] = resources.get("grid")
             results.append(stats)
             print(f"{text:>11} {name:<16} {stats['median_us']:8.2f} us [{stats['p10_us']:.2f}, "
-                  f"{stats['p90_us']:.2f}]  {stats['tbs']:.3f} TB/s  regs={stats.get('regs')}", flush=True)
+                  f"{stats['p90_us']:.2f}]  {stats['tbs']:.3f} TB/s  single {stats['single_median_us']:.2f} "
+                  f"[{stats['single_p10_us']:.2f}, {stats['single_p90_us']:.2f}]  regs={stats.get('regs')} "
+                  f"grid={stats['grid']}", flush=True)
         # a correctness glance: every full-softmax variant gives the shipped bits
         variants["shipped"][0].enqueue(stream)
         stream.synchronize()
         y_shipped = ys[0].copy_to_host()
-        full = [n for n in variants if n in ("nvcc_twin", *CANDIDATES) or (n in PROBES and PROBES[n][0] == "full")]
+        full = [n for n in variants
+                if n in ("nvcc_twin", *CANDIDATES, *PIPELINED) or (n in PROBES and PROBES[n][0] == "full")]
         for name in full:
+            ys[0].copy_to_device(np.full((rows, cols), np.nan, dtype=np.float32))  # an unwritten row must fail
             variants[name][0].enqueue(stream)
             stream.synchronize()
             same = np.array_equal(y_shipped, ys[0].copy_to_host())

@@ -28,6 +28,26 @@ def time_batches(stream, enqueue, batch=BATCH, reps=REPS):
             "p90_us": samples[(9 * len(samples)) // 10]}
 
 
+def single_timer():
+    """A ``bench.perf`` GPU handle whose delay kernel is calibrated: ``time_single`` takes it."""
+    from bench.perf import _Gpu
+    gpu = _Gpu()
+    gpu.calibrate_delay()
+    return gpu
+
+
+def time_single(gpu, enqueue, reps=REPS, host_window_us=40.0):
+    """Median / p10 / p90 device time of ONE call of ``enqueue(stream, i)`` between two events,
+    queued behind a delay kernel (``bench perf``'s single-invocation sample), on ``gpu.stream``."""
+    iterations = gpu.iterations_for(host_window_us)
+    for i in range(4):
+        enqueue(gpu.stream, i)
+    gpu.stream.synchronize()
+    samples = sorted(gpu.sample([lambda st, i=i: enqueue(st, i)], iterations)["event_us"] for i in range(reps))
+    return {"single_median_us": statistics.median(samples), "single_p10_us": samples[len(samples) // 10],
+            "single_p90_us": samples[(9 * len(samples)) // 10]}
+
+
 def write_results(out_dir, filename, results):
     """``results`` as indented JSON in ``out_dir/filename`` (nothing when ``out_dir`` is None)."""
     if out_dir:
