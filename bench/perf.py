@@ -24,7 +24,10 @@ What is measured, and how
    ``cuLaunchKernel``), ``fused_graph`` (the same, stream-captured into a CUDA graph and replayed),
    ``cudnn`` (``CudnnSoftmax``: ACCURATE / INSTANCE), ``torch`` (``torch.softmax`` on float32
    CUDA tensors; optional), ``triton`` (the tutorial one-row-per-program kernel below; optional),
-   and ``copy`` (``cuMemcpyDtoDAsync`` of the same number of input bytes, a same-size ceiling).
+   ``row_copy`` (``numba_softmax.kernels.row_copy``: a copy in the fused kernel's own launch geometry,
+   one 256-thread block per row, the same quads per thread, loads then stores, no arithmetic: the
+   ceiling of that geometry), and ``copy`` (``cuMemcpyDtoDAsync`` of the same number of input bytes,
+   a same-size ceiling).
 
    * Inputs rotate among input sets (x_i, y_i), i = counter mod n_sets, where the counter advances
      with EVERY timed invocation of every variant, so consecutive invocations never reuse a set.
@@ -34,7 +37,7 @@ What is measured, and how
      All softmax variants of a set write the same y_i; every variant sees identical buffers.
    * Every variant's output is checked once against ``numba_softmax.oracle.check_matrix`` before
      timing (its output buffer is first filled with NaN, so an output that is not written fails);
-     a variant that fails is reported and not timed. ``copy`` is checked bit for bit.
+     a variant that fails is reported and not timed. ``copy`` and ``row_copy`` are checked bit for bit.
    * Warm-up: max(10, n_sets) invocations per variant. Then ``--rounds`` (default 50, >= 30)
      rounds; the variant order of each round is shuffled (``bench.protocol.round_orders``, seeded).
    * One sample = record event e0, enqueue a DELAY kernel (one block sleeping in ``nanosleep``),
@@ -51,7 +54,8 @@ What is measured, and how
      (rotating sets) between e1 and e2; reported per invocation (back-to-back throughput).
    * Reported: median, p10, p90 of event_us; logical bandwidth (2 * rows * cols * 4 bytes / median);
      fraction of the 1 GiB copy ceiling; paired per-round ratios fused / variant (median, p10, p90
-     of the per-round ratios), and copy / fused (the fused kernel's fraction of a same-size copy).
+     of the per-round ratios), and copy / fused and row_copy / fused (the fused kernel's fraction of
+     a same-size copy and of a copy in its own geometry).
    * torch and Triton run on OUR stream: ``torch.cuda.set_stream(torch.cuda.ExternalStream(ptr))``
      once (checked: torch's current stream is ours, and Triton's launcher stream is ours), so the
      events on our stream bracket their kernels like every other variant's. torch writes into our
@@ -69,7 +73,8 @@ What is measured, and how
    way, 200 shuffled rounds after 20 warm-ups; ratio = median of per-round ratios (goal <= 1.2).
 
 4. Goals (printed last): fused >= 0.90 of the copy ceiling at 4096x4096 and 16384x1024 (fused =
-   the stream-launched variant, like the peers, declared before any run); fused faster than each
+   the stream-launched variant, like the peers, declared before any run; the detail also gives
+   row_copy's fraction, i.e. whether the fused geometry can reach the goal at all); fused faster than each
    peer at every shape with >= 4096 rows (median paired ratio fused / peer < 1); launch ratio
    <= 1.3; (1, 128) graph completion ratio <= 1.2. PASS / MISS / NOT MEASURED (with the reason).
 
@@ -112,8 +117,11 @@ LAUNCH_RATIO_GOAL = 1.3
 GRAPH_COMPLETION_GOAL = 1.2
 
 FUSED, FUSED_GRAPH, CUDNN, TORCH, TRITON, COPY = "fused", "fused_graph", "cudnn", "torch", "triton", "copy"
+ROW_COPY = "row_copy"
 PEERS = (CUDNN, TORCH, TRITON)
-VARIANTS = (FUSED, FUSED_GRAPH, CUDNN, TORCH, TRITON, COPY)
+VARIANTS = (FUSED, FUSED_GRAPH, CUDNN, TORCH, TRITON, ROW_COPY, COPY)
+#: Variants checked bit for bit against the input (copies), not against the softmax oracle.
+COPIES = (COPY, ROW_COPY)
 
 MIN_ROUNDS = 30
 DEFAULT_ROUNDS = 50
@@ -306,7 +314,8 @@ def summarize_shape(rounds, variants, nbytes, copy_ceiling_tbs=None):
 
     ``variants``: the timed variant names. Returns ``{"variants": {name: {...}}, "ratios": {...}}``
     where ``ratios["fused/<v>"]`` is :func:`bench.stats.paired_ratios` of event_us (fused / v per
-    round) and ``ratios["copy/fused"]`` the fused kernel's per-round fraction of a same-size copy.
+    round) and ``ratios["copy/fused"]`` / ``ratios["row_copy/fused"]`` the fused kernel's per-round
+    fraction of a same-size copy / of a copy in its own launch geometry.
     """
     out = {"variants": {}, "ratios": {}}
     for name in variants:
@@ -330,11 +339,12 @@ def summarize_shape(rounds, variants, nbytes, copy_ceiling_tbs=None):
     event_rounds = [{name: s["event_us"] for name, s in r["samples"].items()} for r in rounds]
     if FUSED in out["variants"]:
         for name in variants:
-            if name in (FUSED, COPY) or name not in out["variants"]:
+            if name == FUSED or name in COPIES or name not in out["variants"]:
                 continue
             out["ratios"][f"{FUSED}/{name}"] = paired_ratios(event_rounds, FUSED, name, "event_us")
-        if COPY in out["variants"]:
-            out["ratios"][f"{COPY}/{FUSED}"] = paired_ratios(event_rounds, COPY, FUSED, "event_us")
+        for copy in COPIES:
+            if copy in out["variants"]:
+                out["ratios"][f"{copy}/{FUSED}"] = paired_ratios(event_rounds, copy, FUSED, "event_us")
     return out
 
 
@@ -384,6 +394,18 @@ def _variant_problem(entry, name):
     return None
 
 
+def _geometry_note(entry, ceiling_tbs):
+    """The goal detail's word on the fused geometry's own ceiling (its row copy), '' when not timed."""
+    row_copy = entry["analysis"]["variants"].get(ROW_COPY)
+    if _variant_problem(entry, ROW_COPY) or row_copy is None:
+        return ""
+    fraction = row_copy["bandwidth_tbs"] / ceiling_tbs
+    verdict = ("out of reach of this launch geometry" if fraction < COPY_FRACTION_GOAL
+               else "within reach of this launch geometry")
+    return (f"; a copy in the fused geometry (row_copy) {row_copy['event_us']['median']:.2f} us = "
+            f"{fraction:.3f} of the ceiling: the goal is {verdict}")
+
+
 def evaluate_goals(report, expected_shapes=DEFAULT_SHAPES):
     """The goals table: a list of ``{goal, status, value, threshold, detail}`` (PASS / MISS / NOT MEASURED)."""
     goals = []
@@ -407,7 +429,7 @@ def evaluate_goals(report, expected_shapes=DEFAULT_SHAPES):
         fraction = fused["bandwidth_tbs"] / ceiling_tbs
         goals.append(_goal(label, PASS if fraction >= COPY_FRACTION_GOAL else MISS, fraction, COPY_FRACTION_GOAL,
                            f"fused {fused['event_us']['median']:.2f} us = {fused['bandwidth_tbs']:.2f} TB/s; "
-                           f"copy ceiling {ceiling_tbs:.2f} TB/s"))
+                           f"copy ceiling {ceiling_tbs:.2f} TB/s" + _geometry_note(entry, ceiling_tbs)))
     measured_shapes = [tuple(e["shape"]) for e in report.get("shapes", [])]
     for shape in [s for s in expected_shapes if s not in measured_shapes] + measured_shapes:
         if shape[0] < PEER_MIN_ROWS:
@@ -563,9 +585,9 @@ def render_markdown(report):
                 continue
             if name == FUSED:
                 ratio_text = "1"
-            elif name == COPY:
-                r = analysis["ratios"].get(f"{COPY}/{FUSED}")
-                ratio_text = f"copy/fused {_spread(r, 3)}" if r else "-"
+            elif name in COPIES:
+                r = analysis["ratios"].get(f"{name}/{FUSED}")
+                ratio_text = f"{name}/fused {_spread(r, 3)}" if r else "-"
             else:
                 r = analysis["ratios"].get(f"{FUSED}/{name}")
                 ratio_text = _spread(r, 3) if r else "-"
@@ -967,6 +989,16 @@ def _build_variants(gpu, shape, d_x, d_y, args, notes, errors, skipped):
             skipped[name] = f"set-up failed: {type(exc).__name__}: {exc}"
             errors.append(f"{shape_name(shape)}: {name} is installed but could not be set up, not timed "
                           f"(pass --no-{name} to skip it): {type(exc).__name__}: {exc}")
+    if cols <= MAX_FUSED_COLUMNS:
+        from numba_softmax.kernels.row_copy import row_copy_launches
+        launches = [row_copy_launches(x, y) for x, y in zip(d_x, d_y, strict=True)]
+        invocations = [Invocation.from_launches(f"row-copy-{i}", ls) for i, ls in enumerate(launches)]
+        build = launches[0][0].kernel.py_func.__name__
+        row_copy = _Variant(ROW_COPY, [inv.enqueue for inv in invocations],
+                            f"{build}: a copy in the fused kernel's launch geometry (one 256-thread block "
+                            "per row, the same quads per thread, loads then stores)")
+        row_copy.extra["kernel_resources"] = invocations[0].kernel_resources()
+        variants.append(row_copy)
     nbytes = rows * cols * 4
     variants.append(_Variant(COPY, [_memcpy_submit(_device_ptr(y), _device_ptr(x), nbytes)
                                     for x, y in zip(d_x, d_y, strict=True)],
@@ -1001,7 +1033,7 @@ def _measure_shape(gpu, shape, index, args, notes, errors):
     for variant in variants:
         record = entry["variants"][variant.name] = {"call": variant.call, **variant.extra}
         try:
-            check = _check_variant(gpu, variant, d_y[0], hosts[0], "copy" if variant.name == COPY else "softmax")
+            check = _check_variant(gpu, variant, d_y[0], hosts[0], "copy" if variant.name in COPIES else "softmax")
         except Exception as exc:
             check = {"passed": False, "error": f"{type(exc).__name__}: {exc}"}
         record["check"] = check
@@ -1009,7 +1041,7 @@ def _measure_shape(gpu, shape, index, args, notes, errors):
             record["status"] = "failed check"
             record["reason"] = check.get("description") or check.get("error") or "output differs"
             message = f"{entry['name']}: {variant.name} failed its check before timing, not timed: {record['reason']}"
-            (errors if variant.name in (FUSED, FUSED_GRAPH, COPY) else notes).append(message)
+            (errors if variant.name in (FUSED, FUSED_GRAPH, *COPIES) else notes).append(message)
             _log(message)
             continue
         record["status"] = "timed"

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from bench import perf
-from bench.perf import (BATCH, COPY, CUDNN, FUSED, FUSED_GRAPH, LAUNCH_METRICS, MISS, NOT_MEASURED, PASS, TORCH,
-                        TRITON, LaunchTimerOutputError, bandwidth_tbs, delay_iterations, delay_target_us,
+from bench.perf import (BATCH, COPY, CUDNN, FUSED, FUSED_GRAPH, LAUNCH_METRICS, MISS, NOT_MEASURED, PASS, ROW_COPY,
+                        TORCH, TRITON, LaunchTimerOutputError, bandwidth_tbs, delay_iterations, delay_target_us,
                         evaluate_goals, experiment_a_floors, experiment_b_floors, floors_markdown, input_sets_for,
                         is_starved, jsonable, launch_comparison, logical_bytes, markdown_table, next_power_of_2,
                         nvcc_command, parse_launch_timer_output, parse_shapes, render_markdown, summarize_shape,
@@ -213,8 +213,8 @@ def _shape_entry(shape, medians, copy_tbs, statuses=None):
 
 def _report(copy_tbs=4.25):
     ceiling_us = 2 * 2**30 / (copy_tbs * 1e12) * 1e6
-    big = {FUSED: 40.0, FUSED_GRAPH: 40.5, CUDNN: 47.0, TORCH: 58.0, TRITON: 37.0, COPY: 33.0}
-    fast = {FUSED: 31.0, FUSED_GRAPH: 31.2, CUDNN: 86.0, TORCH: 39.0, TRITON: 36.0, COPY: 32.0}
+    big = {FUSED: 40.0, FUSED_GRAPH: 40.5, CUDNN: 47.0, TORCH: 58.0, TRITON: 37.0, ROW_COPY: 38.0, COPY: 33.0}
+    fast = {FUSED: 31.0, FUSED_GRAPH: 31.2, CUDNN: 86.0, TORCH: 39.0, TRITON: 36.0, ROW_COPY: 30.0, COPY: 32.0}
     small = {FUSED: 3.0, FUSED_GRAPH: 3.1, CUDNN: 7.0, TORCH: 5.0, TRITON: 4.0, COPY: 2.5}
     return {
         "device": {"name": "NVIDIA H200"}, "argv": ["--expect-device", "H200"], "started_utc": "t0",
@@ -253,7 +253,8 @@ def test_summarize_shape_statistics_and_paired_ratios():
     # the shared per-round drift cancels in the paired ratio
     assert analysis["ratios"]["fused/cudnn"]["median"] == pytest.approx(40.0 / 47.0, rel=0.005)
     assert analysis["ratios"]["copy/fused"]["median"] == pytest.approx(33.0 / 40.0, rel=0.005)
-    assert "fused/copy" not in analysis["ratios"]
+    assert analysis["ratios"]["row_copy/fused"]["median"] == pytest.approx(38.0 / 40.0, rel=0.005)
+    assert "fused/copy" not in analysis["ratios"] and "fused/row_copy" not in analysis["ratios"]
     assert analysis["ratios"]["fused/cudnn"]["n"] == 30
 
 
@@ -264,6 +265,13 @@ def test_goals_pass_miss_and_not_measured():
     assert g["fused >= 0.90 of copy bandwidth at 4096x4096"]["status"] == MISS
     assert g["fused >= 0.90 of copy bandwidth at 4096x4096"]["value"] == pytest.approx(0.79, abs=0.03)
     assert g["fused >= 0.90 of copy bandwidth at 16384x1024"]["status"] == PASS
+    # the row copy says whether the fused geometry could reach the goal at all: 134 MB / 38 us = 0.83 of the
+    # ceiling at 4096x4096 (out of reach; the rounds' drift makes the median 38.1 us), 134 MB / 30 us = 1.05
+    # at 16384x1024 (within reach)
+    assert "(row_copy) 38.1" in g["fused >= 0.90 of copy bandwidth at 4096x4096"]["detail"]
+    assert "us = 0.82" in g["fused >= 0.90 of copy bandwidth at 4096x4096"]["detail"]
+    assert "out of reach of this launch geometry" in g["fused >= 0.90 of copy bandwidth at 4096x4096"]["detail"]
+    assert "within reach of this launch geometry" in g["fused >= 0.90 of copy bandwidth at 16384x1024"]["detail"]
     assert g["fused faster than cudnn at 4096x4096"]["status"] == PASS
     assert g["fused faster than triton at 4096x4096"]["status"] == MISS          # 40 vs 37 us
     assert g["fused faster than torch at 4096x128"]["status"] == NOT_MEASURED    # skipped peer
@@ -492,6 +500,11 @@ class Invocation:
                 y._ary[...] = softmax(x._ary)
                 if os.environ.get("FAKE_BAD_FUSED") and x.shape[0] == 4:
                     y._ary[0, 0] = -1.0
+            elif launch.name == "row_copy":
+                x, y = launch.args
+                y._ary[...] = x._ary
+                if os.environ.get("FAKE_BAD_ROW_COPY"):
+                    y._ary[0, 0] = np.nextafter(y._ary[0, 0], np.inf)
             elif launch.name != "perf_empty":
                 raise AssertionError(launch.name)
     def kernel_resources(self): return [{"launch": l.name} for l in self.launches]
@@ -567,8 +580,10 @@ def test_fake_gpu_run_end_to_end(tmp_path, request):
     assert list(shapes) == ["4096x8", "4x64"]
     big = shapes["4096x8"]
     assert big["input_sets"] == input_sets_for(logical_bytes((4096, 8)), 65536)
-    assert {v: big["variants"][v]["status"] for v in (FUSED, FUSED_GRAPH, CUDNN, COPY)} == dict.fromkeys(
-        (FUSED, FUSED_GRAPH, CUDNN, COPY), "timed")
+    assert {v: big["variants"][v]["status"] for v in (FUSED, FUSED_GRAPH, CUDNN, ROW_COPY, COPY)} == dict.fromkeys(
+        (FUSED, FUSED_GRAPH, CUDNN, ROW_COPY, COPY), "timed")
+    assert big["variants"][ROW_COPY]["check"]["kind"] == "bitwise copy of the input"
+    assert "row_copy/fused" in big["analysis"]["ratios"]
     assert big["variants"][TORCH]["status"] == "skipped" or big["variants"][TORCH]["status"] == "timed"
     assert len(big["rounds"]) == 30 and all(sorted(r["order"]) == sorted(r["samples"]) for r in big["rounds"])
     # rotation: consecutive timed invocations never reuse a set
@@ -602,6 +617,17 @@ def test_fake_gpu_run_reports_failed_checks(tmp_path):
     assert any("cudnn failed its check" in n for n in report["notes"])
     goal = _by_goal(report["goals"])["fused faster than cudnn at 4096x8"]
     assert goal["status"] == NOT_MEASURED and "cudnn failed check" in goal["detail"]
+
+
+def test_fake_gpu_run_a_row_copy_off_by_one_ulp_is_an_error(tmp_path):
+    proc, report, _ = _fake_run(tmp_path, {"FAKE_BAD_ROW_COPY": "1"}, shapes="4x64", extra_args=["--no-launch"])
+    assert proc.returncode == 1                       # the geometry ceiling is ours: its failure is an error
+    assert "row_copy failed its check before timing" in proc.stderr
+    shape = report["shapes"][0]
+    assert shape["variants"][ROW_COPY]["status"] == "failed check"
+    assert ROW_COPY not in shape["analysis"]["variants"]
+    assert "row_copy" not in _by_goal(report["goals"]).get("fused >= 0.90 of copy bandwidth at 4096x4096",
+                                                           {"detail": ""})["detail"]
 
 
 class _CountingStream:

@@ -117,6 +117,28 @@ def test_kernel_resources_as_the_driver_reports_them(evidence):
     assert all(r["local_bytes_per_thread"] == 0 for r in resources)
 
 
+@pytest.mark.parametrize("shape", EXPERIMENT_A_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_row_copy_in_the_fused_geometry(shape, stream):
+    """bench perf's geometry ceiling: the build mirrors the fused one, copies every bit, holds no local memory."""
+    from numba import cuda
+
+    from numba_softmax.kernels.fused_row import fused_kernel_for
+    from numba_softmax.kernels.row_copy import row_copy_launches
+    from numba_softmax.launch.driver import Invocation
+    x = matrix_fixture("random", shape)
+    d_x = cuda.to_device(x)
+    d_y = cuda.to_device(np.full(shape, np.nan, dtype=np.float32))
+    launches = row_copy_launches(d_x, d_y)
+    fused_name = fused_kernel_for(d_x, d_y).py_func.__name__
+    copy_name = launches[0].kernel.py_func.__name__
+    assert copy_name == fused_name.replace("fused_row_softmax", "row_copy"), (copy_name, fused_name)
+    invocation = Invocation.from_launches("row_copy", launches)
+    invocation.enqueue(stream)
+    stream.synchronize()
+    assert np.array_equal(d_y.copy_to_host().view(np.uint32), x.view(np.uint32))
+    assert invocation.kernel_resources()[0]["local_bytes_per_thread"] == 0
+
+
 def test_negative_control_missing_barrier_is_rejected():
     from controls import missing_barrier_launches
     from numba import cuda

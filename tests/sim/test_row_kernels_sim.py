@@ -67,3 +67,25 @@ def test_negative_control_without_max_subtraction_is_rejected():
         run_launches_with_dispatcher(no_max_launches(cuda.to_device(x), d_y))
     result = check_matrix(d_y.copy_to_host(), x)
     assert not result.passed and not result.finite_nonneg
+
+
+@pytest.mark.parametrize("shape", [(7, 781), (2, 128), (3, 2053)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_row_copy_in_the_fused_geometry_copies_every_bit(shape):
+    from numba import cuda
+
+    from numba_softmax.kernels.row_copy import row_copy_launches
+    from numba_softmax.launch.plan import run_launches_with_dispatcher
+    x = matrix_fixture("random", shape)
+    d_y = cuda.to_device(np.full(shape, np.nan, dtype=np.float32))
+    launches = row_copy_launches(cuda.to_device(x), d_y)
+    assert launches[0].grid == (shape[0],) and launches[0].block == (256,)
+    run_launches_with_dispatcher(launches)
+    assert np.array_equal(d_y.copy_to_host().view(np.uint32), x.view(np.uint32))
+
+
+def test_row_copy_refuses_what_the_fused_geometry_cannot_hold():
+    from numba_softmax.kernels.row_copy import row_copy_launches
+    with pytest.raises(ValueError, match="4097 columns > 4096"):
+        row_copy_launches(np.zeros((1, 4097), np.float32), np.zeros((1, 4097), np.float32))
+    with pytest.raises(ValueError, match="one shape"):
+        row_copy_launches(np.zeros((2, 8), np.float32), np.zeros((2, 9), np.float32))
