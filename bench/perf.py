@@ -75,7 +75,8 @@ What is measured, and how
 4. Goals (printed last): fused >= 0.90 of the copy ceiling at 4096x4096 and 16384x1024 (fused =
    the stream-launched variant, like the peers, declared before any run; the detail also gives
    row_copy's fraction, i.e. whether the fused geometry can reach the goal at all); fused faster than each
-   peer at every shape with >= 4096 rows (median paired ratio fused / peer < 1); launch ratio
+   peer at every shape with >= 4096 rows (median paired ratio fused / peer < 1; the detail also gives
+   row_copy / peer: at >= 1 not even a copy in the fused geometry beats the peer); launch ratio
    <= 1.3; (1, 128) graph completion ratio <= 1.2. PASS / MISS / NOT MEASURED (with the reason).
 
 Everything GPU-independent (bytes, rotation count, ratios, goals, tables, the nvcc command, the
@@ -315,7 +316,8 @@ def summarize_shape(rounds, variants, nbytes, copy_ceiling_tbs=None):
     ``variants``: the timed variant names. Returns ``{"variants": {name: {...}}, "ratios": {...}}``
     where ``ratios["fused/<v>"]`` is :func:`bench.stats.paired_ratios` of event_us (fused / v per
     round) and ``ratios["copy/fused"]`` / ``ratios["row_copy/fused"]`` the fused kernel's per-round
-    fraction of a same-size copy / of a copy in its own launch geometry.
+    fraction of a same-size copy / of a copy in its own launch geometry; ``ratios["row_copy/<peer>"]``
+    whether even that copy is faster than the peer (>= 1: no kernel of this geometry can be).
     """
     out = {"variants": {}, "ratios": {}}
     for name in variants:
@@ -345,6 +347,10 @@ def summarize_shape(rounds, variants, nbytes, copy_ceiling_tbs=None):
         for copy in COPIES:
             if copy in out["variants"]:
                 out["ratios"][f"{copy}/{FUSED}"] = paired_ratios(event_rounds, copy, FUSED, "event_us")
+    if ROW_COPY in out["variants"]:  # could anything in the fused geometry beat this peer?
+        for peer in PEERS:
+            if peer in out["variants"]:
+                out["ratios"][f"{ROW_COPY}/{peer}"] = paired_ratios(event_rounds, ROW_COPY, peer, "event_us")
     return out
 
 
@@ -446,10 +452,15 @@ def evaluate_goals(report, expected_shapes=DEFAULT_SHAPES):
                 continue
             ratio = entry["analysis"]["ratios"][f"{FUSED}/{peer}"]
             variants = entry["analysis"]["variants"]
+            reach = entry["analysis"]["ratios"].get(f"{ROW_COPY}/{peer}")
+            reach_note = "" if reach is None else (
+                f"; row_copy/{peer} {reach['median']:.3f}: "
+                + ("even a copy in the fused geometry is not faster, out of reach of this launch geometry"
+                   if reach["median"] >= 1.0 else "within reach of this launch geometry"))
             goals.append(_goal(label, PASS if ratio["median"] < 1.0 else MISS, ratio["median"], 1.0,
                                f"fused/{peer} median of {ratio['n']} paired rounds (p10 {ratio['p10']:.3f}, "
                                f"p90 {ratio['p90']:.3f}); medians {variants[FUSED]['event_us']['median']:.2f} vs "
-                               f"{variants[peer]['event_us']['median']:.2f} us"))
+                               f"{variants[peer]['event_us']['median']:.2f} us" + reach_note))
     launch = report.get("launch") or {}
     label = f"launch: our enqueue per launch / C++ cuLaunchKernel <= {LAUNCH_RATIO_GOAL}"
     comparison = launch.get("comparison")

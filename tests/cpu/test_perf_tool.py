@@ -273,6 +273,12 @@ def test_goals_pass_miss_and_not_measured():
     assert "out of reach of this launch geometry" in g["fused >= 0.90 of copy bandwidth at 4096x4096"]["detail"]
     assert "within reach of this launch geometry" in g["fused >= 0.90 of copy bandwidth at 16384x1024"]["detail"]
     assert g["fused faster than cudnn at 4096x4096"]["status"] == PASS
+    # row copy 38 us vs Triton 37 us: nothing in the fused geometry beats Triton there; vs cuDNN (47 us) it could
+    assert "row_copy/triton 1.02" in g["fused faster than triton at 4096x4096"]["detail"]
+    assert "out of reach of this launch geometry" in g["fused faster than triton at 4096x4096"]["detail"]
+    assert "row_copy/cudnn 0.80" in g["fused faster than cudnn at 4096x4096"]["detail"]
+    assert "within reach" in g["fused faster than cudnn at 4096x4096"]["detail"]
+    assert "row_copy" not in g["fused faster than cudnn at 4096x128"]["detail"]   # no row copy timed there
     assert g["fused faster than triton at 4096x4096"]["status"] == MISS          # 40 vs 37 us
     assert g["fused faster than torch at 4096x128"]["status"] == NOT_MEASURED    # skipped peer
     assert "not installed" in g["fused faster than torch at 4096x128"]["detail"]
