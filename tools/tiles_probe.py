@@ -9,11 +9,16 @@ this probe times the performance builds. Per case (default balanced-2048, ragged
 * a device copy x -> y of the same size with ``cuMemcpyDtoDAsync`` (C's bytes), the
   yardstick for the C kernel;
 * with ``--register-caps 48,40``: phased and dag again with the persistent kernel compiled
-  at each ptxas register cap (more workers per SM, spills), and their bits.
+  at each ptxas register cap (more workers per SM, spills), and their bits;
+* with ``--baseline DIR``: phased and dag again with the persistent kernel of another tree's
+  ``numba_softmax`` package (``DIR/numba_softmax``, e.g. ``git archive <commit> numba_softmax |
+  tar -x -C DIR``), so a kernel change and its baseline are timed in ONE lease (leases differ
+  by a few percent), and their bits.
 
 Medians over REPS batches, per launch (or invocation), with p10 / p90.
 
-    python tools/tiles_probe.py [--cases balanced-2048,ragged-2048] [--register-caps 48,40] [--out DIR]
+    python tools/tiles_probe.py [--cases balanced-2048,ragged-2048] [--register-caps 48,40] [--baseline DIR]
+                                [--out DIR]
 
 Diagnostic only: the figures that count for the goals come from ``python -m bench``
 (Experiment B) and ``python -m bench perf``. The probe also checks that the three
@@ -52,7 +57,21 @@ def same_bits(arrays, reference):
     return np.array_equal(out, reference_out) and all(np.array_equal(mid[k], reference_mid[k]) for k in reference_mid)
 
 
-def probe_case(case, stream, register_caps=()):
+def baseline_persistent_kernel(tree):
+    """``persistent_tiles`` of the ``numba_softmax`` package under ``tree``, imported as
+    ``numba_softmax_baseline`` (the package imports itself relatively, so the alias holds)."""
+    import importlib
+    import importlib.util
+    package = os.path.join(os.path.abspath(tree), "numba_softmax")
+    spec = importlib.util.spec_from_file_location("numba_softmax_baseline", os.path.join(package, "__init__.py"),
+                                                  submodule_search_locations=[package])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return importlib.import_module("numba_softmax_baseline.kernels.persistent").persistent_tiles
+
+
+def probe_case(case, stream, register_caps=(), baseline=None):
     layout = build_layout(case.row_lengths())
     rng = np.random.default_rng(0)
     values = rng.standard_normal(layout.total_elements, dtype=np.float32)
@@ -85,20 +104,22 @@ def probe_case(case, stream, register_caps=()):
         print(f"{case.name:>14} {scheduler} == separate bitwise (output and intermediates): {same}")
     plan = worker_plan(buffers)
     results.append({"case": case.name, "what": "workers", **plan.record()})
-    for cap in register_caps:
-        kernel = register_capped_kernel(cap)
-        capped = worker_plan(buffers, kernel=kernel)
-        results.append({"case": case.name, "what": f"workers, max_registers={cap}", **capped.record()})
-        print(f"{case.name:>14} max_registers={cap}: {capped.workers} workers", flush=True)
+    variants = [(f"r{cap}", f"max_registers={cap}", register_capped_kernel(cap)) for cap in register_caps]
+    if baseline:
+        variants.append(("baseline", f"baseline {baseline}", baseline_persistent_kernel(baseline)))
+    for tag, label, kernel in variants:
+        plan = worker_plan(buffers, kernel=kernel)
+        results.append({"case": case.name, "what": f"workers, {label}", **plan.record()})
+        print(f"{case.name:>14} {label}: {plan.workers} workers", flush=True)
         for scheduler in ("phased", "dag"):
             invocation = Invocation.from_launches(
-                f"{scheduler}-r{cap}", tiled_launches(scheduler, buffers, capped.workers, kernel=kernel))
-            record(f"invocation: {scheduler} r{cap}", time_batches(stream, enqueue_of(invocation)))
+                f"{scheduler}-{tag}", tiled_launches(scheduler, buffers, plan.workers, kernel=kernel))
+            record(f"invocation: {scheduler} {tag}", time_batches(stream, enqueue_of(invocation)))
             invocation.enqueue(stream)
             stream.synchronize()
             same = same_bits((buffers.out.copy_to_host(), buffers.intermediates()), outputs["separate"])
-            results.append({"case": case.name, "what": f"bitwise: {scheduler} r{cap} == separate", "equal": bool(same)})
-            print(f"{case.name:>14} {scheduler} r{cap} == separate bitwise: {same}", flush=True)
+            results.append({"case": case.name, "what": f"bitwise: {scheduler} {tag} == separate", "equal": bool(same)})
+            print(f"{case.name:>14} {scheduler} {tag} == separate bitwise: {same}", flush=True)
     return results
 
 
@@ -109,6 +130,9 @@ def main(argv=None):
     parser.add_argument("--register-caps", default="",
                         help="also time phased and dag with the persistent kernel compiled at these ptxas "
                              "register caps (comma-separated, e.g. 48,40): more workers per SM, with spills")
+    parser.add_argument("--baseline", default=None,
+                        help="also time phased and dag with the persistent kernel of DIR/numba_softmax (another "
+                             "tree, e.g. a git archive of the commit before a change), in the same lease")
     args = parser.parse_args(argv)
     caps = [int(c) for c in args.register_caps.split(",") if c.strip()]
     by_name = {case.name: case for case in EXPERIMENT_B_CASES}
@@ -118,7 +142,7 @@ def main(argv=None):
     stream = Stream()
     results = []
     for name in args.cases.split(","):
-        results.extend(probe_case(by_name[name], stream, caps))
+        results.extend(probe_case(by_name[name], stream, caps, args.baseline))
     write_results(args.out, "tiles_probe.json", results)
 
 
