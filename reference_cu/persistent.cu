@@ -12,8 +12,7 @@
 //       trace array, is untouched by its performance build and has no counterpart here); the Numba
 //       kernel reads n_tiles, rows and fifo_capacity from tile_row.shape[0],
 //       row_first_tile.shape[0] and fifo_slots.shape[0]; here they are passed, and n_values
-//       (values.shape[0]) tells the phased mode whether every tile is full (its L2 prefetch of
-//       each worker's next tile is made only then).
+//       (values.shape[0]) bounds the phased mode's L2 prefetch of each worker's next tile.
 //       grid (workers,), block (128,), COOPERATIVE launch in both modes (phased uses a grid
 //       barrier; workers <= the cooperative occupancy limit).
 //   init_queue_kernel(int32* counters, int32* row_arrivals, int32* fifo_slots, int32* fifo_ready,
@@ -109,19 +108,18 @@ __device__ __forceinline__ Decision decode_fifo_task(int task, int slot, int row
     return Decision{KIND_EXIT, -1, -1};
 }
 
-// A full tile: the phased prefetch's span.
-#define MAX_TILE_ELEMENTS (TILE_THREADS * TILE_QUADS * 4)
-
-// Whether every tile is full (tile t = elements 1024 t .. 1024 t + 1023): tiles lie back to back
-// from element 0 and none holds more than MAX_TILE_ELEMENTS, so n_tiles of them fill
-// n_tiles * MAX_TILE_ELEMENTS elements only when each is full.
-__device__ __forceinline__ bool full_tiles_layout(long long n_values, int n_tiles) {
-    return n_values == (long long)n_tiles * MAX_TILE_ELEMENTS;
-}
-
-// Phased mode, thread 0: ask for tile t of a full-tiles layout in L2 (one bulk prefetch).
-__device__ __forceinline__ void prefetch_full_tile(const float* values, int t) {
-    prefetch_l2(values + (long long)t * MAX_TILE_ELEMENTS, MAX_TILE_ELEMENTS * 4);
+// Phased mode, thread 0, at the start of tile t: prefetch tile t + workers into L2 from the
+// metadata loaded one iteration ago, and load that of tile t + 2 workers for the next iteration
+// (it arrives during this task).
+__device__ __forceinline__ void prefetch_next_tile(int t, int workers, long long& ahead_start, int& ahead_len,
+                                                   const float* values, long long n_values,
+                                                   const long long* tile_start, const int* tile_len, int n_tiles) {
+    if ((long long)t + workers < n_tiles) {
+        prefetch_span_l2(values, n_values, ahead_start, ahead_len);
+    }
+    const long long after = (long long)t + 2LL * workers;
+    ahead_start = after < n_tiles ? tile_start[after] : 0;
+    ahead_len = after < n_tiles ? tile_len[after] : 0;
 }
 
 // Thread 0's ticket besides a slot index: none (take one at the next decision), or exhausted
@@ -217,12 +215,17 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
     if (mode == MODE_PHASED) {
         cg::grid_group grid = cg::this_grid();
         const int workers = gridDim.x;
-        // Thread 0 prefetches the worker's next tile (t + workers), where every tile is full:
-        // its bytes follow from t alone (no metadata load, no registers carried across tiles).
-        const bool prefetch = tid == 0 && full_tiles_layout(n_values, n_tiles);
+        // Thread 0 prefetches the worker's next tile (t + workers) from metadata loaded one
+        // iteration earlier, so the prefetch never waits for a load.
+        long long ahead_start = 0;
+        int ahead_len = 0;
+        if (tid == 0 && (long long)blockIdx.x + workers < n_tiles) {
+            ahead_start = tile_start[blockIdx.x + workers];
+            ahead_len = tile_len[blockIdx.x + workers];
+        }
         for (int t = blockIdx.x; t < n_tiles; t += workers) {
-            if (prefetch && (long long)t + workers < n_tiles) {
-                prefetch_full_tile(values, t + workers);
+            if (tid == 0) {
+                prefetch_next_tile(t, workers, ahead_start, ahead_len, values, n_values, tile_start, tile_len, n_tiles);
             }
             task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials);
         }
@@ -234,6 +237,12 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
             task_b((int)r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
         }
         grid.sync();
+        ahead_start = 0;
+        ahead_len = 0;
+        if (tid == 0 && (long long)blockIdx.x + workers < n_tiles) {
+            ahead_start = tile_start[blockIdx.x + workers];
+            ahead_len = tile_len[blockIdx.x + workers];
+        }
         // m and z of the worker's next tile are requested during the current one: its row
         // index at the start, the row's m and z at the end.
         float m = 0.0f;
@@ -244,10 +253,10 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
             z = row_sum[row];
         }
         for (int t = blockIdx.x; t < n_tiles; t += workers) {
-            const long long following = (long long)t + workers;
-            if (prefetch && following < n_tiles) {
-                prefetch_full_tile(values, (int)following);
+            if (tid == 0) {
+                prefetch_next_tile(t, workers, ahead_start, ahead_len, values, n_values, tile_start, tile_len, n_tiles);
             }
+            const long long following = (long long)t + workers;
             const int next_row = following < n_tiles ? tile_row[following] : 0;
             task_c(t, m, z, values, tile_start, tile_len, out);
             if (following < n_tiles) {

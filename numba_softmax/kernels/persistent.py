@@ -19,14 +19,11 @@ Mode 0, phased (:data:`MODE_PHASED`): the control with cooperative grid barriers
 count with a 64-bit division call, which cost this register-bound kernel two registers.)
 It touches no queue state, so it needs no reset launch. In its A and C loops thread 0
 first prefetches the worker's next tile (``t + gridDim.x``) into L2
-(:func:`prefetch_full_tile`), so that tile's DRAM read overlaps the current tile's
-reductions (not in the trace build). It does so where every tile is full
-(:func:`full_tiles_layout`, every protocol case), because there the tile's bytes follow
-from its index: no metadata load to wait for, and no registers carried from one iteration
-to the next (carrying a tile's start and length cost this kernel 8 of its registers). In
-the C loop every thread requests the next tile's row index at the start of a tile and that
-row's m and z at its end, so a C tile starts with m and z in hand instead of two dependent
-loads.
+(:func:`prefetch_next_tile`), so that tile's DRAM read overlaps the current tile's
+reductions (not in the trace build); the start and length that prefetch needs were loaded
+one iteration earlier, so it never waits on a load. In the C loop every thread requests
+the next tile's row index at the start of a tile and that row's m and z at its end, so a
+C tile starts with m and z in hand instead of two dependent loads.
 
 Mode 1, DAG (:data:`MODE_DAG`): a dependency-driven task queue in global memory,
 freshly reset by :data:`init_queue_kernel` before every invocation:
@@ -134,8 +131,8 @@ from ..launch.plan import KernelLaunch
 from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE
 from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, fence_acq_rel_gpu,
                        load_acquire_gpu, load_relaxed_gpu, pause_us, store_relaxed_gpu)
-from .prefetch import prefetch_l2
-from .tiles import MAX_TILE_ELEMENTS, TILE_ANNOUNCER, TILE_THREADS, TILE_WARPS, task_a, task_b, task_c
+from .prefetch import prefetch_span_l2
+from .tiles import TILE_ANNOUNCER, TILE_THREADS, TILE_WARPS, task_a, task_b, task_c
 from .tracing import trace_now, trace_record
 
 MODE_PHASED = 0
@@ -264,26 +261,18 @@ def decode_fifo_task(task, slot, rows, n_tiles, counters):
     return int32(KIND_EXIT), int32(-1)
 
 
-#: Bytes of a full tile (:data:`.tiles.MAX_TILE_ELEMENTS` float32 values): the phased prefetch's span.
-FULL_TILE_BYTES = MAX_TILE_ELEMENTS * 4
-
-
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-def full_tiles_layout(values, n_tiles):
-    """Whether every tile is full: tile t is elements ``1024 t .. 1024 t + 1023`` of ``values``.
-
-    The layout puts tiles back to back from element 0 and none holds more than
-    ``MAX_TILE_ELEMENTS``, so ``n_tiles`` tiles fill ``n_tiles * MAX_TILE_ELEMENTS`` elements
-    only when each is full (every case of the protocol: its rows are multiples of 1024 long).
-    Read once per invocation; the phased prefetch then needs no tile metadata at all.
-    """
-    return values.shape[0] == n_tiles * MAX_TILE_ELEMENTS
-
-
-@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-def prefetch_full_tile(values, t):
-    """Phased mode, thread 0: ask for tile ``t`` of a full-tiles layout in L2 (one bulk prefetch)."""
-    prefetch_l2(values, int64(t) * FULL_TILE_BYTES, FULL_TILE_BYTES)
+def prefetch_next_tile(t, workers, ahead_start, ahead_len, values, tile_start, tile_len):
+    """Phased mode, thread 0, at the start of tile ``t``: prefetch tile ``t + workers`` into
+    L2 from the metadata loaded one iteration ago (``ahead_start``, ``ahead_len``), and load
+    the metadata of tile ``t + 2 workers`` for the next iteration (it arrives during this
+    task). Returns that metadata."""
+    if t + workers < tile_start.shape[0]:
+        prefetch_span_l2(values, ahead_start, ahead_len)
+    after = t + 2 * workers
+    if after < tile_start.shape[0]:
+        return tile_start[after], tile_len[after]
+    return int64(0), int32(0)
 
 
 #: Thread 0's ticket when it holds no FIFO slot: take one at the next decision ...
@@ -399,18 +388,22 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             grid = cuda.cg.this_grid()
             workers = int32(cuda.gridDim.x)
             # Thread 0 prefetches this worker's next tile (t + workers) into L2, so its DRAM
-            # read overlaps this tile's reductions (not in the trace build). Only where every
-            # tile is full, so that its bytes follow from t alone: a prefetch that loaded the
-            # tile's start and length carried them from one iteration to the next, and those
-            # registers set the count of the kernel both schedulers share (PERFORMANCE.md).
-            prefetch = not TRACE and tid == 0 and full_tiles_layout(values, n_tiles)
+            # read overlaps this tile's reductions; the metadata it needs for that (start,
+            # length) was loaded one iteration earlier, so the prefetch never waits for a
+            # load (not in the trace build).
+            ahead_start = int64(0)
+            ahead_len = int32(0)
+            if not TRACE and tid == 0 and cuda.blockIdx.x + workers < n_tiles:
+                ahead_start = tile_start[cuda.blockIdx.x + workers]
+                ahead_len = tile_len[cuda.blockIdx.x + workers]
             # Grid-stride loops as while loops: ``range(start, stop, step)`` with a run-time step
             # computes its trip count with a 64-bit division, a libdevice call whose calling
             # convention costs registers in this register-bound kernel.
             t = int32(cuda.blockIdx.x)
             while t < n_tiles:
-                if prefetch and t + workers < n_tiles:
-                    prefetch_full_tile(values, t + workers)
+                if not TRACE and tid == 0:
+                    ahead_start, ahead_len = prefetch_next_tile(t, workers, ahead_start, ahead_len, values,
+                                                                tile_start, tile_len)
                 start = int64(0)
                 if TRACE and tid == 0:
                     start = trace_now()
@@ -431,6 +424,11 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     trace_record(trace, n_tiles + r, start)
                 r += warps
             grid.sync()
+            ahead_start = int64(0)
+            ahead_len = int32(0)
+            if not TRACE and tid == 0 and cuda.blockIdx.x + workers < n_tiles:
+                ahead_start = tile_start[cuda.blockIdx.x + workers]
+                ahead_len = tile_len[cuda.blockIdx.x + workers]
             # m and z of a worker's next tile are requested during the current one: its row
             # index at the start, the row's m and z at the end (the grid barrier made them final).
             m = float32(0.0)
@@ -441,9 +439,10 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 z = row_sum[row]
             t = int32(cuda.blockIdx.x)
             while t < n_tiles:
+                if not TRACE and tid == 0:
+                    ahead_start, ahead_len = prefetch_next_tile(t, workers, ahead_start, ahead_len, values,
+                                                                tile_start, tile_len)
                 following = t + workers
-                if prefetch and following < n_tiles:
-                    prefetch_full_tile(values, following)
                 next_row = tile_row[following] if following < n_tiles else int32(0)
                 start = int64(0)
                 if TRACE and tid == 0:
