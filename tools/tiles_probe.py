@@ -10,15 +10,15 @@ this probe times the performance builds. Per case (default balanced-2048, ragged
   yardstick for the C kernel;
 * with ``--register-caps 48,40``: phased and dag again with the persistent kernel compiled
   at each ptxas register cap (more workers per SM, spills), and their bits;
-* with ``--baseline DIR``: phased and dag again with the persistent kernel of another tree's
+* with ``--compare-tree DIR``: all three schedulers again with the kernels of another tree's
   ``numba_softmax`` package (``DIR/numba_softmax``, e.g. ``git archive <commit> numba_softmax |
-  tar -x -C DIR``), so a kernel change and its baseline are timed in ONE lease (leases differ
-  by a few percent), and their bits.
+  tar -x -C DIR``: a baseline, or a candidate), so a kernel change and its baseline are timed
+  in ONE lease (leases differ by a few percent), and their bits.
 
 Medians over REPS batches, per launch (or invocation), with p10 / p90.
 
-    python tools/tiles_probe.py [--cases balanced-2048,ragged-2048] [--register-caps 48,40] [--baseline DIR]
-                                [--out DIR]
+    python tools/tiles_probe.py [--cases balanced-2048,ragged-2048] [--register-caps 48,40]
+                                [--compare-tree DIR] [--out DIR]
 
 Diagnostic only: the figures that count for the goals come from ``python -m bench``
 (Experiment B) and ``python -m bench perf``. The probe also checks that the three
@@ -57,21 +57,23 @@ def same_bits(arrays, reference):
     return np.array_equal(out, reference_out) and all(np.array_equal(mid[k], reference_mid[k]) for k in reference_mid)
 
 
-def baseline_persistent_kernel(tree):
-    """``persistent_tiles`` of the ``numba_softmax`` package under ``tree``, imported as
-    ``numba_softmax_baseline`` (the package imports itself relatively, so the alias holds)."""
+def other_tree_kernels(tree):
+    """``(kernels.persistent, kernels.tiles)`` of the ``numba_softmax`` package under ``tree``,
+    imported as ``numba_softmax_other`` (the package imports itself relatively, so the alias
+    holds; its launch code takes this tree's TiledBuffers, whose fields it shares)."""
     import importlib
     import importlib.util
     package = os.path.join(os.path.abspath(tree), "numba_softmax")
-    spec = importlib.util.spec_from_file_location("numba_softmax_baseline", os.path.join(package, "__init__.py"),
+    spec = importlib.util.spec_from_file_location("numba_softmax_other", os.path.join(package, "__init__.py"),
                                                   submodule_search_locations=[package])
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    return importlib.import_module("numba_softmax_baseline.kernels.persistent").persistent_tiles
+    return (importlib.import_module("numba_softmax_other.kernels.persistent"),
+            importlib.import_module("numba_softmax_other.kernels.tiles"))
 
 
-def probe_case(case, stream, register_caps=(), baseline=None):
+def probe_case(case, stream, register_caps=(), other_tree=None):
     layout = build_layout(case.row_lengths())
     rng = np.random.default_rng(0)
     values = rng.standard_normal(layout.total_elements, dtype=np.float32)
@@ -105,8 +107,16 @@ def probe_case(case, stream, register_caps=(), baseline=None):
     plan = worker_plan(buffers)
     results.append({"case": case.name, "what": "workers", **plan.record()})
     variants = [(f"r{cap}", f"max_registers={cap}", register_capped_kernel(cap)) for cap in register_caps]
-    if baseline:
-        variants.append(("baseline", f"baseline {baseline}", baseline_persistent_kernel(baseline)))
+    if other_tree:
+        other_persistent, other_tiles = other_tree_kernels(other_tree)
+        invocation = Invocation.from_launches("separate-other", other_tiles.separate_launches(buffers))
+        record("invocation: separate other", time_batches(stream, enqueue_of(invocation)))
+        invocation.enqueue(stream)
+        stream.synchronize()
+        same = same_bits((buffers.out.copy_to_host(), buffers.intermediates()), outputs["separate"])
+        results.append({"case": case.name, "what": "bitwise: separate other == separate", "equal": bool(same)})
+        print(f"{case.name:>14} separate other == separate bitwise: {same}", flush=True)
+        variants.append(("other", f"other tree {other_tree}", other_persistent.persistent_tiles))
     for tag, label, kernel in variants:
         plan = worker_plan(buffers, kernel=kernel)
         results.append({"case": case.name, "what": f"workers, {label}", **plan.record()})
@@ -130,9 +140,9 @@ def main(argv=None):
     parser.add_argument("--register-caps", default="",
                         help="also time phased and dag with the persistent kernel compiled at these ptxas "
                              "register caps (comma-separated, e.g. 48,40): more workers per SM, with spills")
-    parser.add_argument("--baseline", default=None,
-                        help="also time phased and dag with the persistent kernel of DIR/numba_softmax (another "
-                             "tree, e.g. a git archive of the commit before a change), in the same lease")
+    parser.add_argument("--compare-tree", default=None,
+                        help="also time the three schedulers with the kernels of DIR/numba_softmax (another tree, "
+                             "e.g. a git archive of a baseline commit, or a candidate), in the same lease")
     args = parser.parse_args(argv)
     caps = [int(c) for c in args.register_caps.split(",") if c.strip()]
     by_name = {case.name: case for case in EXPERIMENT_B_CASES}
@@ -142,7 +152,7 @@ def main(argv=None):
     stream = Stream()
     results = []
     for name in args.cases.split(","):
-        results.extend(probe_case(by_name[name], stream, caps, args.baseline))
+        results.extend(probe_case(by_name[name], stream, caps, args.compare_tree))
     write_results(args.out, "tiles_probe.json", results)
 
 
