@@ -29,6 +29,7 @@ from numba.cuda.extending import intrinsic
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from numba_softmax.kernels.fused_row import fused_kernel_for  # noqa: E402
+from numba_softmax.kernels.prefetch import BLOCKS_PER_SM_WAVE, sm_id_bound  # noqa: E402
 from numba_softmax.kernels.vector_io import load_quad, store_quad  # noqa: E402
 from numba_softmax.launch.driver import Invocation, Stream  # noqa: E402
 from numba_softmax.launch.plan import KernelLaunch  # noqa: E402
@@ -352,6 +353,132 @@ def candidate_kernel(quads, mode):
     return _CANDIDATE_KERNELS[(quads, mode)]
 
 
+# ---- the warp stage of the MAX reductions as one redux.sync (sm_80+: integer max over a warp).
+# A float's bits, with the magnitude bits flipped when the sign is set, order like the float
+# (-inf < ... < -0 < +0 < ... < +inf), so an int32 max of those keys, mapped back, is the float
+# max: exact, like every max, so the same row max as the butterfly (up to the sign of a zero
+# max, which no output can show: exp(x - (+-0)) is the same for every x). The sum keeps the
+# butterfly: its order is the numerics policy.
+@intrinsic
+def warp_max_s32(typingctx, value):
+    def codegen(context, builder, sig, args):
+        asm = ir.InlineAsm(ir.FunctionType(ir.IntType(32), [ir.IntType(32)]),
+                           "redux.sync.max.s32 $0, $1, 0xffffffff;", "=r,r", side_effect=False)
+        return builder.call(asm, [args[0]])
+
+    return types.int32(types.int32), codegen
+
+
+@intrinsic
+def float_bits(typingctx, value):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.int32(types.float32), codegen
+
+
+@intrinsic
+def bits_float(typingctx, value):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(types.int32), codegen
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def warp_max_redux(value):
+    bits = float_bits(value)
+    key = bits ^ ((bits >> 31) & 0x7FFFFFFF)
+    top = warp_max_s32(key)
+    return bits_float(top ^ ((top >> 31) & 0x7FFFFFFF))
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def block_max_redux(value, partials):
+    value = warp_max_redux(value)
+    tid = uint32(cuda.threadIdx.x)
+    if tid & uint32(31) == uint32(0):
+        partials[tid >> uint32(5)] = value
+    cuda.syncthreads()
+    total = partials[0]
+    for w in range(1, WARPS_PER_BLOCK):
+        total = f32_max(total, partials[w])
+    cuda.syncthreads()
+    return total
+
+
+def make_redux_candidate(quads, warp_only):
+    """The shipped build (one-warp for rows <= 128, else q{quads} vector with the shipped q1
+    prefetch) with the max reductions' warp stage as one redux.sync."""
+    QUADS = quads
+    VALUES = quads * QUAD
+    WARP = warp_only
+    PREFETCH = quads == 1 and not warp_only
+
+    def kernel(x, y):
+        tid = cuda.threadIdx.x
+        if WARP and tid >= 32:
+            return
+        row = cuda.blockIdx.x
+        cols = x.shape[1]
+        if PREFETCH and tid == 0:
+            ahead = row + BLOCKS_PER_SM_WAVE * sm_id_bound()
+            if ahead < x.shape[0]:
+                prefetch_row_l2(x, ahead, cols * 4)
+        partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+        values = cuda.local.array(VALUES, float32)
+        local_max = NEG_INF
+        for q in range(QUADS):
+            base = QUAD * (tid + q * BLOCK_THREADS)
+            if base < cols:
+                a, b, c, d = load_quad(x, row, base)
+                values[QUAD * q] = a
+                values[QUAD * q + 1] = b
+                values[QUAD * q + 2] = c
+                values[QUAD * q + 3] = d
+                local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
+        if WARP:
+            row_max = warp_max_redux(local_max)
+        else:
+            row_max = block_max_redux(local_max, partials)
+        local_sum = float32(0.0)
+        for q in range(QUADS):
+            base = QUAD * (tid + q * BLOCK_THREADS)
+            if base < cols:
+                for j in range(QUAD):
+                    e = f32_exp(f32_sub(values[QUAD * q + j], row_max))
+                    values[QUAD * q + j] = e
+                    local_sum = f32_add(local_sum, e)
+        if WARP:
+            row_sum = warp_reduce_sum(local_sum)
+        else:
+            row_sum = block_reduce_sum(local_sum, partials)
+        for q in range(QUADS):
+            base = QUAD * (tid + q * BLOCK_THREADS)
+            if base < cols:
+                store_quad(y, row, base, f32_div(values[QUAD * q], row_sum), f32_div(values[QUAD * q + 1], row_sum),
+                           f32_div(values[QUAD * q + 2], row_sum), f32_div(values[QUAD * q + 3], row_sum))
+
+    kernel.__name__ = kernel.__qualname__ = f"redux_{'w1' if warp_only else f'q{quads}'}"
+    return cuda.jit(**KERNEL_OPTIONS)(kernel)
+
+
+_REDUX_KERNELS = {}
+
+
+def redux_variants(xs, ys):
+    """Invocations of the redux candidate for this shape (grid = rows, like the shipped build)."""
+    rows, cols = xs[0].shape
+    warp_only = cols <= 32 * QUAD
+    quads = quads_for(cols)
+    key = (quads, warp_only)
+    if key not in _REDUX_KERNELS:
+        _REDUX_KERNELS[key] = make_redux_candidate(quads, warp_only)
+    kernel = _REDUX_KERNELS[key]
+    return [Invocation.from_launches("redux", [KernelLaunch("redux", kernel, (rows,), (BLOCK_THREADS,), (x, y))])
+            for x, y in zip(xs, ys, strict=True)]
+
+
 # ---- persistent, software-pipelined rows: a block owns rows blockIdx.x, + grid, + 2 grid, ...
 # and keeps DEPTH of them in registers (DEPTH x VALUES <= 16 values per thread): while it reduces
 # one row, the loads of the next DEPTH - 1 are in flight. Same per-row operations and order as
@@ -516,6 +643,7 @@ def main(argv=None):
     parser.add_argument("--shapes", default="4096x128,4096x1024,16384x1024,4096x4096")
     parser.add_argument("--out", default=None)
     parser.add_argument("--candidates-only", action="store_true", help="skip the ablations")
+    parser.add_argument("--no-pipelined", action="store_true", help="skip the pipelined row candidates")
     parser.add_argument("--reference-build", default=None, help="nvcc cubins dir (built here when absent)")
     args = parser.parse_args(argv)
     stream = Stream()
@@ -557,7 +685,8 @@ def main(argv=None):
                 Invocation.from_launches(cand, [KernelLaunch(cand, candidate_kernel(q, mode), (rows,),
                                                              (BLOCK_THREADS,), (x, y, distance))])
                 for x, y in zip(xs, ys, strict=True)]
-        for name in PIPELINED:
+        variants["redux"] = redux_variants(xs, ys)
+        for name in PIPELINED if not args.no_pipelined else ():
             invocations = pipelined_variants(name, xs, ys)
             if invocations is not None:
                 variants[name] = invocations
@@ -583,7 +712,7 @@ def main(argv=None):
         stream.synchronize()
         y_shipped = ys[0].copy_to_host()
         full = [n for n in variants
-                if n in ("nvcc_twin", *CANDIDATES, *PIPELINED) or (n in PROBES and PROBES[n][0] == "full")]
+                if n in ("nvcc_twin", "redux", *CANDIDATES, *PIPELINED) or (n in PROBES and PROBES[n][0] == "full")]
         for name in full:
             ys[0].copy_to_device(np.full((rows, cols), np.nan, dtype=np.float32))  # an unwritten row must fail
             variants[name][0].enqueue(stream)
