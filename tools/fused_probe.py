@@ -1,11 +1,14 @@
 """Where does the fused kernel's time go? An ablation probe for issue 8 (GPU only).
 
-Times, per shape, the shipped fused build, its nvcc twin, and ablations of the same
-kernel (same geometry, same loads/stores) that drop one piece at a time. Each variant is
-launched BATCH times back to back over rotating input sets (more bytes than L2), between
-two CUDA events; the median over REPS batches / BATCH is the per-launch device time.
+Times, per shape, the shipped fused build, its nvcc twin, ablations of the same kernel
+(same geometry, same loads/stores) that drop one piece at a time, and candidate builds: L2
+prefetch variants, persistent software-pipelined rows (``pipe_*``: a block keeps DEPTH rows in
+registers) and a ``redux.sync`` warp max (``redux``). Each variant is launched BATCH times back
+to back over rotating input sets (more bytes than L2), between two CUDA events (the median
+over REPS batches / BATCH is the per-launch device time), and once alone behind a delay
+kernel, as ``bench perf`` times it (``single``: launch ramp and tail included).
 
-    python tools/fused_probe.py [--shapes 4096x128,4096x1024] [--out DIR]
+    python tools/fused_probe.py [--shapes 4096x128,4096x1024] [--candidates-only] [--no-pipelined] [--out DIR]
 
 Diagnostic only: the figures that count for the goals come from ``python -m bench perf``.
 
