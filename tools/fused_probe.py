@@ -32,7 +32,6 @@ from numba.cuda.extending import intrinsic
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from numba_softmax.kernels.fused_row import fused_kernel_for  # noqa: E402
-from numba_softmax.kernels.prefetch import BLOCKS_PER_SM_WAVE, sm_id_bound  # noqa: E402
 from numba_softmax.kernels.vector_io import load_quad, store_quad  # noqa: E402
 from numba_softmax.launch.driver import Invocation, Stream  # noqa: E402
 from numba_softmax.launch.plan import KernelLaunch  # noqa: E402
@@ -256,106 +255,6 @@ def prefetch_line_l2(typingctx, x, row, col):
     return types.void(x, row, col), codegen
 
 
-def make_candidate(quads, prefetch):
-    """The shipped algorithm plus an L2 prefetch of row ``row + distance`` (the row a block
-    one 'wave' later will load). prefetch: 'bulk' (thread 0, one cp.async.bulk.prefetch of the
-    row), 'lines' (one prefetch.global.L2 per 128-byte line), 'narrow' (no prefetch; cols <= 128:
-    warps 1-7 own no column and leave at once, warp 0 reduces with shuffles only -- exact, since
-    the other warps' partials are the identities -inf and +0)."""
-    QUADS = quads
-    VALUES = quads * QUAD
-    MODE = {"bulk": 0, "lines": 1, "narrow": 2, "narrow_bulk": 3}[prefetch]
-
-    def kernel(x, y, distance):
-        row = cuda.blockIdx.x
-        tid = cuda.threadIdx.x
-        rows = x.shape[0]
-        cols = x.shape[1]
-        if MODE >= 2:
-            if tid >= 32:
-                return
-            if MODE == 3 and tid == 0:
-                if row + distance < rows:
-                    prefetch_row_l2(x, row + distance, cols * 4)
-            base = QUAD * tid
-            a = b = c = d = NEG_INF
-            if base < cols:
-                a, b, c, d = load_quad(x, row, base)
-            m = f32_max(f32_max(f32_max(f32_max(NEG_INF, a), b), c), d)
-            offset = 16
-            while offset > 0:
-                m = f32_max(m, cuda.shfl_xor_sync(0xFFFFFFFF, m, offset))
-                offset //= 2
-            z = float32(0.0)
-            if base < cols:
-                a = f32_exp(f32_sub(a, m))
-                b = f32_exp(f32_sub(b, m))
-                c = f32_exp(f32_sub(c, m))
-                d = f32_exp(f32_sub(d, m))
-                z = f32_add(f32_add(f32_add(f32_add(z, a), b), c), d)
-            offset = 16
-            while offset > 0:
-                z = f32_add(z, cuda.shfl_xor_sync(0xFFFFFFFF, z, offset))
-                offset //= 2
-            if base < cols:
-                store_quad(y, row, base, f32_div(a, z), f32_div(b, z), f32_div(c, z), f32_div(d, z))
-            return
-        ahead = row + distance
-        if ahead < rows:
-            if MODE == 0:
-                if tid == 0:
-                    prefetch_row_l2(x, ahead, cols * 4)
-            else:
-                if tid % 8 == 0:
-                    for q in range(QUADS):
-                        base = QUAD * (tid + q * BLOCK_THREADS)
-                        if base < cols:
-                            prefetch_line_l2(x, ahead, base)
-        partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
-        values = cuda.local.array(VALUES, float32)
-        local_max = NEG_INF
-        for q in range(QUADS):
-            base = QUAD * (tid + q * BLOCK_THREADS)
-            if base < cols:
-                a, b, c, d = load_quad(x, row, base)
-                values[QUAD * q] = a
-                values[QUAD * q + 1] = b
-                values[QUAD * q + 2] = c
-                values[QUAD * q + 3] = d
-                local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
-        row_max = block_reduce_max(local_max, partials)
-        local_sum = float32(0.0)
-        for q in range(QUADS):
-            base = QUAD * (tid + q * BLOCK_THREADS)
-            if base < cols:
-                for j in range(QUAD):
-                    e = f32_exp(f32_sub(values[QUAD * q + j], row_max))
-                    values[QUAD * q + j] = e
-                    local_sum = f32_add(local_sum, e)
-        row_sum = block_reduce_sum(local_sum, partials)
-        for q in range(QUADS):
-            base = QUAD * (tid + q * BLOCK_THREADS)
-            if base < cols:
-                store_quad(y, row, base, f32_div(values[QUAD * q], row_sum), f32_div(values[QUAD * q + 1], row_sum),
-                           f32_div(values[QUAD * q + 2], row_sum), f32_div(values[QUAD * q + 3], row_sum))
-
-    kernel.__name__ = kernel.__qualname__ = f"candidate_{prefetch}_q{quads}"
-    return cuda.jit(**KERNEL_OPTIONS)(kernel)
-
-
-#: candidate -> (prefetch mode, distance in units of the shipped kernel's resident blocks)
-CANDIDATES = {"bulk_x1": ("bulk", 1.0), "bulk_x2": ("bulk", 2.0), "bulk_x0.5": ("bulk", 0.5),
-              "lines_x1": ("lines", 1.0), "narrow": ("narrow", 0.0), "narrow_bulk_x1": ("narrow_bulk", 1.0),
-              "narrow_bulk_x2": ("narrow_bulk", 2.0)}
-_CANDIDATE_KERNELS = {}
-
-
-def candidate_kernel(quads, mode):
-    if (quads, mode) not in _CANDIDATE_KERNELS:
-        _CANDIDATE_KERNELS[(quads, mode)] = make_candidate(quads, mode)
-    return _CANDIDATE_KERNELS[(quads, mode)]
-
-
 # ---- the warp stage of the MAX reductions as one redux.sync (sm_80+: integer max over a warp).
 # A float's bits, with the magnitude bits flipped when the sign is set, order like the float
 # (-inf < ... < -0 < +0 < ... < +inf), so an int32 max of those keys, mapped back, is the float
@@ -410,24 +309,67 @@ def block_max_redux(value, partials):
     return total
 
 
-def make_redux_candidate(quads, warp_only):
-    """The shipped build (one-warp for rows <= 128, else q{quads} vector with the shipped q1
-    prefetch) with the max reductions' warp stage as one redux.sync."""
+def make_candidate(quads, prefetch, redux=False):
+    """The shipped algorithm plus an L2 prefetch of row ``row + distance`` (the row a block
+    one 'wave' later will load). prefetch: 'bulk' (thread 0, one cp.async.bulk.prefetch of the
+    row), 'lines' (one prefetch.global.L2 per 128-byte line), 'narrow' (no prefetch; cols <= 128:
+    warps 1-7 own no column and leave at once, warp 0 reduces with shuffles only -- exact, since
+    the other warps' partials are the identities -inf and +0), 'plain' (no prefetch, the block
+    build). ``redux``: the max reduction's warp stage as one redux.sync (:func:`warp_max_redux`)."""
     QUADS = quads
     VALUES = quads * QUAD
-    WARP = warp_only
-    PREFETCH = quads == 1 and not warp_only
+    MODE = {"bulk": 0, "lines": 1, "narrow": 2, "narrow_bulk": 3, "plain": 4}[prefetch]
+    NARROW = MODE in (2, 3)
+    REDUX = redux
 
-    def kernel(x, y):
-        tid = cuda.threadIdx.x
-        if WARP and tid >= 32:
-            return
+    def kernel(x, y, distance):
         row = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        rows = x.shape[0]
         cols = x.shape[1]
-        if PREFETCH and tid == 0:
-            ahead = row + BLOCKS_PER_SM_WAVE * sm_id_bound()
-            if ahead < x.shape[0]:
-                prefetch_row_l2(x, ahead, cols * 4)
+        if NARROW:
+            if tid >= 32:
+                return
+            if MODE == 3 and tid == 0:
+                if row + distance < rows:
+                    prefetch_row_l2(x, row + distance, cols * 4)
+            base = QUAD * tid
+            a = b = c = d = NEG_INF
+            if base < cols:
+                a, b, c, d = load_quad(x, row, base)
+            m = f32_max(f32_max(f32_max(f32_max(NEG_INF, a), b), c), d)
+            if REDUX:
+                m = warp_max_redux(m)
+            else:
+                offset = 16
+                while offset > 0:
+                    m = f32_max(m, cuda.shfl_xor_sync(0xFFFFFFFF, m, offset))
+                    offset //= 2
+            z = float32(0.0)
+            if base < cols:
+                a = f32_exp(f32_sub(a, m))
+                b = f32_exp(f32_sub(b, m))
+                c = f32_exp(f32_sub(c, m))
+                d = f32_exp(f32_sub(d, m))
+                z = f32_add(f32_add(f32_add(f32_add(z, a), b), c), d)
+            offset = 16
+            while offset > 0:
+                z = f32_add(z, cuda.shfl_xor_sync(0xFFFFFFFF, z, offset))
+                offset //= 2
+            if base < cols:
+                store_quad(y, row, base, f32_div(a, z), f32_div(b, z), f32_div(c, z), f32_div(d, z))
+            return
+        ahead = row + distance
+        if MODE != 4 and ahead < rows:
+            if MODE == 0:
+                if tid == 0:
+                    prefetch_row_l2(x, ahead, cols * 4)
+            else:
+                if tid % 8 == 0:
+                    for q in range(QUADS):
+                        base = QUAD * (tid + q * BLOCK_THREADS)
+                        if base < cols:
+                            prefetch_line_l2(x, ahead, base)
         partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
         values = cuda.local.array(VALUES, float32)
         local_max = NEG_INF
@@ -440,10 +382,7 @@ def make_redux_candidate(quads, warp_only):
                 values[QUAD * q + 2] = c
                 values[QUAD * q + 3] = d
                 local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
-        if WARP:
-            row_max = warp_max_redux(local_max)
-        else:
-            row_max = block_max_redux(local_max, partials)
+        row_max = block_max_redux(local_max, partials) if REDUX else block_reduce_max(local_max, partials)
         local_sum = float32(0.0)
         for q in range(QUADS):
             base = QUAD * (tid + q * BLOCK_THREADS)
@@ -452,33 +391,39 @@ def make_redux_candidate(quads, warp_only):
                     e = f32_exp(f32_sub(values[QUAD * q + j], row_max))
                     values[QUAD * q + j] = e
                     local_sum = f32_add(local_sum, e)
-        if WARP:
-            row_sum = warp_reduce_sum(local_sum)
-        else:
-            row_sum = block_reduce_sum(local_sum, partials)
+        row_sum = block_reduce_sum(local_sum, partials)
         for q in range(QUADS):
             base = QUAD * (tid + q * BLOCK_THREADS)
             if base < cols:
                 store_quad(y, row, base, f32_div(values[QUAD * q], row_sum), f32_div(values[QUAD * q + 1], row_sum),
                            f32_div(values[QUAD * q + 2], row_sum), f32_div(values[QUAD * q + 3], row_sum))
 
-    kernel.__name__ = kernel.__qualname__ = f"redux_{'w1' if warp_only else f'q{quads}'}"
+    kernel.__name__ = kernel.__qualname__ = f"candidate_{prefetch}_q{quads}{'_redux' if redux else ''}"
     return cuda.jit(**KERNEL_OPTIONS)(kernel)
 
 
-_REDUX_KERNELS = {}
+#: candidate -> (prefetch mode, distance in units of the shipped kernel's resident blocks)
+CANDIDATES = {"bulk_x1": ("bulk", 1.0), "bulk_x2": ("bulk", 2.0), "bulk_x0.5": ("bulk", 0.5),
+              "lines_x1": ("lines", 1.0), "narrow": ("narrow", 0.0), "narrow_bulk_x1": ("narrow_bulk", 1.0),
+              "narrow_bulk_x2": ("narrow_bulk", 2.0)}
+_CANDIDATE_KERNELS = {}
 
 
-def redux_variants(xs, ys):
-    """Invocations of the redux candidate for this shape (grid = rows, like the shipped build)."""
+def candidate_kernel(quads, mode, redux=False):
+    if (quads, mode, redux) not in _CANDIDATE_KERNELS:
+        _CANDIDATE_KERNELS[(quads, mode, redux)] = make_candidate(quads, mode, redux)
+    return _CANDIDATE_KERNELS[(quads, mode, redux)]
+
+
+def redux_variants(xs, ys, resident):
+    """Invocations of the redux candidate: the shipped build's shape (one-warp for rows of <= 128
+    columns, else q1 with the shipped one-wave prefetch, q2/q4 without) with the redux max."""
     rows, cols = xs[0].shape
-    warp_only = cols <= 32 * QUAD
     quads = quads_for(cols)
-    key = (quads, warp_only)
-    if key not in _REDUX_KERNELS:
-        _REDUX_KERNELS[key] = make_redux_candidate(quads, warp_only)
-    kernel = _REDUX_KERNELS[key]
-    return [Invocation.from_launches("redux", [KernelLaunch("redux", kernel, (rows,), (BLOCK_THREADS,), (x, y))])
+    mode = "narrow" if cols <= 32 * QUAD else ("bulk" if quads == 1 else "plain")
+    kernel = candidate_kernel(quads, mode, redux=True)
+    return [Invocation.from_launches("redux", [KernelLaunch("redux", kernel, (rows,), (BLOCK_THREADS,),
+                                                            (x, y, resident))])
             for x, y in zip(xs, ys, strict=True)]
 
 
@@ -688,7 +633,7 @@ def main(argv=None):
                 Invocation.from_launches(cand, [KernelLaunch(cand, candidate_kernel(q, mode), (rows,),
                                                              (BLOCK_THREADS,), (x, y, distance))])
                 for x, y in zip(xs, ys, strict=True)]
-        variants["redux"] = redux_variants(xs, ys)
+        variants["redux"] = redux_variants(xs, ys, resident)
         for name in PIPELINED if not args.no_pipelined else ():
             invocations = pipelined_variants(name, xs, ys)
             if invocations is not None:
