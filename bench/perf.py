@@ -402,14 +402,24 @@ def _variant_problem(entry, name):
 
 def _geometry_note(entry, ceiling_tbs):
     """The goal detail's word on the fused geometry's own ceiling (its row copy), '' when not timed."""
-    row_copy = entry["analysis"]["variants"].get(ROW_COPY)
-    if _variant_problem(entry, ROW_COPY) or row_copy is None:
+    if _variant_problem(entry, ROW_COPY):
         return ""
+    row_copy = entry["analysis"]["variants"][ROW_COPY]
     fraction = row_copy["bandwidth_tbs"] / ceiling_tbs
     verdict = ("out of reach of this launch geometry" if fraction < COPY_FRACTION_GOAL
                else "within reach of this launch geometry")
     return (f"; a copy in the fused geometry (row_copy) {row_copy['event_us']['median']:.2f} us = "
             f"{fraction:.3f} of the ceiling: the goal is {verdict}")
+
+
+def _peer_reach_note(entry, peer):
+    """The peer goal detail's word on whether a copy in the fused geometry beats ``peer`` ('' when not timed)."""
+    reach = entry["analysis"]["ratios"].get(f"{ROW_COPY}/{peer}")
+    if reach is None:
+        return ""
+    verdict = ("even a copy in the fused geometry is not faster, out of reach of this launch geometry"
+               if reach["median"] >= 1.0 else "within reach of this launch geometry")
+    return f"; row_copy/{peer} {reach['median']:.3f}: {verdict}"
 
 
 def evaluate_goals(report, expected_shapes=DEFAULT_SHAPES):
@@ -452,15 +462,10 @@ def evaluate_goals(report, expected_shapes=DEFAULT_SHAPES):
                 continue
             ratio = entry["analysis"]["ratios"][f"{FUSED}/{peer}"]
             variants = entry["analysis"]["variants"]
-            reach = entry["analysis"]["ratios"].get(f"{ROW_COPY}/{peer}")
-            reach_note = "" if reach is None else (
-                f"; row_copy/{peer} {reach['median']:.3f}: "
-                + ("even a copy in the fused geometry is not faster, out of reach of this launch geometry"
-                   if reach["median"] >= 1.0 else "within reach of this launch geometry"))
             goals.append(_goal(label, PASS if ratio["median"] < 1.0 else MISS, ratio["median"], 1.0,
                                f"fused/{peer} median of {ratio['n']} paired rounds (p10 {ratio['p10']:.3f}, "
                                f"p90 {ratio['p90']:.3f}); medians {variants[FUSED]['event_us']['median']:.2f} vs "
-                               f"{variants[peer]['event_us']['median']:.2f} us" + reach_note))
+                               f"{variants[peer]['event_us']['median']:.2f} us" + _peer_reach_note(entry, peer)))
     launch = report.get("launch") or {}
     label = f"launch: our enqueue per launch / C++ cuLaunchKernel <= {LAUNCH_RATIO_GOAL}"
     comparison = launch.get("comparison")
