@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 from numba import cuda, float32
 
-from ..launch.plan import KernelLaunch
+from ..launch_spec import KernelLaunch
 from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARPS_PER_BLOCK,
                         block_reduce_max, block_reduce_sum, f32_add, f32_div,
                         f32_exp, f32_max, f32_sub, warp_reduce_max, warp_reduce_sum)

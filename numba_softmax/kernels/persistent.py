@@ -127,7 +127,10 @@ broadcast ``(kind, index)`` slots int32[4] (16 B).
 
 from numba import cuda, float32, int32, int64
 
-from ..launch.plan import KernelLaunch
+from ..launch_spec import KernelLaunch
+from ..queue import (A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_SLOTS, DEFAULT_MAX_POLLS, ERR_COMPLETION_TIMEOUT,
+                     ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK,
+                     ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, HEAD_OVERSHOOT)
 from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE
 from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, fence_acq_rel_gpu,
                        load_acquire_gpu, load_relaxed_gpu, pause_us, store_relaxed_gpu)
@@ -139,58 +142,6 @@ MODE_PHASED = 0
 MODE_DAG = 1
 MODES = {"phased": MODE_PHASED, "dag": MODE_DAG}
 
-# ---- queue state layout -------------------------------------------------------------------
-#: Words of one 128-byte L2 line.
-COUNTER_LINE_WORDS = 32
-#: Word index of each counter in ``counters``. The four counters every task touches
-#: (a_next, fifo_head, fifo_tail, c_done) each own a 128-byte line: in one shared line,
-#: every claim, publish and poll of ~1000 workers queued on the same L2 line (issue 8,
-#: PERFORMANCE.md). The error words and the overshoot counts, touched only at the end or
-#: on a failure, share the fifth line. The words in between are padding and stay 0.
-COUNTER_INDEX = {
-    "a_next": 0 * COUNTER_LINE_WORDS,
-    "fifo_head": 1 * COUNTER_LINE_WORDS,
-    "fifo_tail": 2 * COUNTER_LINE_WORDS,
-    "c_done": 3 * COUNTER_LINE_WORDS,
-    "error_code": 4 * COUNTER_LINE_WORDS,
-    "error_task": 4 * COUNTER_LINE_WORDS + 1,
-    "error_waited_on": 4 * COUNTER_LINE_WORDS + 2,
-    "error_worker": 4 * COUNTER_LINE_WORDS + 3,
-    "a_overshoot": 4 * COUNTER_LINE_WORDS + 4,
-    "head_overshoot": 4 * COUNTER_LINE_WORDS + 5,
-}
-A_NEXT = COUNTER_INDEX["a_next"]
-FIFO_HEAD = COUNTER_INDEX["fifo_head"]
-FIFO_TAIL = COUNTER_INDEX["fifo_tail"]
-C_DONE = COUNTER_INDEX["c_done"]
-ERROR_CODE = COUNTER_INDEX["error_code"]
-ERROR_TASK = COUNTER_INDEX["error_task"]
-ERROR_WAITED_ON = COUNTER_INDEX["error_waited_on"]
-ERROR_WORKER = COUNTER_INDEX["error_worker"]
-A_OVERSHOOT = COUNTER_INDEX["a_overshoot"]
-HEAD_OVERSHOOT = COUNTER_INDEX["head_overshoot"]
-COUNTER_NAMES = tuple(COUNTER_INDEX)
-#: Length of the ``counters`` array (int32 words, padding included).
-COUNTER_SLOTS = HEAD_OVERSHOOT + 1
-#: What ``init_queue_kernel`` writes into ``counters``: -1 in error_task, error_waited_on
-#: and error_worker ("not recorded"), 0 everywhere else.
-COUNTER_INITIAL = tuple(-1 if ERROR_TASK <= i <= ERROR_WORKER else 0 for i in range(COUNTER_SLOTS))
-
-ERR_NONE = 0
-ERR_READY_TIMEOUT = 1
-ERR_COMPLETION_TIMEOUT = 2
-ERR_INVALID_TASK = 3
-ERR_FIFO_OVERFLOW = 4
-ERROR_NAMES = {
-    ERR_NONE: "no error",
-    ERR_READY_TIMEOUT: "waited too long for a FIFO slot's ready flag",
-    ERR_COMPLETION_TIMEOUT: "waited too long for completion (no claimable task, C tiles unfinished)",
-    ERR_INVALID_TASK: "read an invalid task id from a FIFO slot",
-    ERR_FIFO_OVERFLOW: "FIFO overflow: a publish reserved a slot beyond the capacity",
-}
-
-#: Bound on every spin loop (polls); each idle poll sleeps at most 256 ns.
-DEFAULT_MAX_POLLS = 1 << 22
 
 _F32 = "float32[::1]"
 _I32 = "int32[::1]"

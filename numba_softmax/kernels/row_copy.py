@@ -29,7 +29,7 @@ copy ceiling there is 35.2 us.
 
 from numba import cuda, float32
 
-from ..launch.plan import KernelLaunch
+from ..launch_spec import KernelLaunch
 from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, QUAD, WARP_SIZE
 from .fused_row import MAX_FUSED_COLUMNS, QUADS_PER_THREAD, fused_kernel_for
 from .vector_io import load_quad, store_quad

@@ -25,7 +25,7 @@ fused kernel's output bit for bit (tested on the GPU).
 
 from numba import cuda, float32
 
-from ..launch.plan import KernelLaunch
+from ..launch_spec import KernelLaunch
 from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, WARPS_PER_BLOCK,
                         block_reduce_max, block_reduce_sum, f32_add, f32_div,
                         f32_exp, f32_max, f32_sub)

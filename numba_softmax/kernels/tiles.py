@@ -54,7 +54,7 @@ owned by the kernel and passed to :func:`task_a`.
 
 from numba import cuda, float32, int32, int64, uint64
 
-from ..launch.plan import KernelLaunch
+from ..launch_spec import KernelLaunch
 from ..numerics import (KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARP_SIZE, block_reductions, f32_add,
                         f32_div, f32_exp, f32_max, f32_mul, f32_sub, warp_reduce_max)
 from .prefetch import prefetch_span_l2, sm_id_bound

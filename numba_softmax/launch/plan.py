@@ -10,23 +10,13 @@ block, arguments); the launch layer decides how to submit them:
   :func:`run_launches` falls back to Numba's own dispatcher.
 """
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class KernelLaunch:
-    name: str
-    kernel: object  # a numba.cuda dispatcher
-    grid: tuple
-    block: tuple
-    args: tuple
-    shared_bytes: int = 0
+from ..launch_spec import KernelLaunch  # noqa: F401  (re-exported: the description lives below the kernels)
 
 
 def run_launches_with_dispatcher(launches, stream=0):
     """Submit through Numba's dispatcher (simulator, and reference checks only).
 
-    This path costs ~31 us of host time per launch on the H200 (FACTS.md); nothing
+    This path costs ~31 us of host time per launch on the H200 (docs/machine.md); nothing
     timed goes through it.
     """
     for launch in launches:

@@ -350,7 +350,8 @@ def reference_worker_count(library, buffers, workers=None):
 
 
 def reference_phased_launches(library, buffers, workers, max_polls=None):
-    from ..kernels.persistent import DEFAULT_MAX_POLLS, MODE_PHASED
+    from ..kernels.persistent import MODE_PHASED
+    from ..queue import DEFAULT_MAX_POLLS
     from ..kernels.tiles import TILE_THREADS
     polls = DEFAULT_MAX_POLLS if max_polls is None else max_polls
     return [ReferenceLaunch(library, "persistent_tiles", (workers,), (TILE_THREADS,),
@@ -369,7 +370,8 @@ def reference_init_queue_launch(library, buffers):
 
 
 def reference_dag_launches(library, buffers, workers, max_polls=None):
-    from ..kernels.persistent import DEFAULT_MAX_POLLS, MODE_DAG
+    from ..kernels.persistent import MODE_DAG
+    from ..queue import DEFAULT_MAX_POLLS
     from ..kernels.tiles import TILE_THREADS
     polls = DEFAULT_MAX_POLLS if max_polls is None else max_polls
     return [reference_init_queue_launch(library, buffers),

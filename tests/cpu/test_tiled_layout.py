@@ -9,10 +9,9 @@ import pytest
 
 from numba_softmax.cases import (BALANCED_ROW_LENGTH, EXPERIMENT_B_CASES, RAGGED_LONG_ROW,
                                  RAGGED_SHORT_ROW, TILE_ELEMENTS, row_lengths_for)
-from numba_softmax.kernels.persistent import (COUNTER_INDEX, COUNTER_INITIAL, COUNTER_NAMES, COUNTER_SLOTS,
-                                              ERR_COMPLETION_TIMEOUT, ERR_FIFO_OVERFLOW,
-                                              ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE,
-                                              ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER)
+from numba_softmax.queue import (COUNTER_INDEX, COUNTER_INITIAL, COUNTER_NAMES, COUNTER_SLOTS, ERR_COMPLETION_TIMEOUT,
+                                 ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK,
+                                 ERROR_WAITED_ON, ERROR_WORKER)
 from numba_softmax.tiled import (QueueStateError, build_layout, check_layout, describe_error,
                                  expected_counters, verify_counters, verify_queue)
 

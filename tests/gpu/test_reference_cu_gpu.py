@@ -254,7 +254,8 @@ def test_every_scheduler_is_bitwise_equal_to_numba(reference, stream, evidence, 
 def test_init_queue_kernel_writes_the_same_fresh_state(reference, stream):
     from numba_softmax.launch.driver import Invocation
     from numba_softmax.launch.reference import reference_init_queue_launch, reference_invocation
-    from numba_softmax.kernels.persistent import COUNTER_INITIAL, init_queue_launch
+    from numba_softmax.kernels.persistent import init_queue_launch
+    from numba_softmax.queue import COUNTER_INITIAL
     from numba_softmax.tiled import TiledBuffers, build_layout
     layout = build_layout(EXPERIMENT_B_CASES[-1].row_lengths(), TILE_ELEMENTS)  # the largest queue
     states = {}
@@ -274,7 +275,7 @@ def test_init_queue_kernel_writes_the_same_fresh_state(reference, stream):
 
 def test_reference_watchdog_reports_the_same_error(reference, stream):
     """One worker, a FIFO slot reserved but never published: error 1, same fields as Numba's."""
-    from numba_softmax.kernels.persistent import A_NEXT, ERR_READY_TIMEOUT, ERROR_CODE, FIFO_TAIL
+    from numba_softmax.queue import A_NEXT, ERR_READY_TIMEOUT, ERROR_CODE, FIFO_TAIL
     from numba_softmax.launch.reference import reference_dag_launches, reference_invocation
     from numba_softmax.tiled import QueueStateError, TiledBuffers, build_layout, verify_counters
     lengths = np.array([4096, 2048, 1024, 3000])

@@ -88,13 +88,13 @@ def _seeded_dag(stream, tamper, kernel=None, max_polls=1 << 14):
 
 
 def _reserved_but_unpublished(state, layout):
-    from numba_softmax.kernels.persistent import A_NEXT, FIFO_TAIL
+    from numba_softmax.queue import A_NEXT, FIFO_TAIL
     state["counters"][FIFO_TAIL] = 1  # a producer reserved slot 0 and never filled it
     state["counters"][A_NEXT] = layout.n_tiles  # and no producer work is left to fill it
 
 
 def test_watchdog_turns_a_stalled_dependency_into_a_clear_error(stream):
-    from numba_softmax.kernels.persistent import ERR_READY_TIMEOUT, ERROR_CODE
+    from numba_softmax.queue import ERR_READY_TIMEOUT, ERROR_CODE
     from numba_softmax.tiled import QueueStateError, verify_counters
     buffers, layout = _seeded_dag(stream, _reserved_but_unpublished)
     counters = buffers.counters.copy_to_host()

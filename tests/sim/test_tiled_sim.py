@@ -13,12 +13,10 @@ import numpy as np
 import pytest
 
 from numba_softmax.fixtures import packed_fixture
-from numba_softmax.kernels.persistent import (C_DONE, ERR_COMPLETION_TIMEOUT, ERR_INVALID_TASK,
-                                              ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK,
-                                              ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL,
-                                              A_NEXT, MODE_DAG, MODE_PHASED, NEGATIVE_CONTROLS,
-                                              dag_launches, init_queue_kernel,
-                                              negative_control_kernel, persistent_tiles)
+from numba_softmax.kernels.persistent import (MODE_DAG, MODE_PHASED, NEGATIVE_CONTROLS, dag_launches,
+                                              init_queue_kernel, negative_control_kernel, persistent_tiles)
+from numba_softmax.queue import (C_DONE, ERR_COMPLETION_TIMEOUT, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE,
+                                 ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, A_NEXT)
 from numba_softmax.kernels.tiles import (row_combine_kernel, tile_normalize_kernel,
                                          tile_summary_kernel)
 from numba_softmax.kernels.tracing import TRACE_END, TRACE_START

@@ -1,0 +1,23 @@
+"""What a launch is, independent of how it is submitted.
+
+Kernel modules describe their launches as :class:`KernelLaunch` values (kernel, grid, block,
+arguments); the launch layer (:mod:`numba_softmax.launch`) decides how to submit them: on a GPU
+it compiles the kernel once, packs the arguments once for their fixed device pointers and
+submits with ``cuLaunchKernel`` / ``cuLaunchCooperativeKernel``; in the Numba CUDA simulator
+it falls back to Numba's own dispatcher. This module sits below both and imports neither.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    name: str
+    kernel: object  # a numba.cuda dispatcher
+    grid: tuple
+    block: tuple
+    args: tuple
+    shared_bytes: int = 0
+
+
+__all__ = ["KernelLaunch"]

@@ -1,0 +1,183 @@
+"""The DAG queue protocol of Experiment B: where each word lives, what an error means, and the
+exact state a finished invocation must leave.
+
+One module, shared by both sides: the persistent kernel (:mod:`numba_softmax.kernels.persistent`)
+reads and writes these words on the device, and the host (:mod:`numba_softmax.tiled`) checks them
+after every invocation. It imports nothing from the package, so the kernels can depend on it
+without pointing up a layer. docs/experiment_b.md describes the protocol in full.
+
+Queue state (freshly reset by the init kernel before every DAG invocation):
+
+* ``counters`` (int32[:data:`COUNTER_SLOTS`]): word indices :data:`COUNTER_INDEX`; each hot
+  counter owns a 128-byte L2 line;
+* ``row_arrivals[rows]``: finished A tiles per row;
+* ``fifo_slots[rows + n_tiles]`` / ``fifo_ready[rows + n_tiles]``: the FIFO of ready consumer
+  tasks, holding exactly every B and C task once (id ``r`` is B(r), ``rows + t`` is C(t)).
+"""
+
+import numpy as np
+
+#: Words of one 128-byte L2 line.
+COUNTER_LINE_WORDS = 32
+#: Word index of each counter in ``counters``. The four counters every task touches
+#: (a_next, fifo_head, fifo_tail, c_done) each own a 128-byte line: in one shared line,
+#: every claim, publish and poll of ~1000 workers queued on the same L2 line (PERFORMANCE.md).
+#: The error words and the overshoot counts, touched only at the end or on a failure, share
+#: the fifth line. The words in between are padding and stay 0.
+COUNTER_INDEX = {
+    "a_next": 0 * COUNTER_LINE_WORDS,
+    "fifo_head": 1 * COUNTER_LINE_WORDS,
+    "fifo_tail": 2 * COUNTER_LINE_WORDS,
+    "c_done": 3 * COUNTER_LINE_WORDS,
+    "error_code": 4 * COUNTER_LINE_WORDS,
+    "error_task": 4 * COUNTER_LINE_WORDS + 1,
+    "error_waited_on": 4 * COUNTER_LINE_WORDS + 2,
+    "error_worker": 4 * COUNTER_LINE_WORDS + 3,
+    "a_overshoot": 4 * COUNTER_LINE_WORDS + 4,
+    "head_overshoot": 4 * COUNTER_LINE_WORDS + 5,
+}
+A_NEXT = COUNTER_INDEX["a_next"]
+FIFO_HEAD = COUNTER_INDEX["fifo_head"]
+FIFO_TAIL = COUNTER_INDEX["fifo_tail"]
+C_DONE = COUNTER_INDEX["c_done"]
+ERROR_CODE = COUNTER_INDEX["error_code"]
+ERROR_TASK = COUNTER_INDEX["error_task"]
+ERROR_WAITED_ON = COUNTER_INDEX["error_waited_on"]
+ERROR_WORKER = COUNTER_INDEX["error_worker"]
+A_OVERSHOOT = COUNTER_INDEX["a_overshoot"]
+HEAD_OVERSHOOT = COUNTER_INDEX["head_overshoot"]
+COUNTER_NAMES = tuple(COUNTER_INDEX)
+#: Length of the ``counters`` array (int32 words, padding included).
+COUNTER_SLOTS = HEAD_OVERSHOOT + 1
+#: What ``init_queue_kernel`` writes into ``counters``: -1 in error_task, error_waited_on
+#: and error_worker ("not recorded"), 0 everywhere else.
+COUNTER_INITIAL = tuple(-1 if ERROR_TASK <= i <= ERROR_WORKER else 0 for i in range(COUNTER_SLOTS))
+
+ERR_NONE = 0
+ERR_READY_TIMEOUT = 1
+ERR_COMPLETION_TIMEOUT = 2
+ERR_INVALID_TASK = 3
+ERR_FIFO_OVERFLOW = 4
+ERROR_NAMES = {
+    ERR_NONE: "no error",
+    ERR_READY_TIMEOUT: "waited too long for a FIFO slot's ready flag",
+    ERR_COMPLETION_TIMEOUT: "waited too long for completion (no claimable task, C tiles unfinished)",
+    ERR_INVALID_TASK: "read an invalid task id from a FIFO slot",
+    ERR_FIFO_OVERFLOW: "FIFO overflow: a publish reserved a slot beyond the capacity",
+}
+
+#: Bound on every spin loop (polls); each idle poll sleeps at most 256 ns.
+DEFAULT_MAX_POLLS = 1 << 22
+
+
+class QueueStateError(AssertionError):
+    """The DAG queue did not end in the exact expected state."""
+
+
+def expected_counters(layout, a_overshoot=0, head_overshoot=0):
+    """Exact ``counters`` after a complete, error-free DAG invocation.
+
+    Claims are tickets (``atomicAdd``); a ticket past the end is counted, so:
+
+    * a_next - a_overshoot == n_tiles       every A tile claimed exactly once
+    * fifo_tail == rows + n_tiles           every B and C task published exactly once
+    * fifo_head - head_overshoot == rows + n_tiles
+                                            every published task consumed exactly once
+    * c_done == n_tiles                     every C tile finished
+    * error_code == 0; error_task == error_waited_on == error_worker == -1 (untouched)
+
+    The overshoots are the failed claims (workers that found nothing left); they are
+    read from the counters themselves and must be non-negative.
+    """
+    expected = {name: COUNTER_INITIAL[index] for name, index in COUNTER_INDEX.items()}
+    expected.update(a_next=layout.n_tiles + a_overshoot, fifo_head=layout.fifo_capacity + head_overshoot,
+                    fifo_tail=layout.fifo_capacity, c_done=layout.n_tiles,
+                    a_overshoot=a_overshoot, head_overshoot=head_overshoot)
+    return expected
+
+
+def describe_error(counters_host, layout=None):
+    """Human-readable decoding of the error fields."""
+    c = np.asarray(counters_host)
+    code, task, waited, worker = (int(c[ERROR_CODE]), int(c[ERROR_TASK]),
+                                  int(c[ERROR_WAITED_ON]), int(c[ERROR_WORKER]))
+    meaning = ERROR_NAMES.get(code, "unknown error code")
+    who = f"worker {worker}"
+    if code == ERR_READY_TIMEOUT:
+        what = f"{who} claimed FIFO slot {waited} and waited too long for its ready flag"
+    elif code == ERR_COMPLETION_TIMEOUT:
+        total = f" of {layout.n_tiles}" if layout is not None else ""
+        what = (f"{who} found no claimable task and waited too long for completion: "
+                f"c_done was {waited}{total}")
+    elif code == ERR_INVALID_TASK:
+        what = f"{who} read invalid task id {task} from FIFO slot {waited}"
+        if layout is not None:
+            what += f" (valid ids are 0..{layout.fifo_capacity - 1})"
+    elif code == ERR_FIFO_OVERFLOW:
+        what = f"{who} publishing task {task} reserved slot {waited} beyond the FIFO capacity"
+        if layout is not None:
+            what += f" {layout.fifo_capacity}"
+    else:
+        what = f"{who}, task {task}, waited on {waited}"
+    return f"error_code {code} ({meaning}): {what}"
+
+
+def verify_counters(counters_host, layout, workers=None):
+    """Check the exact DAG counters; raise :class:`QueueStateError` naming what is wrong.
+
+    With ``workers`` (the launched worker count) the overshoots are exact too: a worker
+    leaves only after one A claim and one FIFO ticket came back past the end, and claims
+    nothing after that, so a complete run ends with a_overshoot == head_overshoot == workers.
+    """
+    c = np.asarray(counters_host)
+    if c.shape != (COUNTER_SLOTS,):
+        raise QueueStateError(f"counters must have {COUNTER_SLOTS} words, got shape {c.shape}")
+    if int(c[ERROR_CODE]) != ERR_NONE:
+        raise QueueStateError("DAG worker reported an error: " + describe_error(c, layout))
+    a_over, head_over = int(c[A_OVERSHOOT]), int(c[HEAD_OVERSHOOT])
+    if a_over < 0 or head_over < 0:
+        raise QueueStateError(f"negative overshoot counters: a_overshoot {a_over}, head_overshoot {head_over}")
+    expected = expected_counters(layout, a_over, head_over)
+    wrong = [f"{name} = {int(c[i])}, expected {expected[name]}"
+             for name, i in COUNTER_INDEX.items() if int(c[i]) != expected[name]]
+    if workers is not None and (a_over, head_over) != (workers, workers):
+        wrong.append(f"a_overshoot {a_over} and head_overshoot {head_over}: expected one of each per worker, "
+                     f"{workers}")
+    padding = np.delete(c, list(COUNTER_INDEX.values()))
+    if padding.any():
+        wrong.append(f"{int(np.count_nonzero(padding))} padding words between the counters were written")
+    if wrong:
+        raise QueueStateError(f"DAG queue counters wrong ({layout.rows} rows, {layout.n_tiles} tiles): "
+                              + "; ".join(wrong))
+    return expected
+
+
+def verify_queue(state, layout, workers=None):
+    """Counters plus the FIFO and arrivals: every B/C task exactly once, all flags set,
+    each row's C tasks after its B, and row_arrivals == row_tile_count (``workers``: see
+    :func:`verify_counters`)."""
+    verify_counters(state["counters"], layout, workers)
+    slots = np.asarray(state["fifo_slots"])
+    ready = np.asarray(state["fifo_ready"])
+    arrivals = np.asarray(state["row_arrivals"])
+    problems = []
+    if not np.all(ready == 1):
+        problems.append(f"fifo_ready not set at slots {np.flatnonzero(ready != 1)[:8].tolist()}")
+    if not np.array_equal(np.sort(slots), np.arange(layout.fifo_capacity)):
+        problems.append("fifo_slots is not a permutation of all B and C task ids")
+    else:
+        position = np.empty(layout.fifo_capacity, dtype=np.int64)
+        position[slots] = np.arange(layout.fifo_capacity)
+        b_pos = position[:layout.rows]
+        c_pos = position[layout.rows:]
+        early = np.flatnonzero(c_pos <= b_pos[layout.tile_row])
+        if early.size:
+            problems.append(f"C tiles {early[:8].tolist()} published before their row's B")
+    bad_rows = np.flatnonzero(arrivals != layout.row_tile_count)
+    if bad_rows.size:
+        r = int(bad_rows[0])
+        problems.append(f"row_arrivals[{r}] = {int(arrivals[r])}, expected {int(layout.row_tile_count[r])}"
+                        f" ({bad_rows.size} rows wrong)")
+    if problems:
+        raise QueueStateError("DAG queue state wrong: " + "; ".join(problems))
+    return True

@@ -1,0 +1,114 @@
+"""Every device array of one Experiment B case, allocated once so pointers stay fixed (the bench
+captures CUDA graphs over them); new inputs are copied into the same ``values`` buffer."""
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda
+
+from ..kernels.tracing import TRACE_FIELDS
+from ..queue import COUNTER_INITIAL
+from .layout import TiledLayout
+
+@dataclass(eq=False)
+class TiledBuffers:
+    """Every device array of one case, allocated once (fixed pointers)."""
+    layout: TiledLayout
+    values: object
+    out: object
+    tile_row: object
+    tile_start: object
+    tile_len: object
+    row_first_tile: object
+    row_tile_count: object
+    tile_max: object
+    tile_sum: object
+    row_max: object
+    row_sum: object
+    counters: object
+    row_arrivals: object
+    fifo_slots: object
+    fifo_ready: object
+    #: int64[tasks, TRACE_FIELDS] in trace mode; a 1-row placeholder otherwise (the
+    #: performance kernels take the argument but never touch it).
+    trace: object
+
+    @property
+    def rows(self):
+        return self.layout.rows
+
+    @property
+    def n_tiles(self):
+        return self.layout.n_tiles
+
+    @classmethod
+    def allocate(cls, layout, values=None, stream=0, trace=False):
+        """Allocate every array; copies go on ``stream`` (a Numba stream, 0 = legacy).
+
+        Use the launch stream's ``.numba`` for ``stream`` on a GPU: the launch layer's
+        stream is non-blocking and does not order itself after the legacy stream.
+        """
+        f32 = np.float32
+        n, t, r = layout.total_elements, layout.n_tiles, layout.rows
+        buffers = cls(
+            layout=layout,
+            values=cuda.device_array(n, dtype=f32),
+            out=cuda.device_array(n, dtype=f32),
+            tile_row=cuda.to_device(layout.tile_row, stream=stream),
+            tile_start=cuda.to_device(layout.tile_start, stream=stream),
+            tile_len=cuda.to_device(layout.tile_len, stream=stream),
+            row_first_tile=cuda.to_device(layout.row_first_tile, stream=stream),
+            row_tile_count=cuda.to_device(layout.row_tile_count, stream=stream),
+            tile_max=cuda.device_array(t, dtype=f32),
+            tile_sum=cuda.device_array(t, dtype=f32),
+            row_max=cuda.device_array(r, dtype=f32),
+            row_sum=cuda.device_array(r, dtype=f32),
+            counters=cuda.to_device(np.array(COUNTER_INITIAL, dtype=np.int32), stream=stream),
+            row_arrivals=cuda.device_array(r, dtype=np.int32),
+            fifo_slots=cuda.device_array(layout.fifo_capacity, dtype=np.int32),
+            fifo_ready=cuda.device_array(layout.fifo_capacity, dtype=np.int32),
+            trace=cuda.to_device(np.zeros((trace_task_count(layout) if trace else 1, TRACE_FIELDS),
+                                          dtype=np.int64)),
+        )
+        if values is not None:
+            buffers.load_values(values, stream)
+        return buffers
+
+    def load_values(self, values, stream=0):
+        """Copy new packed inputs into the SAME device buffer (pointers unchanged)."""
+        host = np.ascontiguousarray(values, dtype=np.float32)
+        if host.shape != (self.layout.total_elements,):
+            raise ValueError(f"values must have shape ({self.layout.total_elements},), got {host.shape}")
+        self.values.copy_to_device(host, stream=stream)
+
+    def poison(self, stream=0):
+        """Fill outputs/intermediates with NaN and queue state with junk (tests: proves
+        every element is written by the kernels and every queue word by the reset)."""
+        for name in ("out", "tile_max", "tile_sum", "row_max", "row_sum"):
+            arr = getattr(self, name)
+            arr.copy_to_device(np.full(arr.shape, np.nan, dtype=np.float32), stream=stream)
+        for name, junk in (("counters", 12345), ("row_arrivals", 777), ("fifo_slots", 4242),
+                           ("fifo_ready", 9)):
+            arr = getattr(self, name)
+            arr.copy_to_device(np.full(arr.shape, junk, dtype=np.int32), stream=stream)
+
+    @property
+    def traced(self):
+        return self.trace.shape[0] == trace_task_count(self.layout)
+
+    def reset_trace(self, stream=0):
+        """Zero the trace (visit counts accumulate) before a traced invocation."""
+        self.trace.copy_to_device(np.zeros(self.trace.shape, dtype=np.int64), stream=stream)
+
+    def intermediates(self):
+        return {name: getattr(self, name).copy_to_host()
+                for name in ("tile_max", "tile_sum", "row_max", "row_sum")}
+
+    def queue_state(self):
+        return {name: getattr(self, name).copy_to_host()
+                for name in ("counters", "row_arrivals", "fifo_slots", "fifo_ready")}
+
+
+def trace_task_count(layout):
+    """A, B and C tasks: one trace row each (see :mod:`numba_softmax.kernels.tracing`)."""
+    return 2 * layout.n_tiles + layout.rows
