@@ -71,7 +71,7 @@ def git_state():
     """The commit the run's code came from.
 
     ``NUMBA_SOFTMAX_COMMIT`` wins when set: a launcher that copied a working tree onto
-    another machine (the device tool) knows the commit it sent, while the copy's own
+    another machine knows the commit it sent, while the copy's own
     ``.git`` may still point at an older HEAD with the changes applied on top. What git
     says there is recorded beside it.
     """

@@ -76,7 +76,7 @@ def _floor_section(timings: list[Measurement]) -> list[str]:
     return ["## Against the byte floor", "",
             f"Floor = the fewest bytes the variant must move (bench/floors.py: one-pass 8N for fused and cuDNN, "
             f"24N + 16R for the stages, 12N + 16T + 16R for every Experiment B scheduler) at {FACTS_COPY_TBS} TB/s, "
-            "the 1 GiB device-to-device copy of the H200 (FACTS.md; not re-measured in this run, "
+            "the 1 GiB device-to-device copy of the H200 (results/perf; not re-measured in this run, "
             "`python -m bench perf` does). Best mode = the mode with the lower median event time. Below about "
             "1 us the floor says little: launch and event latency dominate.", "",
             _table(rows, ["experiment", "case", "variant", "floor bytes", "floor us", "best mode",

@@ -9,7 +9,7 @@ Why each piece looks the way it does
 ------------------------------------
 * ``@cuda.jit(fastmath=False)`` alone does NOT stop contraction: NVVM contracts
   ``a*b + c`` into ``fma.rn.f32`` by default and the LTO link ignores ``-fma=0``
-  (see FACTS.md). So every add, subtract and multiply a kernel writes goes through
+  (see docs/machine.md). So every add, subtract and multiply a kernel writes goes through
   :func:`f32_add`, :func:`f32_sub`, :func:`f32_mul`: on the GPU they are libdevice's
   ``__nv_fadd_rn`` / ``__nv_fsub_rn`` / ``__nv_fmul_rn``, which lower to ``add.rn.f32``
   / ``sub.rn.f32`` / ``mul.rn.f32``. The explicit rounding mode forbids ptxas from
@@ -195,7 +195,7 @@ else:
             # division, no negative-index wraparound, and a fully unrolled fold. With the
             # run-time ``blockDim.x // 32`` bound and int64 indices, this fold alone cost
             # ~150 integer SASS instructions per thread and made the fused kernel 2x slower
-            # (issue 8, PERFORMANCE.md). The block has exactly WARPS warps.
+            # (PERFORMANCE.md). The block has exactly WARPS warps.
             tid = _u32(cuda.threadIdx.x)
             if tid & _LANE_MASK == _U32_ZERO:
                 partials[tid >> _WARP_SHIFT] = value

@@ -1,4 +1,4 @@
-// launch_timer.cu: the C++ floor of kernel submission, for `python -m bench perf` (issue 8).
+// launch_timer.cu: the C++ floor of kernel submission, for `python -m bench perf`.
 //
 // What it measures (host clock, std::chrono::steady_clock, on one non-blocking stream):
 //   enqueue_per_launch   cuLaunchKernel of an empty kernel <<<1, 32>>> in batches of BATCH (32) back to back;

@@ -1,4 +1,4 @@
-"""Where does the fused kernel's time go? An ablation probe for issue 8 (GPU only).
+"""Where does the fused kernel's time go? An ablation probe for the fused kernel's goals (GPU only).
 
 Times, per shape, the shipped fused build, its nvcc twin, ablations of the same kernel
 (same geometry, same loads/stores) that drop one piece at a time, and candidate builds: L2
@@ -42,7 +42,7 @@ from numba_softmax.numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD
 
 
 
-# ---- the block reduction before issue 8's change (run-time warp count, int64 lane math) ----
+# ---- the block reduction before the lean one (run-time warp count, int64 lane math) ----
 def _make_old_reduce(combine):
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def old_reduce(value, partials):
@@ -108,7 +108,7 @@ def store_quad_cs(typingctx, y, row, col, a, b, c, d):
 def make_ablation(quads, stage, reduce="lean", io="plain", max_registers=None):
     """stage: 'copy' (load, store), 'max' (+ block max), 'exp_sum' (+ exp, block sum, store e),
     'full' (+ division: the shipped algorithm re-typed here). reduce: 'lean' (numerics now),
-    'old' (before issue 8), 'twobuf' (lean, separate partials, no trailing barriers).
+    'old' (the reduction before the lean one), 'twobuf' (lean, separate partials, no trailing barriers).
     io: 'plain' (vector_io) or 'nc_cs' (ld.global.nc / st.global.cs)."""
     QUADS = quads
     VALUES = quads * QUAD

@@ -1,4 +1,4 @@
-"""Where does the harness's host time per launch go? A probe for issue 8's launch goal (GPU only).
+"""Where does the harness's host time per launch go? A probe for the launch goal of `bench perf` (GPU only).
 
 Host enqueue time per launch of an empty kernel <<<1, 32>>> (batches of 32, median over
 batches), through each layer of the launch path:

@@ -1,4 +1,4 @@
-"""Where does Experiment B's time go in the timed builds? A per-launch probe for issue 8 (GPU only).
+"""Where does Experiment B's time go in the timed builds? A per-launch probe (GPU only).
 
 The task traces say where time goes in the TRACE builds (no prefetch, extra registers);
 this probe times the performance builds. Per case (default balanced-2048, ragged-2048):
@@ -13,7 +13,7 @@ this probe times the performance builds. Per case (default balanced-2048, ragged
 * with ``--compare-tree DIR``: all three schedulers again with the kernels of another tree's
   ``numba_softmax`` package (``DIR/numba_softmax``, e.g. ``git archive <commit> numba_softmax |
   tar -x -C DIR``: a baseline, or a candidate), so a kernel change and its baseline are timed
-  in ONE lease (leases differ by a few percent), and their bits.
+  in ONE process on one machine (machines differ by a few percent), and their bits.
 
 Medians over REPS batches, per launch (or invocation), with p10 / p90.
 
@@ -142,7 +142,7 @@ def main(argv=None):
                              "register caps (comma-separated, e.g. 48,40): more workers per SM, with spills")
     parser.add_argument("--compare-tree", default=None,
                         help="also time the three schedulers with the kernels of DIR/numba_softmax (another tree, "
-                             "e.g. a git archive of a baseline commit, or a candidate), in the same lease")
+                             "e.g. a git archive of a baseline commit, or a candidate), in the same process")
     args = parser.parse_args(argv)
     caps = [int(c) for c in args.register_caps.split(",") if c.strip()]
     by_name = {case.name: case for case in EXPERIMENT_B_CASES}

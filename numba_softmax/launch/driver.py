@@ -2,7 +2,7 @@
 
 Why not ``kernel[grid, block, stream](args)``? Numba's dispatcher re-types and
 re-packs every argument on every call: about 31 us of host time per launch on the
-H200 against about 4 us for a raw ``cuLaunchKernel`` (FACTS.md). A benchmark of
+H200 against about 4 us for a raw ``cuLaunchKernel`` (docs/machine.md). A benchmark of
 kernels whose runtime is a few microseconds would measure Python. So:
 
 1. :class:`CompiledKernel` compiles a ``@cuda.jit`` dispatcher once for the exact
@@ -204,7 +204,7 @@ class PreparedLaunch:
 
     def _bind(self, stream):
         # The whole argument tuple of the driver call, built once per stream: the hot path
-        # below is one call with prebuilt arguments (issue 8: host enqueue per launch).
+        # below is one call with prebuilt arguments (host enqueue per launch is a goal of ``bench perf``).
         extra = () if self.kernel.cooperative else (0,)
         self._arguments = (self.kernel.function, *self.grid, *self.block, self.launch.shared_bytes,
                            stream.handle, self._params, *extra)

@@ -10,7 +10,7 @@ def _gpu_reason():
         return "NUMBA_ENABLE_CUDASIM=1: the simulator is not a GPU"
     from bench.environment import gpu_present
     if not gpu_present():
-        return "no CUDA GPU/driver on this machine (tests/gpu runs on the H200 via the device tool)"
+        return "no CUDA GPU/driver on this machine"
     return None
 
 
