@@ -5,7 +5,7 @@ from numba import cuda
 
 from .kernels.fused_row import fused_launches
 from .kernels.row_stages import stages_launches
-from .launch.submit import run_launches
+from .backend import run_launches
 from .validation import is_device_array, validate_matrix
 
 METHODS = ("fused", "stages")

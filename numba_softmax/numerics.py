@@ -45,7 +45,9 @@ say nothing about the GPU.
 import math
 
 import numpy as np
-from numba import config, cuda, float32, int32, uint32
+from numba import cuda, float32, int32, uint32
+
+from .backend import SIMULATOR
 
 #: Threads per block of every row kernel (the protocol's 256); tile tasks use 128 (kernels/tiles.py).
 BLOCK_THREADS = 256
@@ -55,8 +57,6 @@ WARPS_PER_BLOCK = BLOCK_THREADS // WARP_SIZE
 QUAD = 4
 #: Identity of the max reduction. Rows are never empty, so it never survives.
 NEG_INF = float32(-np.inf)
-
-SIMULATOR = bool(config.ENABLE_CUDASIM)
 
 
 def _check_block_threads(threads):

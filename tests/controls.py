@@ -6,9 +6,10 @@ If a check ever accepts one of these, the check is broken, not the control.
 
 from numba import cuda, float32
 
+from numba_softmax.backend import SIMULATOR
 from numba_softmax.launch_spec import KernelLaunch
-from numba_softmax.numerics import (BLOCK_THREADS, KERNEL_OPTIONS, SIMULATOR, WARP_SIZE,
-                                    WARPS_PER_BLOCK, block_reduce_sum, f32_add, f32_div, f32_exp)
+from numba_softmax.numerics import (BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE, WARPS_PER_BLOCK, block_reduce_sum,
+                                    f32_add, f32_div, f32_exp)
 
 
 @cuda.jit(**KERNEL_OPTIONS)

@@ -1,0 +1,119 @@
+"""Simulator or GPU: the one place that decides, for the package, the harness and the tests.
+
+Numba reads ``NUMBA_ENABLE_CUDASIM`` once, when it is first imported, so the backend is
+fixed for the life of a process: :data:`SIMULATOR` is read here once and everything else
+asks this module rather than reading Numba's config itself.
+
+* On a GPU, launches go through the cuda-python launch layer (:mod:`numba_softmax.launch`):
+  :func:`stream` is a :class:`~numba_softmax.launch.driver.Stream`, :func:`invocation` a
+  :class:`~numba_softmax.launch.driver.Invocation` (compiled and packed once).
+* In the Numba CUDA simulator there is no driver: launches go through Numba's dispatcher
+  (:class:`DispatcherInvocation`) and every launch runs synchronously
+  (:class:`SimulatorStream`). The simulator checks logic only; it is never timed.
+
+A harness that has to choose the backend for a fresh process does so before Numba is
+imported (``bench.environment.select_backend``); this module reports what was chosen.
+This module imports only Numba at import time; the launch layer is imported on first use.
+"""
+
+from numba import config
+
+#: True when this process runs kernels in the Numba CUDA simulator.
+SIMULATOR = bool(config.ENABLE_CUDASIM)
+
+
+def gpu_present():
+    """True when this process runs kernels on a CUDA GPU (not the simulator, and a device is there)."""
+    if SIMULATOR:
+        return False
+    from numba import cuda
+    return cuda.is_available()
+
+
+def run_launches_with_dispatcher(launches, stream=0):
+    """Submit through Numba's dispatcher (simulator, and reference checks only).
+
+    This path costs ~31 us of host time per launch on the H200 (docs/machine.md); nothing
+    timed goes through it.
+    """
+    for launch in launches:
+        launch.kernel[launch.grid, launch.block, stream, launch.shared_bytes](*launch.args)
+
+
+class DispatcherInvocation:
+    """Simulator stand-in for ``driver.Invocation``: same ``enqueue(stream)`` shape.
+
+    Used only where there is no GPU (``NUMBA_ENABLE_CUDASIM=1``); never timed.
+    """
+
+    def __init__(self, name, launches):
+        self.name = name
+        self.launches = list(launches)
+
+    def enqueue(self, stream=None):
+        run_launches_with_dispatcher(self.launches)
+
+    def kernel_resources(self):
+        return [{"launch": launch.name, "grid": list(launch.grid), "block": list(launch.block)}
+                for launch in self.launches]
+
+
+class SimulatorStream:
+    """The simulator runs every launch synchronously: nothing to wait for."""
+
+    numba = 0
+
+    def synchronize(self):
+        pass
+
+
+def stream():
+    """A new stream for a harness or a test: the launch layer's Stream, or SimulatorStream."""
+    if SIMULATOR:
+        return SimulatorStream()
+    from .launch.driver import Stream
+    return Stream()
+
+
+def invocation(name, launches):
+    """One invocation of a list of launches, prepared once: ``enqueue(stream)`` submits it."""
+    if SIMULATOR:
+        return DispatcherInvocation(name, launches)
+    from .launch.driver import Invocation
+    return Invocation.from_launches(name, launches)
+
+
+_default_stream = None
+
+
+def launch_stream(stream=None):
+    """The launch-layer stream for one call (GPU only): ``stream`` itself, a wrapped Numba stream,
+    or a stream shared by every call that passes none."""
+    global _default_stream
+    from .launch.driver import Stream
+    if isinstance(stream, Stream):
+        return stream
+    if stream is not None:
+        return Stream.wrap(stream)
+    if _default_stream is None:
+        _default_stream = Stream()
+    return _default_stream
+
+
+def run_launches(launches, stream=None, name="launches"):
+    """Submit a list of launches once and wait (API calls, tests): the dispatcher in the
+    simulator; on a GPU the launch layer on :func:`launch_stream` ``(stream)``, then synchronize.
+
+    The benchmark does not use this: it prepares each invocation once and times it
+    (``bench/runner.py``).
+    """
+    if SIMULATOR:
+        run_launches_with_dispatcher(launches)
+        return
+    target = launch_stream(stream)
+    invocation(name, launches).enqueue(target)
+    target.synchronize()
+
+
+__all__ = ["SIMULATOR", "gpu_present", "stream", "invocation", "launch_stream", "run_launches",
+           "run_launches_with_dispatcher", "DispatcherInvocation", "SimulatorStream"]
