@@ -975,7 +975,7 @@ def _build_variants(gpu, shape, d_x, d_y, args, notes, errors, skipped):
         _note_once(notes, "cuDNN peer skipped: --no-cudnn")
     else:
         try:
-            from numba_softmax.launch.cudnn import CudnnSoftmax
+            from numba_softmax.peers.cudnn import CudnnSoftmax
             softmax = CudnnSoftmax(rows, cols, gpu.stream.ptr)
             ptrs = [(_device_ptr(x), _device_ptr(y)) for x, y in zip(d_x, d_y, strict=True)]
             submits = [lambda s, xp=xp, yp=yp: softmax.forward(xp, yp) for xp, yp in ptrs]

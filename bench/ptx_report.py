@@ -7,7 +7,7 @@ per kernel; exits 1 when any kernel breaks the numerics policy.
 
 With ``--compare``: builds (if needed) the nvcc reference kernels of ``reference_cu/``
 (:mod:`bench.reference_build`) and puts each Numba kernel's PTX beside nvcc's PTX of the same
-algorithm (the name mapping is :data:`numba_softmax.launch.reference.REFERENCE_KERNELS`).
+algorithm (the name mapping is :data:`numba_softmax.peers.nvcc_twins.REFERENCE_KERNELS`).
 Per kernel, DIR gets ``<kernel>.numba.ptx``, ``<kernel>.nvcc.ptx`` and ``<kernel>.compare.md``:
 
 * a normalized instruction histogram (opcode with all modifiers; registers, labels and
@@ -701,7 +701,7 @@ SUMMARY_HEADERS = ["kernel", "nvcc reference", "verdict", "ordering ops", "arith
 def render_summary(comparisons, manifest):
     from tabulate import tabulate
 
-    from numba_softmax.launch.reference import REFERENCE_KERNELS
+    from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
 
     version = manifest.get("nvcc_version", {})
     lines = ["# Numba vs nvcc: PTX comparison (sm_90)", "",
@@ -731,7 +731,7 @@ def run_compare(names, out_dir, build_dir=None, nvcc=None, sass=None):
     ``sass``: also count float SASS instructions (ptxas + nvdisasm); None = when nvdisasm exists."""
     from bench.reference_build import BUILD_DIR, ensure_built
     from numba_softmax.kernels.registry import KERNELS
-    from numba_softmax.launch.reference import REFERENCE_KERNELS
+    from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
     from numba_softmax.ptx import kernel_ptx, ptxas_resources
 
     build = ensure_built(build_dir or BUILD_DIR, nvcc=nvcc)
@@ -791,7 +791,7 @@ def main(argv):
         return 2
     if args.compare:
         from bench.reference_build import BuildError, NvccNotFound
-        from numba_softmax.launch.reference import REFERENCE_KERNELS
+        from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
         missing = [n for n in names if n not in REFERENCE_KERNELS]
         if missing:
             print(f"no nvcc reference for {missing}: add it to reference_cu/ and REFERENCE_KERNELS",

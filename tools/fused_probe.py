@@ -600,7 +600,7 @@ def main(argv=None):
     library = None
     try:
         from bench import reference_build
-        from numba_softmax.launch.reference import ReferenceLibrary, reference_fused_launches
+        from numba_softmax.peers.nvcc_twins import ReferenceLibrary, reference_fused_launches
         build_dir = args.reference_build or "/tmp/probe_reference_build"
         reference_build.ensure_built(build_dir)
         library = ReferenceLibrary(build_dir)

@@ -1,4 +1,4 @@
-"""CPU tests of numba_softmax.launch.cudnn against the installed cuDNN wheel.
+"""CPU tests of numba_softmax.peers.cudnn against the installed cuDNN wheel.
 
 No GPU needed: loading, cudnnGetVersion, cudnnGetErrorString and tensor
 descriptors all run on the host. What needs a device (cudnnCreate and the
@@ -45,7 +45,7 @@ if not (_cudnn_importable() and _installed_cudnn_wheels()):
         allow_module_level=True,
     )
 
-from numba_softmax.launch import cudnn  # noqa: E402  (after the skip on purpose)
+from numba_softmax.peers import cudnn  # noqa: E402  (after the skip on purpose)
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +183,7 @@ def test_system_loader_fallback_reports_the_mapped_file(lib):
     # file it really mapped.
     lib_dir = os.path.dirname(os.path.realpath(lib.path))
     code = (
-        "import numba_softmax.launch.cudnn as m\n"
+        "import numba_softmax.peers.cudnn as m\n"
         "m.wheel_candidates = lambda: []\n"
         "print(m.load_cudnn().path)\n"
     )

@@ -301,7 +301,7 @@ def test_argument_table_matches_every_entrys_parameters():
     import re
 
     from bench.reference_build import ensure_built
-    from numba_softmax.launch.reference import REFERENCE_KERNELS
+    from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
     build = ensure_built()
     widths = {"f32*": 64, "i32*": 64, "i64*": 64, "i64": 64, "i32": 32}
     found = 0
@@ -329,7 +329,7 @@ class _FakeDeviceArray:
 def test_pack_arguments_checks_dtypes_layout_and_count():
     import ctypes
 
-    from numba_softmax.launch.reference import REFERENCE_KERNELS, pack_arguments
+    from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS, pack_arguments
     spec = REFERENCE_KERNELS["exp_stage"]
     x = _FakeDeviceArray(np.float32, (4, 8), ptr=0x1000)
     m = _FakeDeviceArray(np.float32, (4,), ptr=0x2000)
@@ -348,7 +348,7 @@ def test_pack_arguments_checks_dtypes_layout_and_count():
 
 
 def test_every_mapping_names_a_source_that_exists():
-    from numba_softmax.launch.reference import REFERENCE_KERNELS
+    from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
     for name, ref in REFERENCE_KERNELS.items():
         assert ref.module in MODULES, name
         assert os.path.exists(os.path.join(REPO, ref.source)), name

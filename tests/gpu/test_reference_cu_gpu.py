@@ -4,7 +4,7 @@ Both sides run in the same harness: the same fixtures (numba_softmax.fixtures) a
 shapes/cases (numba_softmax.cases), the same device input buffers, one non-blocking stream.
 Numba's kernels go through the launch layer (numba_softmax.launch.driver); the nvcc cubins are
 loaded with cuModuleLoadData / cuModuleGetFunction and launched with cuLaunchKernel /
-cuLaunchCooperativeKernel (numba_softmax.launch.reference). Every output AND intermediate must
+cuLaunchCooperativeKernel (numba_softmax.peers.nvcc_twins). Every output AND intermediate must
 have the same bits; the two sides' output buffers are poisoned with DIFFERENT NaN payloads
 first, so an element neither side writes is a difference too. A failure names the kernel, the
 array and the first differing element with both values and bit patterns.
@@ -34,7 +34,7 @@ B_CASES = tuple((c.name, c.row_lengths()) for c in EXPERIMENT_B_CASES) + EXTRA_B
 @pytest.fixture(scope="session")
 def reference(evidence):
     from bench.reference_build import BuildError, NvccNotFound, ensure_built
-    from numba_softmax.launch.reference import REFERENCE_KERNELS, ReferenceLibrary
+    from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS, ReferenceLibrary
     try:
         build = ensure_built()
     except NvccNotFound as exc:
@@ -112,7 +112,7 @@ def test_stages_and_fused_are_bitwise_equal_to_numba(reference, stream, shape, f
     from numba_softmax.kernels.row_stages import stages_launches
     from numba_softmax.launch.driver import Invocation
     from numba_softmax.launch.plan import KernelLaunch
-    from numba_softmax.launch.reference import (reference_fused_launches, reference_invocation,
+    from numba_softmax.peers.nvcc_twins import (reference_fused_launches, reference_invocation,
                                                 reference_stages_launches)
     from numba_softmax.numerics import BLOCK_THREADS
 
@@ -184,7 +184,7 @@ def _locator(layout, key):
 
 def _tiled_setup(lengths, library, stream):
     from numba_softmax.launch.driver import Invocation
-    from numba_softmax.launch.reference import reference_invocation, reference_tiled_launches
+    from numba_softmax.peers.nvcc_twins import reference_invocation, reference_tiled_launches
     from numba_softmax.tiled import TiledBuffers, build_layout, tiled_launches, worker_plan
     layout = build_layout(np.asarray(lengths), TILE_ELEMENTS)
     runs = {}
@@ -253,7 +253,7 @@ def test_every_scheduler_is_bitwise_equal_to_numba(reference, stream, evidence, 
 
 def test_init_queue_kernel_writes_the_same_fresh_state(reference, stream):
     from numba_softmax.launch.driver import Invocation
-    from numba_softmax.launch.reference import reference_init_queue_launch, reference_invocation
+    from numba_softmax.peers.nvcc_twins import reference_init_queue_launch, reference_invocation
     from numba_softmax.kernels.persistent import init_queue_launch
     from numba_softmax.queue import COUNTER_INITIAL
     from numba_softmax.tiled import TiledBuffers, build_layout
@@ -276,7 +276,7 @@ def test_init_queue_kernel_writes_the_same_fresh_state(reference, stream):
 def test_reference_watchdog_reports_the_same_error(reference, stream):
     """One worker, a FIFO slot reserved but never published: error 1, same fields as Numba's."""
     from numba_softmax.queue import A_NEXT, ERR_READY_TIMEOUT, ERROR_CODE, FIFO_TAIL
-    from numba_softmax.launch.reference import reference_dag_launches, reference_invocation
+    from numba_softmax.peers.nvcc_twins import reference_dag_launches, reference_invocation
     from numba_softmax.tiled import QueueStateError, TiledBuffers, build_layout, verify_counters
     lengths = np.array([4096, 2048, 1024, 3000])
     layout = build_layout(lengths, TILE_ELEMENTS)
@@ -299,7 +299,7 @@ def test_reference_watchdog_reports_the_same_error(reference, stream):
 
 def test_reference_resources(reference, evidence):
     """Resources the driver reports for the loaded cubins (recorded; spills would be a bug)."""
-    from numba_softmax.launch.reference import REFERENCE_KERNELS
+    from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
     for name in REFERENCE_KERNELS:
         if reference.has(name):
             attrs = reference.attributes(name)

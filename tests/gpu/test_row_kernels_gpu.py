@@ -75,7 +75,7 @@ def test_graph_replay_reads_the_current_input(stream, method):
 def test_cudnn_accurate_instance_against_the_oracle(stream, evidence):
     from numba import cuda
 
-    from numba_softmax.launch import cudnn
+    from numba_softmax.peers import cudnn
     from numba_softmax.launch.driver import Invocation
     from numba_softmax.launch.graphs import CapturedGraph
     library = cudnn.load_cudnn()

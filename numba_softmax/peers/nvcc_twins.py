@@ -148,7 +148,7 @@ class ReferenceLibrary:
     def __init__(self, build_dir=DEFAULT_BUILD_DIR):
         from cuda.bindings import driver as cu
 
-        from .driver import check, ensure_context
+        from ..launch.driver import check, ensure_context
         ensure_context()
         self.build_dir = build_dir
         self._modules, self._functions, self._images = {}, {}, {}
@@ -182,7 +182,7 @@ class ReferenceLibrary:
         """Registers, local bytes, static shared bytes of the loaded entry (from the driver)."""
         from cuda.bindings import driver as cu
 
-        from .driver import check
+        from ..launch.driver import check
         attr = cu.CUfunction_attribute
         fn = self._functions[name]
         return {
@@ -196,13 +196,13 @@ class ReferenceLibrary:
     def active_blocks_per_sm(self, name, block_threads, dynamic_shared_bytes=0):
         from cuda.bindings import driver as cu
 
-        from .driver import check
+        from ..launch.driver import check
         return check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
             self._functions[name], block_threads, dynamic_shared_bytes))
 
     def cooperative_limit(self, name="persistent_tiles"):
         from ..kernels.tiles import TILE_THREADS
-        from .driver import device_sm_count
+        from ..launch.driver import device_sm_count
         return int(self.active_blocks_per_sm(name, TILE_THREADS)) * int(device_sm_count())
 
     def close(self):
@@ -254,7 +254,7 @@ class ReferenceLaunch:
         self._cu = cu
 
     def enqueue(self, stream):
-        from .driver import check
+        from ..launch.driver import check
         if self.spec.cooperative:
             err, = self._cu.cuLaunchCooperativeKernel(self.function, *self.grid, *self.block, 0,
                                                       stream.handle, self._params)
@@ -267,7 +267,7 @@ class ReferenceLaunch:
 
 def reference_invocation(name, launches):
     """An :class:`~numba_softmax.launch.driver.Invocation` of reference launches."""
-    from .driver import Invocation
+    from ..launch.driver import Invocation
     return Invocation(name, [launch.enqueue for launch in launches], launches)
 
 
