@@ -1,0 +1,8 @@
+"""The peers timed and checked beside the project's kernels, kept apart from the core launch layer.
+
+* :mod:`.cudnn`: cuDNN's softmax forward through ctypes (Experiment A's library reference);
+* :mod:`.nvcc_twins`: the nvcc builds of ``reference_cu/`` (the same algorithms in CUDA C++),
+  loaded from cubins and submitted through the launch layer's ``Invocation``.
+
+Both use :mod:`numba_softmax.launch` (the driver, graphs); nothing in the core package imports them.
+"""
