@@ -15,8 +15,8 @@ Diagnostic only: the figures that count for the goals come from ``python -m benc
 The variants here re-type the fused kernel on purpose (the duplicates tool flags them): an
 ablation or a candidate must not touch the shipped builds in ``numba_softmax/kernels``, and a
 candidate that wins is moved there and tested on the GPU like any kernel (the one-warp build
-and the q1 prefetch came from here). Which commit produced which recorded probe output is in
-results/2026-11-30_h200_fused_probe/README.md.
+and the q1 prefetch came from here). results/probes/README.md names the commit of each
+recorded probe output (older ones are in git history).
 """
 
 import argparse
