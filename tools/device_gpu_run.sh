@@ -2,7 +2,7 @@
 # One call on the lent H200 (device tool): GPU tests + benchmarks, compact evidence to $OUT.
 # Usage (device tool, carry [".whl"]): bash tools/device_gpu_run.sh [tests] [A] [B] [profileA] [profileB] [perf]
 #                                        [tilesprobe] [fusedprobe]   (TILES_PROBE_ARGS / FUSED_PROBE_ARGS: extra
-#                                        options of tools/tiles_probe.py / tools/fused_probe.py)
+#                                        options of python -m bench probe tiles / fused)
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
@@ -24,10 +24,10 @@ for step in "$@"; do
       [ "${PIPESTATUS[0]}" = 0 ] || status=1
       tar -czf "$OUT/perf.tar.gz" -C /tmp perf ;;
     fusedprobe)
-      python3 tools/fused_probe.py --out "$OUT/fused_probe" ${FUSED_PROBE_ARGS:-} 2>&1 | tail -60
+      python3 -m bench probe fused --out "$OUT/fused_probe" ${FUSED_PROBE_ARGS:-} 2>&1 | tail -60
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     tilesprobe)
-      python3 tools/tiles_probe.py --out "$OUT/tiles_probe" ${TILES_PROBE_ARGS:-} 2>&1 | tail -40
+      python3 -m bench probe tiles --out "$OUT/tiles_probe" ${TILES_PROBE_ARGS:-} 2>&1 | tail -40
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     profileA|profileB)
       x=${step#profile}; rm -rf "/tmp/prof$x"

@@ -18,7 +18,7 @@ thread issues one instruction per row; no register waits on it; values are uncha
                                     count, or a little more where ids have holes); the wave
                                     size is 8 resident blocks per SM times this
 
-Measured on the H200 (tools/fused_probe.py, PERFORMANCE.md): at 16384x1024 the q1 build
+Measured on the H200 (python -m bench probe fused, PERFORMANCE.md): at 16384x1024 the q1 build
 went from 40.1 to 35.6 us; at 4096x4096 (16 KB rows, 6 resident blocks per SM) the same
 prefetch made the kernel 17% slower, so only the narrow vector builds use it.
 

@@ -22,7 +22,7 @@ Launch geometry (the one :func:`numba_softmax.kernels.fused_row.fused_kernel_for
 Bytes each launch must move: read ``rows * cols * 4``, write ``rows * cols * 4`` (the fused
 kernel's 8N).
 
-Measured on the H200 (``tools/fused_probe.py``'s ``copy`` ablation, PERFORMANCE.md): at
+Measured on the H200 (``python -m bench probe fused``'s ``copy`` ablation, PERFORMANCE.md): at
 4096x4096 this copy took 36.6 us, slower than the fused kernel (36.0 us); 0.90 of the 1 GiB
 copy ceiling there is 35.2 us.
 """

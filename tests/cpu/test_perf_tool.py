@@ -1,9 +1,9 @@
-"""``python -m bench perf`` (bench/perf.py): everything that does not need a GPU.
+"""``python -m bench perf`` (bench/perf/): everything that does not need a GPU.
 
 Synthetic numbers drive the ratio / goal evaluation, the tables and the report; the C++ launch
 timer (reference_cu/launch_timer.cu) is compiled with nvcc when nvcc is present, linked against a
 stub libcuda generated from the object's undefined symbols (no driver here), and its ``--selftest``
-mode (no CUDA call) is run to check that its JSON is what bench/perf.py parses.
+mode (no CUDA call) is run to check that its JSON is what bench/perf/launch_path.py parses.
 """
 
 import json
@@ -16,17 +16,22 @@ import sys
 import numpy as np
 import pytest
 
-from bench import perf
-from bench.perf import (BATCH, COPY, CUDNN, FUSED, FUSED_GRAPH, LAUNCH_METRICS, MISS, NOT_MEASURED, PASS, ROW_COPY,
-                        TORCH, TRITON, LaunchTimerOutputError, bandwidth_tbs, delay_iterations, delay_target_us,
-                        evaluate_goals, experiment_a_floors, experiment_b_floors, floors_markdown, input_sets_for,
-                        is_starved, jsonable, launch_comparison, logical_bytes, markdown_table, next_power_of_2,
-                        nvcc_command, parse_launch_timer_output, parse_shapes, render_markdown, summarize_shape,
-                        triton_num_warps)
+from bench import timing
+from bench.floors import experiment_a_floors, experiment_b_floors, shape_name
+from bench.perf import launch_path
+from bench.perf.ceilings import bandwidth_tbs, logical_bytes
+from bench.perf.goals import MISS, NOT_MEASURED, PASS, evaluate_goals
+from bench.perf.launch_path import (LAUNCH_METRICS, LaunchTimerOutputError, launch_comparison, nvcc_command,
+                                    parse_launch_timer_output)
+from bench.perf.peers import (COPY, CUDNN, FUSED, FUSED_GRAPH, MAX_INPUT_SETS, ROW_COPY, TORCH, TRITON, input_sets_for,
+                              next_power_of_2, parse_shapes, summarize_shape, triton_num_warps)
+from bench.perf.render import floors_markdown, jsonable, markdown_table, render_markdown
+from bench.protocol import BATCH
+from bench.timing import DelaySampler, delay_iterations, delay_target_us, is_starved
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 H200_L2 = 62914560
-NVCC = perf.find_nvcc()
+NVCC = launch_path.find_nvcc()
 
 
 # ------------------------------------------------------------------------------ small pure helpers
@@ -52,7 +57,7 @@ def test_input_sets_defeat_l2():
     assert input_sets_for(logical_bytes((4096, 1024)), H200_L2) == 4       # 3 * 32 = 96 MiB
     assert input_sets_for(logical_bytes((4096, 4096)), H200_L2) == 4
     assert input_sets_for(logical_bytes((16384, 1024)), H200_L2) == 4
-    assert input_sets_for(1024, H200_L2) == perf.MAX_INPUT_SETS
+    assert input_sets_for(1024, H200_L2) == MAX_INPUT_SETS
     for shape in ((4096, 128), (4096, 1024), (4096, 4096)):
         n = input_sets_for(logical_bytes(shape), H200_L2)
         assert (n - 1) * logical_bytes(shape) >= 1.5 * H200_L2
@@ -64,10 +69,10 @@ def test_triton_tutorial_geometry():
 
 
 def test_delay_sizing_and_starvation():
-    assert delay_target_us(1.0) == perf.DELAY_MIN_US
+    assert delay_target_us(1.0) == timing.DELAY_MIN_US
     assert delay_target_us(20.0) == 60.0
     assert delay_target_us(20.0, BATCH) == 3 * 20 * 32
-    assert delay_target_us(1e9) == perf.DELAY_MAX_US
+    assert delay_target_us(1e9) == timing.DELAY_MAX_US
     assert delay_iterations(60.0, 0.5) == 120
     assert delay_iterations(1.0, 0.5) == 60          # clamped up to the minimum delay
     with pytest.raises(ValueError):
@@ -75,35 +80,31 @@ def test_delay_sizing_and_starvation():
     assert is_starved(30.0, 29.9) and is_starved(30.0, 30.0) and not is_starved(29.0, 30.0)
 
 
-class _StarvingGpu:
-    """A stand-in for the GPU sampler: the host window is fixed; a sample is starved while
-    the delay (iterations x 1 us) is shorter than it."""
-    us_per_iteration = 1.0
+class _StarvingSampler(DelaySampler):
+    """The sampler's retake logic with the GPU sample replaced: the host window is fixed; a
+    sample is starved while the delay (iterations x 1 us) is shorter than it."""
 
-    def __init__(self, host_window_us):
-        self.host_window_us = host_window_us
+    def __init__(self, window_us):
+        self.us_per_iteration = 1.0
+        self.window_us = window_us
         self.delays = []
 
     def sample(self, submits, iterations):
         self.delays.append(iterations)
-        return {"event_us": 10.0, "delay_gpu_us": float(iterations), "host_window_us": self.host_window_us,
-                "starved": perf.is_starved(self.host_window_us, float(iterations))}
-
-
-class _Variant:
-    delay_single = 30
+        return {"event_us": 10.0, "delay_gpu_us": float(iterations), "host_window_us": self.window_us,
+                "starved": is_starved(self.window_us, float(iterations))}
 
 
 def test_starved_samples_are_retaken_with_a_longer_delay():
-    gpu, variant = _StarvingGpu(host_window_us=100.0), _Variant()
-    sample, retakes = perf._sample_unstarved(gpu, variant, "delay_single", ["submit"])
-    assert not sample["starved"] and retakes == 2 and gpu.delays == [30, 60, 120]
-    assert variant.delay_single == 120  # later rounds start from the delay that sufficed
+    sampler = _StarvingSampler(window_us=100.0)
+    sample, retakes, iterations = sampler.sample_unstarved(["submit"], 30)
+    assert not sample["starved"] and retakes == 2 and sampler.delays == [30, 60, 120]
+    assert iterations == 120  # later rounds start from the delay that sufficed
     # a host window no delay can cover: bounded retakes, the last (starved) sample kept and said so
-    gpu, variant = _StarvingGpu(host_window_us=1e9), _Variant()
-    sample, retakes = perf._sample_unstarved(gpu, variant, "delay_single", ["submit"])
-    assert sample["starved"] and retakes == perf.STARVED_RETAKES
-    assert len(gpu.delays) == perf.STARVED_RETAKES + 1
+    sampler = _StarvingSampler(window_us=1e9)
+    sample, retakes, _ = sampler.sample_unstarved(["submit"], 30)
+    assert sample["starved"] and retakes == timing.STARVED_RETAKES
+    assert len(sampler.delays) == timing.STARVED_RETAKES + 1
 
 
 def test_nvcc_command():
@@ -206,7 +207,7 @@ def _shape_entry(shape, medians, copy_tbs, statuses=None):
     variants = {v: {"status": statuses.get(v, "timed"), "call": f"{v} call"} for v in medians}
     for v, status in statuses.items():
         variants[v] = {"status": status, "reason": "not installed" if status == "skipped" else "oracle failed"}
-    return {"name": perf.shape_name(shape), "shape": list(shape), "logical_bytes": logical_bytes(shape),
+    return {"name": shape_name(shape), "shape": list(shape), "logical_bytes": logical_bytes(shape),
             "set_bytes": logical_bytes(shape), "l2_bytes": H200_L2, "input_sets": 4, "variants": variants,
             "rounds": rounds, "analysis": summarize_shape(rounds, timed, logical_bytes(shape), copy_tbs)}
 
@@ -419,7 +420,7 @@ def stub_libcuda(tmp_path_factory):
             pytest.skip(f"{tool} not found: cannot build a stub libcuda to link against")
     work = tmp_path_factory.mktemp("launch-timer")
     obj = work / "launch_timer.o"
-    proc = subprocess.run([NVCC, *perf.NVCC_FLAGS, "-c", perf.LAUNCH_TIMER_SOURCE, "-o", str(obj)],
+    proc = subprocess.run([NVCC, *launch_path.NVCC_FLAGS, "-c", launch_path.LAUNCH_TIMER_SOURCE, "-o", str(obj)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     symbols = subprocess.run(["nm", "-u", str(obj)], capture_output=True, text=True, check=True).stdout.split()
@@ -440,10 +441,10 @@ def test_launch_timer_builds_with_the_tool_and_prints_parsable_json(stub_libcuda
     out.mkdir()
     # The tool's own build: plain -lcuda fails here (no driver), the stub folder (standing in for the
     # toolkit's lib64/stubs) is the next option it tries.
-    monkeypatch.setattr(perf, "stub_library_dirs", lambda nvcc: [stub_libcuda["dir"]])
-    monkeypatch.setattr(perf, "_libcuda_symlink_dir", lambda out_dir: None)
-    build = perf.build_launch_timer(str(out), NVCC)
-    assert build["command"] == nvcc_command(NVCC, perf.LAUNCH_TIMER_SOURCE, str(out / "launch_timer"),
+    monkeypatch.setattr(launch_path, "stub_library_dirs", lambda nvcc: [stub_libcuda["dir"]])
+    monkeypatch.setattr(launch_path, "_libcuda_symlink_dir", lambda out_dir: None)
+    build = launch_path.build_launch_timer(str(out), NVCC)
+    assert build["command"] == nvcc_command(NVCC, launch_path.LAUNCH_TIMER_SOURCE, str(out / "launch_timer"),
                                             [stub_libcuda["dir"]])
     assert os.access(build["binary"], os.X_OK)
     # --selftest prints the real JSON layout from synthetic samples, without any CUDA call
@@ -458,11 +459,11 @@ def test_launch_timer_builds_with_the_tool_and_prints_parsable_json(stub_libcuda
 
 @needs_nvcc
 def test_launch_timer_build_failure_is_reported(tmp_path, monkeypatch):
-    monkeypatch.setattr(perf, "stub_library_dirs", lambda nvcc: [])
-    monkeypatch.setattr(perf, "_libcuda_symlink_dir", lambda out_dir: None)
-    monkeypatch.setattr(perf, "LAUNCH_TIMER_SOURCE", str(tmp_path / "missing.cu"))
+    monkeypatch.setattr(launch_path, "stub_library_dirs", lambda nvcc: [])
+    monkeypatch.setattr(launch_path, "_libcuda_symlink_dir", lambda out_dir: None)
+    monkeypatch.setattr(launch_path, "LAUNCH_TIMER_SOURCE", str(tmp_path / "missing.cu"))
     with pytest.raises(RuntimeError, match="could not build reference_cu/launch_timer.cu"):
-        perf.build_launch_timer(str(tmp_path), NVCC)
+        launch_path.build_launch_timer(str(tmp_path), NVCC)
 
 
 # ------------------------------------------------------------------------------ the whole run, GPU faked
@@ -479,6 +480,8 @@ del os.environ["NUMBA_ENABLE_CUDASIM"]
 import numpy as np
 import bench.environment as env
 import bench.perf as perf
+from bench import timing
+from bench.perf import ceilings, launch_path
 from numba_softmax.launch import driver, graphs
 from numba_softmax.peers import cudnn
 
@@ -545,20 +548,20 @@ graphs.CapturedGraph = Graph
 cudnn.CudnnSoftmax = Cudnn
 env.gpu_present = lambda: True
 env.nvidia_smi_record = lambda: None
-perf._device_ptr = lambda a: a._ary.__array_interface__["data"][0]
-perf._memcpy_submit = lambda dst, src, nbytes: (lambda stream: ctypes.memmove(dst, src, nbytes))
-perf._Gpu.delay = lambda self, iterations: Delay()
-perf.COPY_CEILING_BYTES = 1 << 20
+ceilings.device_ptr = lambda a: a._ary.__array_interface__["data"][0]
+ceilings.memcpy_submit = lambda dst, src, nbytes: (lambda stream: ctypes.memmove(dst, src, nbytes))
+timing.DelaySampler.delay = lambda self, iterations: Delay()
+ceilings.COPY_CEILING_BYTES = 1 << 20
 stub = os.environ.get("FAKE_STUB_DIR")
 if stub:
-    perf.stub_library_dirs = lambda nvcc: [stub]
+    launch_path.stub_library_dirs = lambda nvcc: [stub]
     def selftest(binary, batches=0, warmup=0):
         proc = subprocess.run([binary, "--selftest"], capture_output=True, text=True,
                               env=dict(os.environ, LD_LIBRARY_PATH=stub), check=True)
-        return perf.parse_launch_timer_output(proc.stdout)
-    perf.run_launch_timer = selftest
+        return launch_path.parse_launch_timer_output(proc.stdout)
+    launch_path.run_launch_timer = selftest
 else:
-    perf.find_nvcc = lambda: None
+    launch_path.find_nvcc = lambda: None
 sys.exit(perf.main(sys.argv[1:]))
 '''
 
@@ -603,7 +606,7 @@ def test_fake_gpu_run_end_to_end(tmp_path, request):
     launch_goal = _by_goal(report["goals"])["launch: our enqueue per launch / C++ cuLaunchKernel <= 1.3"]
     if stub:
         assert set(report["launch"]["comparison"]) == set(LAUNCH_METRICS)
-        assert len(report["launch"]["cpp_blocks"]) == perf.LAUNCH_ALTERNATIONS
+        assert len(report["launch"]["cpp_blocks"]) == launch_path.LAUNCH_ALTERNATIONS
         assert launch_goal["status"] in (PASS, MISS)
     else:
         assert launch_goal["status"] == NOT_MEASURED and "nvcc not found" in launch_goal["detail"]
@@ -655,10 +658,9 @@ def test_python_launch_block_times_each_path_in_batches():
             calls[name] += 1
         return call
 
-    gpu = types.SimpleNamespace(stream=stream)
     invocation = types.SimpleNamespace(enqueue=counter("enqueue"))
     graph = types.SimpleNamespace(launch=counter("replay"))
-    samples = perf._python_launch_block(gpu, invocation, graph, batches=3)
+    samples = launch_path.python_launch_block(stream, invocation, graph, batches=3)
     assert set(samples) == set(LAUNCH_METRICS) and all(len(v) == 3 for v in samples.values())
     # per metric: 3 batches of BATCH calls (enqueue cost) + 3 single calls (launch + synchronize)
     assert calls == {"enqueue": 3 * BATCH + 3, "replay": 3 * BATCH + 3}

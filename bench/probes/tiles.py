@@ -17,7 +17,7 @@ this probe times the performance builds. Per case (default balanced-2048, ragged
 
 Medians over REPS batches, per launch (or invocation), with p10 / p90.
 
-    python tools/tiles_probe.py [--cases balanced-2048,ragged-2048] [--register-caps 48,40]
+    python -m bench probe tiles [--cases balanced-2048,ragged-2048] [--register-caps 48,40]
                                 [--compare-tree DIR] [--out DIR]
 
 Diagnostic only: the figures that count for the goals come from ``python -m bench``
@@ -31,13 +31,12 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from probe_timing import time_batches, write_results  # noqa: E402
-from numba_softmax.cases import EXPERIMENT_B_CASES  # noqa: E402
-from numba_softmax.launch.driver import Invocation, Stream, check  # noqa: E402
-from numba_softmax.kernels.persistent import register_capped_kernel  # noqa: E402
-from numba_softmax.tiled import SCHEDULERS, TiledBuffers, build_layout, tiled_launches, worker_plan  # noqa: E402
+from bench.probes import write_results
+from bench.timing import time_batches
+from numba_softmax.cases import EXPERIMENT_B_CASES
+from numba_softmax.launch.driver import Invocation, Stream, check
+from numba_softmax.kernels.persistent import register_capped_kernel
+from numba_softmax.tiled import SCHEDULERS, TiledBuffers, build_layout, tiled_launches, worker_plan
 
 def enqueue_of(invocation):
     return lambda stream, _: invocation.enqueue(stream)
@@ -134,7 +133,7 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench probe tiles", description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="balanced-2048,ragged-2048")
     parser.add_argument("--out", default=None)
     parser.add_argument("--register-caps", default="",
@@ -155,6 +154,3 @@ def main(argv=None):
         results.extend(probe_case(by_name[name], stream, caps, args.compare_tree))
     write_results(args.out, "tiles_probe.json", results)
 
-
-if __name__ == "__main__":
-    main()

@@ -8,7 +8,7 @@ to back over rotating input sets (more bytes than L2), between two CUDA events (
 over REPS batches / BATCH is the per-launch device time), and once alone behind a delay
 kernel, as ``bench perf`` times it (``single``: launch ramp and tail included).
 
-    python tools/fused_probe.py [--shapes 4096x128,4096x1024] [--candidates-only] [--no-pipelined] [--out DIR]
+    python -m bench probe fused [--shapes 4096x128,4096x1024] [--candidates-only] [--no-pipelined] [--out DIR]
 
 Diagnostic only: the figures that count for the goals come from ``python -m bench perf``.
 
@@ -20,8 +20,6 @@ recorded probe output (older ones are in git history).
 """
 
 import argparse
-import os
-import sys
 
 import numpy as np
 from llvmlite import ir
@@ -29,14 +27,13 @@ from numba import cuda, float32, types, uint32
 from numba.cuda import cgutils
 from numba.cuda.extending import intrinsic
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from numba_softmax.kernels.fused_row import fused_kernel_for  # noqa: E402
-from numba_softmax.kernels.vector_io import load_quad, store_quad  # noqa: E402
-from numba_softmax.launch.driver import Invocation, Stream  # noqa: E402
-from numba_softmax.launch.plan import KernelLaunch  # noqa: E402
-from probe_timing import single_timer, time_batches, time_single, write_results  # noqa: E402
-from numba_softmax.numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, WARPS_PER_BLOCK,  # noqa: E402
+from bench.probes import write_results
+from bench.timing import DelaySampler, time_batches, time_single
+from numba_softmax.kernels.fused_row import fused_kernel_for
+from numba_softmax.kernels.vector_io import load_quad, store_quad
+from numba_softmax.launch.driver import Invocation, Stream
+from numba_softmax.launch_spec import KernelLaunch
+from numba_softmax.numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, WARPS_PER_BLOCK,
                                     block_reduce_max, block_reduce_sum, f32_add, f32_div, f32_exp,
                                     f32_max, f32_sub, warp_reduce_max, warp_reduce_sum)
 
@@ -575,19 +572,19 @@ def quads_for(cols):
     return next(q for q in (1, 2, 4) if cols <= q * QUAD * BLOCK_THREADS)
 
 
-def time_variant(stream, invocations, gpu=None):
+def time_variant(stream, invocations, sampler=None):
     """Per-launch device time over the rotating input sets: back to back (batched), and with
-    ``gpu`` (a :func:`probe_timing.single_timer`) also one launch alone behind a delay kernel."""
+    ``sampler`` (a calibrated :class:`bench.timing.DelaySampler`) also one launch alone behind a delay kernel."""
     def enqueue(st, i):
         invocations[i % len(invocations)].enqueue(st)
     stats = time_batches(stream, enqueue)
-    if gpu is not None:
-        stats.update(time_single(gpu, enqueue))
+    if sampler is not None:
+        stats.update(time_single(sampler, enqueue))
     return stats
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(prog="python -m bench probe fused", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default="4096x128,4096x1024,16384x1024,4096x4096")
     parser.add_argument("--out", default=None)
     parser.add_argument("--candidates-only", action="store_true", help="skip the ablations")
@@ -595,7 +592,8 @@ def main(argv=None):
     parser.add_argument("--reference-build", default=None, help="nvcc cubins dir (built here when absent)")
     args = parser.parse_args(argv)
     stream = Stream()
-    gpu = single_timer()
+    sampler = DelaySampler()
+    sampler.calibrate_delay()
     l2 = cuda.get_current_device().L2_CACHE_SIZE
     library = None
     try:
@@ -644,7 +642,7 @@ def main(argv=None):
                                                               (BLOCK_THREADS,), (x, y))])
                 for x, y in zip(xs, ys, strict=True)]
         for name, invocations in variants.items():
-            stats = time_variant(stream, invocations, gpu)
+            stats = time_variant(stream, invocations, sampler)
             stats.update(shape=text, variant=name, tbs=2 * nbytes / stats["median_us"] / 1e6, sets=sets)
             resources = invocations[0].kernel_resources()[0]
             stats["regs"] = resources.get("registers_per_thread")
@@ -670,6 +668,3 @@ def main(argv=None):
             print(f"{text:>11} {name} == shipped bitwise: {same}")
     write_results(args.out, "fused_probe.json", results)
 
-
-if __name__ == "__main__":
-    main()

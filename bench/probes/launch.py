@@ -12,24 +12,21 @@ batches), through each layer of the launch path:
 
 Then the same after ``import torch, triton`` (the perf tool's process has both loaded).
 
-    python tools/launch_probe.py [--batches 200] [--out DIR]
+    python -m bench probe launch [--batches 200] [--out DIR]
 """
 
 import argparse
 import ctypes
 import gc
 import json
-import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from numba import cuda
 
-from numba import cuda  # noqa: E402
-
-from numba_softmax.launch.driver import Invocation, Stream, cu  # noqa: E402
-from numba_softmax.launch.plan import KernelLaunch  # noqa: E402
+from bench.probes import write_results
+from numba_softmax.launch.driver import Invocation, Stream, cu
+from numba_softmax.launch_spec import KernelLaunch
 
 BATCH = 32
 
@@ -88,7 +85,7 @@ def measure(stream, invocation, batches):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(prog="python -m bench probe launch", description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
@@ -106,11 +103,5 @@ def main(argv=None):
         results["after_torch_triton_import"] = f"skipped: {exc}"
     for name, values in results.items():
         print(name, json.dumps(values if isinstance(values, str) else {k: round(v, 3) for k, v in values.items()}))
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "launch_probe.json"), "w") as handle:
-            json.dump(results, handle, indent=1)
+    write_results(args.out, "launch_probe.json", results)
 
-
-if __name__ == "__main__":
-    main()

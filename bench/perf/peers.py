@@ -1,0 +1,435 @@
+"""Section 2 of ``python -m bench perf``: the fused kernel against its peers, per shape.
+
+Variants: ``fused`` (one ``cuLaunchKernel`` through the launch layer), ``fused_graph`` (the same
+replayed from a CUDA graph), ``cudnn``, ``torch`` and ``triton`` (optional), ``row_copy`` (a copy
+in the fused kernel's own launch geometry) and ``copy`` (``cuMemcpyDtoDAsync`` of the same bytes).
+Inputs rotate among enough input sets to defeat L2; every variant is checked before it is timed;
+each round times one invocation of every variant behind a delay kernel
+(:class:`bench.timing.DelaySampler`), in a shuffled order. The package docstring
+(:mod:`bench.perf`) gives the whole protocol.
+"""
+
+import functools
+import math
+
+import numpy as np
+
+from bench.floors import shape_name
+from bench.perf import ceilings, log
+from bench.perf.ceilings import bandwidth_tbs, logical_bytes
+from bench.protocol import BATCH, round_orders
+from bench.stats import paired_ratios, summarize
+
+#: The protocol shapes with >= 4096 rows (the peers' shapes).
+DEFAULT_SHAPES = ((4096, 128), (4096, 1024), (4096, 4096), (16384, 1024))
+PEER_MIN_ROWS = 4096
+
+FUSED, FUSED_GRAPH, CUDNN, TORCH, TRITON, COPY = "fused", "fused_graph", "cudnn", "torch", "triton", "copy"
+ROW_COPY = "row_copy"
+PEERS = (CUDNN, TORCH, TRITON)
+VARIANTS = (FUSED, FUSED_GRAPH, CUDNN, TORCH, TRITON, ROW_COPY, COPY)
+#: Variants checked bit for bit against the input (copies), not against the softmax oracle.
+COPIES = (COPY, ROW_COPY)
+
+MIN_ROUNDS = 30
+DEFAULT_ROUNDS = 50
+WARMUPS = 10
+MIN_INPUT_SETS = 4
+MAX_INPUT_SETS = 256
+L2_TRAFFIC_FACTOR = 1.5
+
+
+def parse_shape(text):
+    try:
+        rows, cols = (int(v) for v in text.strip().lower().split("x"))
+    except ValueError:
+        raise ValueError(f"bad shape {text!r}: expected ROWSxCOLS, e.g. 4096x1024") from None
+    if rows < 1 or cols < 1:
+        raise ValueError(f"bad shape {text!r}: rows and columns must be >= 1")
+    return rows, cols
+
+
+def parse_shapes(text):
+    shapes = [parse_shape(t) for t in text.split(",") if t.strip()]
+    if not shapes:
+        raise ValueError("--shapes: no shape given")
+    if len(set(shapes)) != len(shapes):
+        raise ValueError(f"--shapes: duplicate shapes in {text!r}")
+    return shapes
+
+
+def input_sets_for(set_bytes, l2_bytes, minimum=MIN_INPUT_SETS, factor=L2_TRAFFIC_FACTOR, maximum=MAX_INPUT_SETS):
+    """Input sets to rotate among: the other sets must move ``factor`` x L2 between two uses of one."""
+    if set_bytes <= 0 or l2_bytes <= 0:
+        raise ValueError("input_sets_for: sizes must be positive")
+    needed = 1 + math.ceil(factor * l2_bytes / set_bytes)
+    return int(min(maximum, max(minimum, needed)))
+
+
+def next_power_of_2(n):
+    if n < 1:
+        raise ValueError(f"next_power_of_2: n must be >= 1, got {n}")
+    return 1 << (int(n) - 1).bit_length()
+
+
+def triton_num_warps(block_size):
+    """The Triton tutorial's choice: 4 warps, 8 from 2048 columns, 16 from 4096."""
+    if block_size >= 4096:
+        return 16
+    if block_size >= 2048:
+        return 8
+    return 4
+
+
+def summarize_shape(rounds, variants, nbytes, copy_ceiling_tbs=None):
+    """Statistics of one shape's rounds (see :func:`_measure_shape` for the record layout).
+
+    ``variants``: the timed variant names. Returns ``{"variants": {name: {...}}, "ratios": {...}}``
+    where ``ratios["fused/<v>"]`` is :func:`bench.stats.paired_ratios` of event_us (fused / v per
+    round) and ``ratios["copy/fused"]`` / ``ratios["row_copy/fused"]`` the fused kernel's per-round
+    fraction of a same-size copy / of a copy in its own launch geometry; ``ratios["row_copy/<peer>"]``
+    whether even that copy is faster than the peer (>= 1: no kernel of this geometry can be).
+    """
+    out = {"variants": {}, "ratios": {}}
+    for name in variants:
+        samples = [r["samples"][name] for r in rounds if name in r["samples"]]
+        if not samples:
+            continue
+        event = summarize([s["event_us"] for s in samples])
+        entry = {
+            "event_us": event,
+            "bandwidth_tbs": bandwidth_tbs(nbytes, event["median"]),
+            "starved_samples": sum(bool(s["starved"]) for s in samples),
+            "samples": len(samples),
+        }
+        if copy_ceiling_tbs:
+            entry["fraction_of_copy_ceiling"] = entry["bandwidth_tbs"] / copy_ceiling_tbs
+        batch = [s["batch_event_us"] / s["batch_invocations"] for s in samples if "batch_event_us" in s]
+        if batch:
+            entry["batch_per_invocation_us"] = summarize(batch)
+            entry["batch_starved_samples"] = sum(bool(s["batch_starved"]) for s in samples if "batch_event_us" in s)
+        out["variants"][name] = entry
+    event_rounds = [{name: s["event_us"] for name, s in r["samples"].items()} for r in rounds]
+    if FUSED in out["variants"]:
+        for name in variants:
+            if name == FUSED or name in COPIES or name not in out["variants"]:
+                continue
+            out["ratios"][f"{FUSED}/{name}"] = paired_ratios(event_rounds, FUSED, name, "event_us")
+        for copy in COPIES:
+            if copy in out["variants"]:
+                out["ratios"][f"{copy}/{FUSED}"] = paired_ratios(event_rounds, copy, FUSED, "event_us")
+    if ROW_COPY in out["variants"]:  # could anything in the fused geometry beat this peer?
+        for peer in PEERS:
+            if peer in out["variants"]:
+                out["ratios"][f"{ROW_COPY}/{peer}"] = paired_ratios(event_rounds, ROW_COPY, peer, "event_us")
+    return out
+
+
+tl = None  # triton.language, bound by _triton_kernel() (Triton resolves a kernel's globals at compile time)
+
+
+@functools.cache
+def _triton_kernel():
+    """The tutorial's one-row-per-program softmax (imports Triton; ImportError when absent)."""
+    global tl
+    import triton
+    import triton.language as triton_language
+    tl = triton_language
+
+    @triton.jit
+    def perf_triton_softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols,
+                                   BLOCK_SIZE: tl.constexpr):
+        row_idx = tl.program_id(0)
+        row_start_ptr = input_ptr + row_idx * input_row_stride
+        col_offsets = tl.arange(0, BLOCK_SIZE)
+        mask = col_offsets < n_cols
+        row = tl.load(row_start_ptr + col_offsets, mask=mask, other=-float("inf"))
+        row_minus_max = row - tl.max(row, axis=0)
+        numerator = tl.exp(row_minus_max)
+        denominator = tl.sum(numerator, axis=0)
+        softmax_output = numerator / denominator
+        output_row_start_ptr = output_ptr + row_idx * output_row_stride
+        tl.store(output_row_start_ptr + col_offsets, softmax_output, mask=mask)
+
+    return triton, perf_triton_softmax_kernel
+
+
+class _Variant:
+    def __init__(self, name, submits, call, read_output=None):
+        self.name = name
+        self.submits = submits          # one callable(stream) per input set
+        self.call = call
+        self.read_output = read_output  # set 0's output as a host array (after a synchronize)
+        self.status = "timed"
+        self.reason = ""
+        self.extra = {}
+
+
+def _check_variant(sampler, variant, d_out0, host_x0, kind="softmax"):
+    """Fill set 0's output with NaN, run the variant once on set 0, check it. Returns a record."""
+    from numba_softmax.oracle import check_matrix
+    stream = sampler.stream
+    d_out0.copy_to_device(np.full(d_out0.shape, np.nan, dtype=np.float32), stream=stream.numba)
+    stream.synchronize()
+    variant.submits[0](stream)
+    stream.synchronize()
+    out = variant.read_output() if variant.read_output else d_out0.copy_to_host(stream=stream.numba)
+    stream.synchronize()
+    if kind == "copy":
+        passed = bool(np.array_equal(out.view(np.uint32), host_x0.view(np.uint32)))
+        return {"passed": passed, "kind": "bitwise copy of the input"}
+    result = check_matrix(out, host_x0)
+    record = result.record()
+    record["kind"] = "oracle check_matrix"
+    record["description"] = result.describe()
+    return record
+
+
+def _torch_variant(sampler, d_x, d_y, shape):
+    import torch
+    if not torch.cuda.is_available():
+        raise RuntimeError("torch.cuda.is_available() is False")
+    external = torch.cuda.ExternalStream(sampler.stream.ptr)
+    torch.cuda.set_stream(external)
+    if torch.cuda.current_stream().cuda_stream != sampler.stream.ptr:
+        raise RuntimeError("torch's current stream is not our stream after torch.cuda.set_stream")
+    tx = [torch.as_tensor(d, device="cuda") for d in d_x]
+    ty = [torch.as_tensor(d, device="cuda") for d in d_y]
+    for t, d in zip(tx + ty, list(d_x) + list(d_y), strict=True):
+        if t.data_ptr() != ceilings.device_ptr(d) or t.dtype != torch.float32 or tuple(t.shape) != tuple(shape):
+            raise RuntimeError("torch.as_tensor did not wrap our device buffer in place")
+    forms = [
+        ("torch.softmax(x, 1, out=y)", lambda x, y: torch.softmax(x, 1, out=y)),
+        ("torch._softmax(x, 1, False, out=y)", lambda x, y: torch._softmax(x, 1, False, out=y)),
+    ]
+    failures = []
+    for text, fn in forms:
+        try:
+            fn(tx[0], ty[0])
+            sampler.stream.synchronize()
+        except (TypeError, RuntimeError) as exc:
+            failures.append(f"{text}: {type(exc).__name__}: {exc}")
+            continue
+        submits = [lambda s, x=x, y=y, fn=fn: fn(x, y) for x, y in zip(tx, ty, strict=True)]
+        variant = _Variant(TORCH, submits,
+                           f"{text} on torch.cuda.ExternalStream(our stream) (torch {torch.__version__})")
+        variant.extra["out_form_failures"] = failures
+        variant.keep = (tx, ty, external)
+        return variant
+    # Neither out= form exists: the allocating call, its output read back from the last result.
+    last = {}
+
+    def alloc(s, x, i):
+        last[i] = torch.softmax(x, 1)
+    submits = [lambda s, x=x, i=i: alloc(s, x, i) for i, x in enumerate(tx)]
+    variant = _Variant(TORCH, submits, f"torch.softmax(x, 1) (allocating: no out= form worked: {failures}; "
+                                       f"torch {torch.__version__})",
+                       read_output=lambda: last[0].cpu().numpy())
+    variant.keep = (tx, ty, external, last)
+    return variant
+
+
+def _triton_variant(sampler, d_x, d_y, shape):
+    import torch
+    triton, kernel = _triton_kernel()
+    rows, cols = shape
+    if torch.cuda.current_stream().cuda_stream != sampler.stream.ptr:
+        torch.cuda.set_stream(torch.cuda.ExternalStream(sampler.stream.ptr))
+    try:
+        from triton.runtime import driver as triton_driver
+        triton_stream = triton_driver.active.get_current_stream(torch.cuda.current_device())
+        stream_check = "triton.runtime.driver.active.get_current_stream()"
+    except Exception:  # older/newer Triton: it launches on torch's current stream
+        triton_stream = torch.cuda.current_stream().cuda_stream
+        stream_check = "torch.cuda.current_stream() (Triton's launcher stream API not found)"
+    if int(triton_stream) != sampler.stream.ptr:
+        raise RuntimeError(f"Triton would launch on stream {triton_stream:#x}, not ours ({sampler.stream.ptr:#x})")
+    tx = [torch.as_tensor(d, device="cuda") for d in d_x]
+    ty = [torch.as_tensor(d, device="cuda") for d in d_y]
+    block = next_power_of_2(cols)
+    warps = triton_num_warps(block)
+
+    def launch(s, x, y):
+        kernel[(rows,)](y, x, x.stride(0), y.stride(0), cols, BLOCK_SIZE=block, num_warps=warps)
+    submits = [lambda s, x=x, y=y: launch(s, x, y) for x, y in zip(tx, ty, strict=True)]
+    variant = _Variant(TRITON, submits, f"tutorial softmax kernel, grid ({rows},), BLOCK_SIZE={block}, "
+                                        f"num_warps={warps} (triton {triton.__version__}; stream checked via "
+                                        f"{stream_check})")
+    variant.keep = (tx, ty)
+    return variant
+
+
+def _note_once(notes, message):
+    if message not in notes:
+        notes.append(message)
+
+
+def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):
+    """The variants to check and time at this shape; ``skipped[name]`` = why a peer is absent."""
+    from numba_softmax.kernels.fused_row import MAX_FUSED_COLUMNS, fused_launches
+    from numba_softmax.launch.driver import Invocation
+    from numba_softmax.launch.graphs import CapturedGraph
+
+    rows, cols = shape
+    variants = []
+    if cols <= MAX_FUSED_COLUMNS:
+        invocations = [Invocation.from_launches(f"fused-{i}", fused_launches(x, y)) for i, (x, y)
+                       in enumerate(zip(d_x, d_y, strict=True))]
+        fused = _Variant(FUSED, [inv.enqueue for inv in invocations],
+                         "Invocation.from_launches(fused_launches(x, y)).enqueue: one cuLaunchKernel")
+        fused.extra["kernel_resources"] = invocations[0].kernel_resources()
+        variants.append(fused)
+        graphs = [CapturedGraph(inv, sampler.stream) for inv in invocations]
+        fused_graph = _Variant(FUSED_GRAPH, [g.launch for g in graphs],
+                               "CapturedGraph(fused invocation).launch: one cuGraphLaunch")
+        fused_graph.extra["graph"] = graphs[0].record()
+        fused_graph.keep = graphs
+        variants.append(fused_graph)
+    else:
+        errors.append(f"{shape_name(shape)}: {cols} columns > {MAX_FUSED_COLUMNS}, the fused kernel cannot run")
+    if args.no_cudnn:
+        skipped[CUDNN] = "--no-cudnn"
+        _note_once(notes, "cuDNN peer skipped: --no-cudnn")
+    else:
+        try:
+            from numba_softmax.peers.cudnn import CudnnSoftmax
+            softmax = CudnnSoftmax(rows, cols, sampler.stream.ptr)
+            ptrs = [(ceilings.device_ptr(x), ceilings.device_ptr(y)) for x, y in zip(d_x, d_y, strict=True)]
+            submits = [lambda s, xp=xp, yp=yp: softmax.forward(xp, yp) for xp, yp in ptrs]
+            for _ in range(3):  # cuDNN's first call loads its kernels
+                submits[0](sampler.stream)
+            sampler.stream.synchronize()
+            variant = _Variant(CUDNN, submits, f"cudnnSoftmaxForward ACCURATE/INSTANCE (cuDNN "
+                                               f"{softmax.lib.version_string}, {softmax.lib.path})")
+            variant.library = softmax
+            variants.append(variant)
+        except Exception as exc:
+            skipped[CUDNN] = f"unavailable: {type(exc).__name__}: {exc}"
+            errors.append(f"{shape_name(shape)}: cuDNN unavailable (pass --no-cudnn to skip it): "
+                          f"{type(exc).__name__}: {exc}")
+    for name, enabled, factory in ((TORCH, not args.no_torch, _torch_variant),
+                                   (TRITON, not args.no_triton, _triton_variant)):
+        if not enabled:
+            skipped[name] = f"--no-{name}"
+            _note_once(notes, f"{name} peer skipped: --no-{name}")
+            continue
+        try:
+            variants.append(factory(sampler, d_x, d_y, shape))
+        except ImportError as exc:
+            skipped[name] = f"not installed ({exc})"
+            _note_once(notes, f"{name} peer skipped: not installed ({exc})")
+        except Exception as exc:  # installed but unusable: say so loudly (exit status 1)
+            skipped[name] = f"set-up failed: {type(exc).__name__}: {exc}"
+            errors.append(f"{shape_name(shape)}: {name} is installed but could not be set up, not timed "
+                          f"(pass --no-{name} to skip it): {type(exc).__name__}: {exc}")
+    if cols <= MAX_FUSED_COLUMNS:
+        from numba_softmax.kernels.row_copy import row_copy_launches
+        launches = [row_copy_launches(x, y) for x, y in zip(d_x, d_y, strict=True)]
+        invocations = [Invocation.from_launches(f"row-copy-{i}", ls) for i, ls in enumerate(launches)]
+        build = launches[0][0].kernel.py_func.__name__
+        row_copy = _Variant(ROW_COPY, [inv.enqueue for inv in invocations],
+                            f"{build}: a copy in the fused kernel's launch geometry (one 256-thread block "
+                            "per row, the same quads per thread, loads then stores)")
+        row_copy.extra["kernel_resources"] = invocations[0].kernel_resources()
+        variants.append(row_copy)
+    nbytes = rows * cols * 4
+    variants.append(_Variant(COPY, [ceilings.memcpy_submit(ceilings.device_ptr(y), ceilings.device_ptr(x), nbytes)
+                                    for x, y in zip(d_x, d_y, strict=True)],
+                             f"cuMemcpyDtoDAsync of the {nbytes:,}-byte input (same-size copy ceiling)"))
+    return variants
+
+
+def measure_shape(sampler, shape, index, args, notes, errors):
+    from numba import cuda
+
+    from numba_softmax.fixtures import matrix_fixture
+    from numba_softmax.launch.driver import device_record
+
+    rows, cols = shape
+    l2 = device_record()["l2_cache_bytes"]
+    set_bytes = logical_bytes(shape)
+    n_sets = args.input_sets if args.input_sets else input_sets_for(set_bytes, l2)
+    entry = {"name": shape_name(shape), "shape": [rows, cols], "logical_bytes": logical_bytes(shape),
+             "set_bytes": set_bytes, "l2_bytes": l2, "input_sets": n_sets,
+             "fixtures": [f"random-{i}" for i in range(n_sets)], "variants": {}}
+    log(f"{entry['name']}: {n_sets} input sets, building variants")
+    hosts = [matrix_fixture(f"random-{i}", shape) for i in range(n_sets)]
+    d_x = [cuda.to_device(h, stream=sampler.stream.numba) for h in hosts]
+    d_y = [cuda.device_array(shape, dtype=np.float32) for _ in range(n_sets)]
+    sampler.stream.synchronize()
+    skipped = {}
+    variants = _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped)
+    for name, reason in skipped.items():
+        entry["variants"][name] = {"status": "skipped", "reason": reason}
+
+    timed = []
+    for variant in variants:
+        record = entry["variants"][variant.name] = {"call": variant.call, **variant.extra}
+        try:
+            check = _check_variant(sampler, variant, d_y[0], hosts[0], "copy" if variant.name in COPIES else "softmax")
+        except Exception as exc:
+            check = {"passed": False, "error": f"{type(exc).__name__}: {exc}"}
+        record["check"] = check
+        if not check["passed"]:
+            record["status"] = "failed check"
+            record["reason"] = check.get("description") or check.get("error") or "output differs"
+            message = f"{entry['name']}: {variant.name} failed its check before timing, not timed: {record['reason']}"
+            (errors if variant.name in (FUSED, FUSED_GRAPH, *COPIES) else notes).append(message)
+            log(message)
+            continue
+        record["status"] = "timed"
+        timed.append(variant)
+
+    counter = 0
+    for variant in timed:  # warm-up, then the host enqueue window that sizes the delay kernel
+        for _ in range(max(WARMUPS, n_sets)):
+            variant.submits[counter % n_sets](sampler.stream)
+            counter += 1
+        sampler.stream.synchronize()
+        window = sampler.host_window_us(variant.submits[counter % n_sets])
+        variant.delay_single = sampler.iterations_for(window)
+        variant.delay_batch = sampler.iterations_for(window, BATCH)
+        entry["variants"][variant.name].update(host_enqueue_us=window, delay_iterations=variant.delay_single,
+                                               batch_delay_iterations=variant.delay_batch)
+
+    names = [v.name for v in timed]
+    by_name = {v.name: v for v in timed}
+    orders = round_orders(names, args.rounds, seed=args.seed + index) if names else []
+    rounds = []
+    log(f"{entry['name']}: {args.rounds} rounds of {names}")
+    for r, order in enumerate(orders):
+        record = {"round": r, "order": order, "samples": {}}
+        for name in order:
+            variant = by_name[name]
+            first = counter % n_sets
+            single, retakes, variant.delay_single = sampler.sample_unstarved([variant.submits[first]],
+                                                                             variant.delay_single)
+            counter += 1
+            batch_first = counter % n_sets
+            batch, batch_retakes, variant.delay_batch = sampler.sample_unstarved(
+                [variant.submits[(batch_first + k) % n_sets] for k in range(BATCH)], variant.delay_batch)
+            counter += BATCH
+            record["samples"][name] = {
+                "set": first, **single, "retakes": retakes,
+                "batch_first_set": batch_first, "batch_invocations": BATCH, "batch_event_us": batch["event_us"],
+                "batch_delay_gpu_us": batch["delay_gpu_us"], "batch_host_window_us": batch["host_window_us"],
+                "batch_starved": batch["starved"], "batch_retakes": batch_retakes}
+        rounds.append(record)
+    entry["rounds"] = rounds
+    copy_tbs = (args.report.get("copy_ceiling") or {}).get("bandwidth_tbs")
+    entry["analysis"] = summarize_shape(rounds, names, entry["logical_bytes"], copy_tbs)
+    starved = sum(s["starved"] for r in rounds for s in r["samples"].values())
+    retaken = sum(s.get("retakes", 0) + s.get("batch_retakes", 0) for r in rounds for s in r["samples"].values())
+    if retaken:
+        notes.append(f"{entry['name']}: {retaken} starved samples were retaken with a longer delay kernel")
+    if starved:
+        notes.append(f"{entry['name']}: {starved} single-invocation samples still had a host enqueue window >= "
+                     "the delay kernel's duration after the retakes (the GPU may have waited for the host); "
+                     "kept, counted in the table")
+    for variant in variants:
+        library = getattr(variant, "library", None)
+        if library is not None:
+            library.close()
+        for graph in getattr(variant, "keep", ()) if variant.name == FUSED_GRAPH else ():
+            graph.close()
+    return entry

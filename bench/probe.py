@@ -1,0 +1,36 @@
+"""``python -m bench probe fused|tiles|launch [OPTIONS]``: run one measurement probe (GPU only).
+
+    python -m bench probe fused  [--shapes 4096x128,...] [--candidates-only] [--no-pipelined] [--out DIR]
+    python -m bench probe tiles  [--cases balanced-2048,...] [--register-caps 48,40] [--compare-tree DIR] [--out DIR]
+    python -m bench probe launch [--batches 200] [--out DIR]
+    python -m bench probe NAME --help                 (the probe's own options)
+
+The probe modules live in ``bench/probes/``; each is imported only when it runs (they compile
+kernels at import).
+"""
+
+import argparse
+import importlib
+
+#: probe name -> (module, one line for --help)
+PROBES = {
+    "fused": ("bench.probes.fused", "where the fused kernel's time goes: ablations, candidates, its nvcc twin"),
+    "tiles": ("bench.probes.tiles", "Experiment B's timed builds per launch and per scheduler invocation"),
+    "launch": ("bench.probes.launch", "host time per launch through each layer of the launch path"),
+}
+
+
+def parser():
+    result = argparse.ArgumentParser(prog="python -m bench probe", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    probes = result.add_subparsers(dest="probe", required=True, metavar="PROBE")
+    for name, (_, summary) in PROBES.items():
+        # The probe's own parser reads its options (and --help): this level only picks the probe.
+        probes.add_parser(name, help=summary, add_help=False)
+    return result
+
+
+def main(argv=None):
+    args, rest = parser().parse_known_args(argv)
+    module = importlib.import_module(PROBES[args.probe][0])
+    return module.main(rest)

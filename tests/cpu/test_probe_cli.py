@@ -1,0 +1,34 @@
+"""``python -m bench probe``: the dispatcher picks a probe and hands it the rest of the command line."""
+
+import pytest
+
+from bench import probe
+
+
+def test_help_lists_every_probe(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        probe.main(["--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    for name in ("fused", "tiles", "launch"):
+        assert name in text and probe.PROBES[name][1].split()[0] in text
+
+
+def test_unknown_or_missing_probe_is_a_usage_error(capsys):
+    for argv in (["nope"], []):
+        with pytest.raises(SystemExit) as exit_:
+            probe.main(argv)
+        assert exit_.value.code == 2
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+def test_the_probe_reads_its_own_options(capsys):
+    # The launch probe's own parser answers --help (this level does not swallow it), under its full name.
+    with pytest.raises(SystemExit) as exit_:
+        probe.main(["launch", "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert "usage: python -m bench probe launch" in text and "--batches" in text
+    with pytest.raises(SystemExit) as exit_:
+        probe.main(["launch", "--no-such-option"])
+    assert exit_.value.code == 2
