@@ -180,3 +180,94 @@ def _sha256_of(path: Path) -> str:
         while chunk := f.read(HASH_CHUNK_BYTES):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+# ---------------------------------------------------------------- what a command may touch
+
+METADATA_NAME = "metadata.json"
+MANIFEST_NAME = "manifest.json"
+
+
+class NotARunFolder(ValueError):
+    """A command that acts on a run folder was given something else; nothing was created."""
+
+
+def require_run_folder(path: str | os.PathLike, command: str) -> Path:
+    """The folder ``path`` if it is a run folder (holds metadata.json); otherwise NotARunFolder."""
+    folder = Path(path)
+    if not folder.exists():
+        raise NotARunFolder(f"{command}: {folder} does not exist; give a run folder (one holding {METADATA_NAME})")
+    if not folder.is_dir():
+        raise NotARunFolder(f"{command}: {folder} is not a folder; give a run folder (one holding {METADATA_NAME})")
+    if not (folder / METADATA_NAME).is_file():
+        raise NotARunFolder(f"{command}: {folder} holds no {METADATA_NAME}, so it is not a run folder")
+    return folder
+
+
+def recorded_files(path: str | os.PathLike) -> dict[str, str]:
+    """path -> sha256 of every file the folder's manifest.json records ({} without a manifest)."""
+    target = Path(path) / MANIFEST_NAME
+    if not target.is_file():
+        return {}
+    document = json.loads(target.read_text(encoding="utf-8"))
+    return {entry["path"]: entry["sha256"] for entry in document.get("files", [])}
+
+
+class ProtectedFiles(FileExistsError):
+    """A write would replace evidence (a different file already there); nothing was written."""
+
+    @staticmethod
+    def describe(folder, names, count=None) -> str:
+        count = len(names) if count is None else count
+        shown = ", ".join(names) + (f" (and {count - len(names)} more)" if count > len(names) else "")
+        return f"{folder}/{MANIFEST_NAME} records {count} file(s) by hash ({shown})"
+
+
+def check_replaceable(folder: str | os.PathLike, files: dict[str, bytes], *, force: bool = False,
+                      remedy: str = "pass --out DIR to write elsewhere, or --force to replace them") -> list[str]:
+    """Refuse to replace existing files with different bytes unless ``force``; return what would change.
+
+    ``files``: path relative to ``folder`` -> the new bytes. A file the folder's manifest.json
+    records is evidence someone hashed; any other existing file is evidence this command did not
+    write now. Either way a different version replaces it only when asked.
+    """
+    folder = Path(folder)
+    recorded = recorded_files(folder)
+    changed = [rel for rel, data in sorted(files.items())
+               if (folder / rel).is_file() and (folder / rel).read_bytes() != data]
+    if changed and not force:
+        hashed = [rel for rel in changed if rel in recorded]
+        why = (f"{', '.join(hashed)} recorded by hash in {MANIFEST_NAME}" if hashed
+               else "files already there")
+        raise ProtectedFiles(f"{folder}: would replace {', '.join(changed)} ({why}) with different content; "
+                             f"{remedy}")
+    return changed
+
+
+def read_records(folder: str | os.PathLike, name: str) -> list[dict] | None:
+    """Records of ``name`` (a .jsonl file) or of its gzip-compressed ``name.gz``; None if neither exists.
+
+    Committed runs store their largest file compressed (timings.jsonl.gz); both are read the
+    same way. Both present is ambiguous and refused.
+    """
+    import gzip
+
+    plain, packed = Path(folder) / name, Path(folder) / f"{name}.gz"
+    if plain.is_file() and packed.is_file():
+        raise ValueError(f"{folder}: both {name} and {name}.gz exist; keep one of them")
+    if plain.is_file():
+        text, source = plain.read_text(encoding="utf-8"), name
+    elif packed.is_file():
+        with gzip.open(packed, "rt", encoding="utf-8") as f:
+            text, source = f.read(), f"{name}.gz"
+    else:
+        return None
+    records = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{folder}/{source} line {lineno} is not valid JSON: {exc}") from exc
+    return records

@@ -1,6 +1,11 @@
 """Hash a run folder and pack a compact review bundle (CPU work, apart from the GPU run).
 
-    python -m bench bundle DIR [--out FILE] [--max-file-bytes N]
+    python -m bench bundle DIR [--out FILE] [--max-file-bytes N] [--force]
+
+DIR is a run folder (it holds metadata.json) or a folder of run folders (as the Modal app
+writes one per experiment). An existing manifest.json or archive is replaced only when its
+content would not change, or with ``--force``: a command never overwrites evidence it did not
+write.
 
 1. ``DIR/manifest.json``: every file under DIR (path, bytes, sha256; from
    :func:`bench.artifacts.manifest`), the manifest itself excepted.
@@ -33,7 +38,8 @@ import sys
 import tarfile
 from pathlib import Path
 
-from bench.artifacts import atomic_write, atomic_write_text, manifest
+from bench.artifacts import (METADATA_NAME, NotARunFolder, ProtectedFiles, atomic_write, check_replaceable,
+                             manifest, require_run_folder)
 
 MANIFEST_NAME = "manifest.json"
 OMITTED_NAME = "omitted.txt"
@@ -91,8 +97,8 @@ def deterministic_gzip(data: bytes) -> bytes:
     return buffer.getvalue()
 
 
-def write_archive(target: Path, members: dict[str, bytes]) -> None:
-    """A tar.gz of ``members`` (archive name -> bytes), sorted, with fixed metadata; atomic."""
+def archive_bytes(members: dict[str, bytes]) -> bytes:
+    """A tar.gz of ``members`` (archive name -> bytes), sorted, with fixed metadata."""
     tar_buffer = io.BytesIO()
     with tarfile.open(fileobj=tar_buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name in sorted(members):
@@ -104,16 +110,27 @@ def write_archive(target: Path, members: dict[str, bytes]) -> None:
             info.uid = info.gid = 0
             info.uname = info.gname = ""
             tar.addfile(info, io.BytesIO(data))
-    payload = deterministic_gzip(tar_buffer.getvalue())
-    atomic_write(target, lambda f: (f.write(payload), os.fchmod(f.fileno(), 0o644)))  # meant to be read by others
+    return deterministic_gzip(tar_buffer.getvalue())
+
+
+def require_bundle_folder(run_dir: str | os.PathLike) -> Path:
+    """A run folder, or a folder whose subfolders include run folders; otherwise NotARunFolder."""
+    folder = Path(run_dir)
+    if folder.is_dir() and not (folder / METADATA_NAME).is_file():
+        if any((child / METADATA_NAME).is_file() for child in folder.iterdir() if child.is_dir()):
+            return folder
+    return require_run_folder(folder, "bundle")
 
 
 def bundle(run_dir: str | os.PathLike, out: str | os.PathLike | None = None,
-           max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> dict:
-    """Write DIR/manifest.json and the review archive; return what was done."""
-    root = Path(run_dir).resolve()
-    if not root.is_dir():
-        raise NotADirectoryError(f"bundle: {root} is not a directory")
+           max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, *, force: bool = False) -> dict:
+    """Write DIR/manifest.json and the review archive; return what was done.
+
+    Raises NotARunFolder (nothing written) unless DIR is a run folder or holds run folders,
+    and ProtectedFiles (nothing written) when manifest.json or the archive already exists with
+    different content and ``force`` is not set.
+    """
+    root = require_bundle_folder(run_dir).resolve()
     target = Path(out).resolve() if out else root.parent / f"{root.name}.bundle.tar.gz"
     entries = [e for e in manifest(root) if e["path"] != MANIFEST_NAME]
     inside = _relative_inside(target, root)
@@ -122,7 +139,6 @@ def bundle(run_dir: str | os.PathLike, out: str | os.PathLike | None = None,
     document = {"root": root.name, "algorithm": "sha256", "files": entries,
                 "total_bytes": sum(e["bytes"] for e in entries), "file_count": len(entries)}
     manifest_text = json.dumps(document, indent=2, sort_keys=True) + "\n"
-    atomic_write_text(root / MANIFEST_NAME, manifest_text)
 
     included, omitted = plan_bundle(entries, max_file_bytes)
     prefix = root.name
@@ -137,7 +153,13 @@ def bundle(run_dir: str | os.PathLike, out: str | os.PathLike | None = None,
             raise ValueError(f"bundle: two files would be stored as {name!r} (e.g. timings.jsonl and "
                              "timings.jsonl.gz side by side); keep one of them")
         members[f"{prefix}/{name}"] = data
-    write_archive(target, members)
+    payload = archive_bytes(members)
+    check_replaceable(root, {MANIFEST_NAME: manifest_text.encode("utf-8")}, force=force,
+                      remedy="the folder changed since it was hashed: pass --force to hash it again")
+    check_replaceable(target.parent, {target.name: payload}, force=force,
+                      remedy="pass --out FILE for another archive, or --force to replace it")
+    atomic_write(root / MANIFEST_NAME, lambda f: f.write(manifest_text.encode("utf-8")))
+    atomic_write(target, lambda f: (f.write(payload), os.fchmod(f.fileno(), 0o644)))  # meant to be read by others
     return {"archive": str(target), "archive_bytes": target.stat().st_size,
             "manifest": str(root / MANIFEST_NAME), "files": len(entries),
             "included": len(included), "omitted": len(omitted),
@@ -154,12 +176,18 @@ def _relative_inside(path: Path, root: Path) -> str | None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench bundle", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("dir", help="run folder (an experiment run, a profile run, or a folder holding several)")
+    parser.add_argument("dir", help="run folder (holds metadata.json), or a folder holding several")
     parser.add_argument("--out", help="archive path (default: DIR.bundle.tar.gz beside DIR)")
     parser.add_argument("--max-file-bytes", type=int, default=DEFAULT_MAX_FILE_BYTES,
                         help=f"larger files stay out and are listed in omitted.txt (default {DEFAULT_MAX_FILE_BYTES})")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing manifest.json or archive whose content would change")
     args = parser.parse_args(argv)
-    result = bundle(args.dir, args.out, args.max_file_bytes)
+    try:
+        result = bundle(args.dir, args.out, args.max_file_bytes, force=args.force)
+    except (NotARunFolder, ProtectedFiles) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"manifest: {result['manifest']} ({result['files']} files hashed)")
     print(f"bundle:   {result['archive']} ({result['archive_bytes']} bytes; {result['included']} files included, "
           f"{result['omitted']} omitted ({result['omitted_bytes']} bytes), listed in {OMITTED_NAME})")

@@ -34,9 +34,18 @@ def gpu_present():
     return libcuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
 
 
-def select_backend(stream=sys.stderr):
-    """Return True for the GPU; otherwise switch Numba to the simulator, loudly."""
+class NoGpu(RuntimeError):
+    """A GPU was required (``--expect-device``) and none is usable: nothing may run."""
+
+
+def select_backend(stream=sys.stderr, *, require_gpu_for=None):
+    """Return True for the GPU; otherwise switch Numba to the simulator, loudly.
+
+    ``require_gpu_for`` (a device model, from ``--expect-device``) forbids the fallback:
+    without a GPU it raises :class:`NoGpu` before anything is switched or printed.
+    """
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        _refuse_simulator(require_gpu_for, "NUMBA_ENABLE_CUDASIM=1 selects the simulator")
         print(SIMULATOR_BANNER, file=stream)
         return False
     if "numba" in sys.modules:
@@ -44,13 +53,25 @@ def select_backend(stream=sys.stderr):
         # Numba read NUMBA_ENABLE_CUDASIM at import, so report what it chose.
         from numba import config
         if config.ENABLE_CUDASIM:
+            _refuse_simulator(require_gpu_for, "this process already runs Numba in the simulator")
             print(SIMULATOR_BANNER, file=stream)
-        return not config.ENABLE_CUDASIM
+            return False
+        if not gpu_present():
+            raise NoGpu("no CUDA GPU found, and Numba was already imported for the GPU in this process, so the "
+                        "simulator cannot be switched on here: start a new process")
+        return True
     if gpu_present():
         return True
+    _refuse_simulator(require_gpu_for, "no CUDA GPU found (the driver did not load or reports no device)")
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     print(SIMULATOR_BANNER, file=stream)
     return False
+
+
+def _refuse_simulator(required_model, why):
+    if required_model:
+        raise NoGpu(f"--expect-device {required_model} requires that GPU, but {why}; nothing was run. "
+                    "Leave --expect-device out to validate correctness in the simulator instead")
 
 
 PACKAGES = ("numba", "numba-cuda", "llvmlite", "numpy", "cuda-bindings", "cuda-core", "cuda-python",
@@ -108,11 +129,40 @@ class DeviceMismatch(RuntimeError):
     pass
 
 
+#: The device the protocol's numbers are for; any other GPU is recorded and said loudly.
+PROTOCOL_DEVICE = "H100"
+#: Every kernel is compiled for sm_90 (Hopper), and the numerics policy is checked on that PTX.
+MIN_COMPUTE_CAPABILITY = (9, 0)
+
+
 def check_expected_device(device_name, expected):
     """The run is for one device model: a different one stops it (never silently accepted)."""
     if expected.lower() not in device_name.lower():
         raise DeviceMismatch(f"expected a {expected} but this device is {device_name!r}; "
                              f"pass --expect-device with the model you mean to measure")
+
+
+def check_device(device, expected=None):
+    """Stop on a device the run cannot use; return a loud note when it is not the protocol's, else None.
+
+    ``device``: :func:`numba_softmax.launch.driver.device_record`'s dict (name, compute_capability).
+    ``expected``: ``--expect-device`` (a hard requirement) or None (any Hopper-class GPU).
+    """
+    name = device["name"]
+    capability = tuple(device["compute_capability"])
+    if capability < MIN_COMPUTE_CAPABILITY:
+        major, minor = MIN_COMPUTE_CAPABILITY
+        raise DeviceMismatch(f"this device is {name!r} (sm_{capability[0]}{capability[1]}); the kernels need a "
+                             f"Hopper-class GPU or newer (sm_{major}{minor}+, e.g. an H100 or H200): they are "
+                             f"compiled for sm_{major}{minor}")
+    if expected:
+        check_expected_device(name, expected)
+        return None
+    if PROTOCOL_DEVICE.lower() not in name.lower():
+        return (f"NOT THE PROTOCOL'S {PROTOCOL_DEVICE}: this run measures {name!r} "
+                f"(sm_{capability[0]}{capability[1]}); its numbers are this device's, not the protocol's. "
+                f"Pass --expect-device {PROTOCOL_DEVICE} to require the protocol's device")
+    return None
 
 
 def base_metadata(gpu, argv):

@@ -104,13 +104,18 @@ def _cudnn_variant(d_x, shape, stream, cudnn_module):
     return variant
 
 
+class CudnnUnavailable(RuntimeError):
+    """cuDNN was wanted (no --no-cudnn) and did not load."""
+
+
 def _plan(args, gpu, metadata, run):
     """Stream, case factories and notes for Experiment A."""
     from numba_softmax.cases import EXPERIMENT_A_SHAPES, EXPERIMENT_A_SIM_SHAPES
 
     notes = []
     if args.shapes:
-        shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",")]
+        from bench.cli import parse_shapes
+        shapes = parse_shapes(args.shapes)
     else:
         shapes = list(EXPERIMENT_A_SHAPES if gpu else EXPERIMENT_A_SIM_SHAPES)
     if gpu:
@@ -122,14 +127,15 @@ def _plan(args, gpu, metadata, run):
         notes.append(f"simulator: shapes reduced to {shapes}; graph mode and cuDNN need a GPU")
     cudnn = None
     if gpu and not args.no_cudnn:
+        from numba_softmax.peers import cudnn as cudnn_module
         try:
-            from numba_softmax.launch import cudnn as cudnn_module
             library = cudnn_module.load_cudnn()
-            metadata["cudnn"] = {"path": library.path, "version": library.version,
-                                 "version_string": library.version_string}
-            cudnn = cudnn_module
-        except Exception as exc:  # the rest of the experiment still runs, and says so
-            notes.append(f"cuDNN unavailable, its variant is skipped: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # the protocol's third variant: missing it is a required failure
+            raise CudnnUnavailable(f"cuDNN did not load ({type(exc).__name__}: {exc}); install the 'cudnn' extra "
+                                   "(pip install -e \".[cudnn]\") or pass --no-cudnn to run without it") from exc
+        metadata["cudnn"] = {"path": library.path, "version": library.version,
+                             "version_string": library.version_string}
+        cudnn = cudnn_module
     elif not args.no_cudnn:
         notes.append("cuDNN variant skipped: no GPU")
     else:

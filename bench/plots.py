@@ -1,8 +1,9 @@
 """Plots of a run, built from its artifacts alone (timings.jsonl + metadata.json).
 
-Written to ``<run>/plots/*.png`` by :func:`bench.report.write_summary`, which links them
-from summary.md. matplotlib is optional (``pip install -e ".[plots]"``): without it
-:func:`write_plots` returns a reason and the summary says the plots were skipped.
+Drawn by :func:`render_plots` and written to ``<run>/plots/*.png`` by
+:func:`bench.report.write_summary`, which links them from summary.md. matplotlib is optional
+(``pip install -e ".[plots]"``): without it :func:`render_plots` returns a reason and the
+summary says the plots were skipped.
 
 Per experiment (X = A or B):
 
@@ -47,15 +48,18 @@ def matplotlib_available() -> str | None:
     return None
 
 
-def write_plots(run, timings, metadata) -> tuple[list[tuple[str, str]], str | None]:
-    """Write every plot; return ([(title, path relative to the run)], skipped reason or None)."""
+def render_plots(timings, metadata) -> tuple[list[tuple[str, str, bytes]], str | None]:
+    """Draw every plot; return ([(title, path relative to the run, PNG bytes)], skipped reason or None).
+
+    Nothing is written here: the report decides where the files go and whether it may replace them.
+    """
     reason = matplotlib_available()
     if reason:
         return [], reason
     measured = [m for m in timings if m.metric != BASELINE_METRIC]
     if not measured:
         return [], "no timings in this run"
-    written = []
+    rendered = []
     for experiment in _ordered({m.experiment for m in measured}, [m.experiment for m in measured]):
         records = [m for m in measured if m.experiment == experiment]
         reference = ((metadata or {}).get("ratio_reference") or {}).get(experiment)
@@ -66,13 +70,10 @@ def write_plots(run, timings, metadata) -> tuple[list[tuple[str, str]], str | No
         if reference is not None:
             figures.append(("ratios", _ratio_figure(experiment, records, reference)))
         for kind, (title, fig) in figures:
-            relpath = f"plots/{experiment}_{kind}.png"
             buffer = io.BytesIO()
             fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
-            data = buffer.getvalue()
-            run._atomic_write(relpath, lambda f, data=data: f.write(data))
-            written.append((title, relpath))
-    return written, None
+            rendered.append((title, f"plots/{experiment}_{kind}.png", buffer.getvalue()))
+    return rendered, None
 
 
 # ---------------------------------------------------------------- data

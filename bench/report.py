@@ -1,19 +1,33 @@
-"""Build summary.md from a run folder's raw records.
+"""Build summary.md (and the plots) from a run folder's raw records.
 
-The summary is derived only from files in the run folder (cases.jsonl,
-timings.jsonl, metadata.json), so anyone holding the artifacts can regenerate
-it. Output is deterministic: cases in order of first appearance, variants and
-metadata keys sorted, modes in protocol order.
+    python -m bench report DIR [--out OUTDIR] [--force] [--no-plots]
+
+The summary is derived only from files in the run folder (metadata.json, cases.jsonl,
+timings.jsonl or timings.jsonl.gz, ...), so anyone holding the artifacts can regenerate
+it. It leads with the answer: a verdict per case (median times, paired ratios against the
+reference variant, the fastest variant), the byte floors, the plots, correctness as counts
+with every failure in full; the detailed tables and every correctness record follow.
+Output is deterministic: cases in order of first appearance, variants and metadata keys
+sorted, modes in protocol order.
+
+``report`` acts only on a run folder (one holding metadata.json) and never replaces a file
+with different content (a summary someone committed, a file manifest.json records by hash)
+unless ``--force``; ``--out`` writes the summary and plots into another folder instead.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import sys
 from pathlib import Path
 
 from tabulate import tabulate
 
-from bench.artifacts import RunFolder, to_jsonable
+from bench.artifacts import (NotARunFolder, ProtectedFiles, RunFolder, atomic_write, check_replaceable, read_records,
+                             require_run_folder, to_jsonable)
+from bench.environment import PROTOCOL_DEVICE
 from bench.floors import FACTS_COPY_TBS, us_at, variant_floor_bytes
 from bench.protocol import BATCH, METRICS, MODES, Measurement
 from bench.stats import paired_ratios, summarize
@@ -28,30 +42,192 @@ TABLE_METRICS = tuple(m for m in METRICS if m != BASELINE_METRIC)
 RATIO_METRICS = ("event_us", "host_completion_us")
 GBPS_HEADER = "GB/s (logical bytes / event time)"
 FLOOR_VARIANT_ORDER = ("stages", "fused", "cudnn", "separate", "phased", "dag")
+SUMMARY_NAME = "summary.md"
 
 
-def write_summary(run: RunFolder, *, plots: bool = True) -> Path:
-    """Write summary.md (and, with matplotlib, plots/*.png) into the run folder; return its path."""
+def write_summary(run: RunFolder, *, plots: bool = True, out: str | os.PathLike | None = None,
+                  force: bool = False) -> Path:
+    """Write summary.md (and, with matplotlib, plots/*.png) into ``out`` (default: the run folder).
+
+    An existing file with different content is replaced only with ``force`` (else
+    :class:`bench.artifacts.ProtectedFiles`, and nothing is written). Returns the summary's path.
+    """
+    text, figures = render_summary(run, plots=plots)
+    files = {relpath: data for _title, relpath, data in figures}
+    files[SUMMARY_NAME] = text.encode("utf-8")
+    target = Path(out) if out is not None else run.path
+    check_replaceable(target, files, force=force)
+    for relpath, data in files.items():
+        atomic_write(target / relpath, lambda f, data=data: f.write(data))
+    return target / SUMMARY_NAME
+
+
+def render_summary(run: RunFolder, *, plots: bool = True) -> tuple[str, list[tuple[str, str, bytes]]]:
+    """summary.md's text and the plots it links [(title, relpath, PNG bytes)]; writes nothing."""
     metadata = _read_metadata(run)
-    cases = _read_optional_jsonl(run, "cases.jsonl")
-    raw_timings = _read_optional_jsonl(run, "timings.jsonl")
+    cases = read_records(run.path, "cases.jsonl")
+    raw_timings = read_records(run.path, "timings.jsonl")
     timings = [Measurement.from_record(r) for r in raw_timings or []]
+    figures, skipped = [], None
+    if timings and plots:
+        from bench.plots import render_plots
+        figures, skipped = render_plots(timings, metadata)
 
     lines = ["# Run summary", ""]
+    lines += _header_lines(metadata)
     lines += _missing_files_notice(metadata, cases, raw_timings)
     if not timings:
         lines += _no_timings_notice(metadata)
-    lines += _correctness_section(cases or [])
-    if timings and plots:
-        lines += _plots_section(run, timings, metadata)
+    lines += _verdict_section(timings, cases or [], metadata)
     if timings:
-        lines += _baseline_section(timings)
-        lines += _timing_sections(timings, cases or [], metadata)
         lines += _floor_section(timings)
-    lines += _graphs_section(_read_optional_jsonl(run, "graphs.jsonl") or [])
-    lines += trace_summary_lines(_read_optional_jsonl(run, "traces.jsonl") or [])
+    if timings and plots:
+        lines += _plots_section(figures, skipped)
+    lines += _correctness_section(cases or [])
+    if timings:
+        lines += _timing_sections(timings, cases or [], metadata)
+        lines += _baseline_section(timings)
+    lines += _graphs_section(read_records(run.path, "graphs.jsonl") or [])
+    lines += trace_summary_lines(read_records(run.path, "traces.jsonl") or [])
+    lines += _correctness_records_section(cases or [])
     lines += _metadata_section(metadata)
-    return run.write_text("summary.md", "\n".join(lines).rstrip("\n") + "\n")
+    return "\n".join(lines).rstrip("\n") + "\n", figures
+
+
+def terminal_verdict(run: RunFolder) -> str:
+    """What the main job prints last: the verdict tables and the correctness count."""
+    metadata = _read_metadata(run)
+    cases = read_records(run.path, "cases.jsonl") or []
+    timings = [Measurement.from_record(r) for r in read_records(run.path, "timings.jsonl") or []]
+    lines = _header_lines(metadata) + _verdict_section(timings, cases, metadata)
+    return "\n".join(lines).rstrip("\n")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dir", help="run folder (holds metadata.json)")
+    parser.add_argument("--out", help="write summary.md and plots/ into this folder instead of the run folder")
+    parser.add_argument("--force", action="store_true",
+                        help="replace summary.md and plots that differ, even ones manifest.json records by hash")
+    parser.add_argument("--no-plots", action="store_true", help="summary only (no matplotlib needed)")
+    args = parser.parse_args(argv)
+    try:
+        folder = require_run_folder(args.dir, "report")
+        metadata = json.loads((folder / "metadata.json").read_text(encoding="utf-8"))
+        if metadata.get("experiment") not in ("A", "B"):
+            raise NotARunFolder(f"report: {folder} is not an experiment run (its metadata.json names no experiment; "
+                                f"kind {metadata.get('kind', 'unrecorded')!r}): its summary belongs to the command "
+                                "that wrote it")
+        out = Path(args.out) if args.out else None
+        if out is not None and out.resolve() == folder.resolve():
+            out = None
+        path = write_summary(RunFolder(folder, resume=True), plots=not args.no_plots, out=out, force=args.force)
+    except (NotARunFolder, ProtectedFiles, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+# ---------------------------------------------------------------- the answer first
+
+def _header_lines(metadata) -> list[str]:
+    """One line saying what ran where, then every loud warning (wrong device, simulator, stopped)."""
+    metadata = metadata or {}
+    device = metadata.get("device") or {}
+    where = device.get("name") or ("the Numba CUDA simulator" if metadata.get("backend") == "simulator"
+                                   else "an unrecorded device")
+    capability = device.get("compute_capability")
+    if capability:
+        where += f" (sm_{capability[0]}{capability[1]})"
+    commit = ((metadata.get("git") or {}).get("commit") or "unrecorded")[:12]
+    experiment = metadata.get("experiment")
+    lines = [f"Experiment {experiment if experiment else '?'} on {where}, commit {commit}, "
+             f"started {metadata.get('started_utc', 'unrecorded')}.", ""]
+    note = metadata.get("device_note")
+    if note is None and metadata.get("backend") == "gpu" and device.get("name") \
+            and PROTOCOL_DEVICE.lower() not in device["name"].lower():
+        note = f"NOT THE PROTOCOL'S {PROTOCOL_DEVICE}: this run measures {device['name']!r}"
+    if note:
+        lines += [f"> **{note}**", ""]
+    if metadata.get("stopped"):
+        lines += [f"> **STOPPED before completing: {_escape(str(metadata['stopped']))}**", ""]
+    return lines
+
+
+def _verdict_section(timings: list[Measurement], cases: list[dict], metadata) -> list[str]:
+    """Per experiment, one row per (case, variant): median event times per mode, paired ratios against
+    the reference variant, which variant is fastest, the correctness checks."""
+    checks = _check_counts(cases)
+    passed = sum(1 for c in cases if c.get("passed") is True)
+    failed = len(cases) - passed
+    count_line = (f"Correctness: **{passed} passed, {failed} failed** of {len(cases)} correctness records"
+                  + (" (every failure is listed under Correctness)." if failed else "."))
+    events = [m for m in timings if m.metric == "event_us"]
+    experiments = list(dict.fromkeys([str(m.experiment) for m in events]
+                                     + [str(c.get("experiment")) for c in cases]))
+    lines = []
+    for experiment in experiments:
+        reference = ((metadata or {}).get("ratio_reference") or {}).get(experiment)
+        records = [m for m in events if str(m.experiment) == experiment]
+        lines += [f"## Verdict, Experiment {experiment}", ""]
+        if not records:
+            rows = [[case, variant, f"{n_pass}/{n_all} passed"]
+                    for (exp, case, variant), (n_pass, n_all) in checks.items() if exp == experiment]
+            lines += ["No timings (see above); correctness per case and variant:", "",
+                      _table(rows, ["case", "variant", "checks"]), ""]
+            continue
+        modes = [mode for mode in MODES if any(m.mode == mode for m in records)]
+        headers = ["case", "variant", *(f"{mode} event us (median)" for mode in modes)]
+        if reference:
+            headers += [f"/ {reference} ({mode}, paired)" for mode in modes]
+        headers += ["fastest", "checks"]
+        rows = []
+        for case, case_records in _group(records, lambda m: str(m.case)).items():
+            medians = {(m_variant, mode): summarize([m.per_invocation_us for m in group])["median"]
+                       for (m_variant, mode), group in _group(case_records, lambda m: (m.variant, m.mode)).items()}
+            best = {variant: min(v for (name, _), v in medians.items() if name == variant)
+                    for variant in {name for name, _ in medians}}
+            fastest = min(best, key=best.get)
+            for variant in sorted(best, key=_variant_order):
+                row = [case, variant, *(f"{medians[(variant, mode)]:.2f}" if (variant, mode) in medians else "-"
+                                        for mode in modes)]
+                if reference:
+                    row += [_verdict_ratio(case_records, variant, reference, mode) for mode in modes]
+                n_pass, n_all = checks.get((experiment, case, variant), (0, 0))
+                row += ["**fastest**" if variant == fastest else "",
+                        f"{n_pass}/{n_all} passed" if n_all else "none recorded"]
+                rows.append(row)
+        lines += [_table(rows, headers), ""]
+        if reference:
+            lines += [f"Ratios: median of the per-round ratios variant / {reference} of the event time, paired by "
+                      f"(fixture, round); > 1 is slower than {reference}. Fastest: the lowest median event time in "
+                      "the variant's better mode.", ""]
+    return lines + [count_line, ""]
+
+
+def _verdict_ratio(records, variant, reference, mode) -> str:
+    if variant == reference:
+        return "1 (reference)"
+    rounds = _rounds_table(records, mode, "event_us")
+    if not any(variant in r and reference in r for r in rounds):
+        return "-"
+    return f"{paired_ratios(rounds, variant, reference, 'event_us')['median']:.3f}"
+
+
+def _check_counts(cases: list[dict]) -> dict:
+    counts: dict = {}
+    for c in cases:
+        key = (str(c.get("experiment")), str(c.get("case")), str(c.get("variant")))
+        n_pass, n_all = counts.get(key, (0, 0))
+        counts[key] = (n_pass + (c.get("passed") is True), n_all + 1)
+    return counts
+
+
+def _variant_order(variant: str) -> tuple:
+    order = {name: i for i, name in enumerate(FLOOR_VARIANT_ORDER)}
+    return (order.get(variant, len(order)), variant)
 
 
 def _floor_section(timings: list[Measurement]) -> list[str]:
@@ -108,24 +284,28 @@ def _read_metadata(run: RunFolder) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _read_optional_jsonl(run: RunFolder, name: str) -> list[dict] | None:
-    """None means the file is absent, which the summary reports (unlike an empty file)."""
-    if not run.path_of(name).exists():
-        return None
-    return run.read_jsonl(name)
-
-
 # ---------------------------------------------------------------- notices
 
 def _missing_files_notice(metadata, cases, raw_timings) -> list[str]:
-    missing = [name for name, content in
-               (("metadata.json", metadata), ("cases.jsonl", cases), ("timings.jsonl", raw_timings))
-               if content is None]
+    simulator = (metadata or {}).get("backend") == "simulator"
+    expected = [("metadata.json", metadata), ("cases.jsonl", cases)]
+    if not simulator:  # the simulator takes no timings by design: their absence is not a missing file
+        expected.append(("timings.jsonl", raw_timings))
+    missing = [name for name, content in expected if content is None]
     return [f"> **MISSING FILE: {name}**" for name in missing] + ([""] if missing else [])
 
 
 def _no_timings_notice(metadata) -> list[str]:
     """Loud notice: a correctness-only run must never be read as a benchmark."""
+    if (metadata or {}).get("backend") == "simulator":
+        return [
+            "## NO TIMINGS WERE TAKEN",
+            "",
+            "> **Simulator run: timings are not taken in the Numba CUDA simulator, by design.** It validates "
+            "correctness on small cases only; no performance claim can be made from it.",
+            f"> Reason: {metadata.get('timing_disabled_reason') or 'simulator backend'}",
+            "",
+        ]
     reason = (metadata or {}).get("timing_disabled_reason")
     if reason is None:
         reason = "NOT RECORDED (metadata has no timing_disabled_reason, so the absence is unexplained)"
@@ -142,6 +322,7 @@ def _no_timings_notice(metadata) -> list[str]:
 # ---------------------------------------------------------------- correctness
 
 def _correctness_section(cases: list[dict]) -> list[str]:
+    """Counts, then every failed record in full; the table of every record comes near the end."""
     failed = [c for c in cases if c.get("passed") is not True]
     passed = [c for c in cases if c.get("passed") is True]
     lines = [
@@ -150,13 +331,23 @@ def _correctness_section(cases: list[dict]) -> list[str]:
         f"**{len(passed)} passed, {len(failed)} failed** of {len(cases)} correctness records.",
         "",
     ]
-    if failed:
-        lines += [f"> **{len(failed)} FAILED correctness record(s); they are listed first.**", ""]
     if not cases:
         return lines + ["No correctness records.", ""]
+    if failed:
+        lines += [f"> **{len(failed)} FAILED correctness record(s), each in full:**", ""]
+        lines += [f"- {_escape(json.dumps(to_jsonable(c), sort_keys=True))}" for c in failed] + [""]
+    return lines + ["Every record: see \"Correctness records\" below (and cases.jsonl).", ""]
+
+
+def _correctness_records_section(cases: list[dict]) -> list[str]:
+    if not cases:
+        return []
+    failed = [c for c in cases if c.get("passed") is not True]
+    passed = [c for c in cases if c.get("passed") is True]
     headers = ["status", *CORRECTNESS_KEYS[:-1], "extra"]
     rows = [_correctness_row(c) for c in failed + passed]
-    return lines + [_table(rows, headers), ""]
+    return ["## Correctness records", "", "Every record of cases.jsonl, failures first.", "",
+            _table(rows, headers), ""]
 
 
 def _correctness_row(record: dict) -> list[str]:
@@ -288,14 +479,11 @@ def _ratio_row(rounds, variant, reference, mode, metric) -> list[str]:
 
 # ---------------------------------------------------------------- plots
 
-def _plots_section(run: RunFolder, timings: list[Measurement], metadata) -> list[str]:
-    from bench.plots import write_plots
-
-    written, skipped = write_plots(run, timings, metadata)
+def _plots_section(figures, skipped) -> list[str]:
     lines = ["## Plots", ""]
     if skipped:
         return lines + [f"> **Plots skipped: {skipped}.**", ""]
-    for title, relpath in written:
+    for title, relpath, _data in figures:
         lines += [f"![{title}]({relpath})", ""]
     return lines
 

@@ -62,7 +62,8 @@ def planned_case_names(experiment: str, args, gpu: bool) -> list[str]:
 
     if experiment == "A":
         if getattr(args, "shapes", None):
-            shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",")]
+            from bench.cli import parse_shapes
+            shapes = parse_shapes(args.shapes)
         else:
             shapes = list(cases.EXPERIMENT_A_SHAPES if gpu else cases.EXPERIMENT_A_SIM_SHAPES)
         return [f"{rows}x{cols}" for rows, cols in shapes]

@@ -59,7 +59,11 @@ def capture_graphs(case, stream, run):
     return graphs
 
 
-def validate_all(case, run, stream, submitters, fixture_id, phase, save_arrays):
+def _no_step(what):
+    pass
+
+
+def validate_all(case, run, stream, submitters, fixture_id, phase, save_arrays, on_step=_no_step):
     """Run every (variant, mode) once on ``fixture_id``; check, record, compare bitwise."""
     host_input = case.load_fixture(fixture_id)
     if save_arrays:
@@ -67,6 +71,7 @@ def validate_all(case, run, stream, submitters, fixture_id, phase, save_arrays):
     outputs = {}
     failures = []
     for (variant_name, mode), submitter in submitters.items():
+        on_step(f"{phase} {fixture_id} {variant_name}/{mode}")
         variant = case.variant(variant_name)
         submitter.enqueue(stream)
         stream.synchronize()
@@ -108,7 +113,7 @@ def validate_all(case, run, stream, submitters, fixture_id, phase, save_arrays):
                               + "; ".join(failures))
 
 
-def time_case(case, run, stream, submitters, fixture_id, seed):
+def time_case(case, run, stream, submitters, fixture_id, seed, on_step=_no_step):
     """Warm-ups then shuffled rounds; every raw number goes to timings.jsonl."""
     from numba_softmax.launch.driver import Event
 
@@ -120,6 +125,7 @@ def time_case(case, run, stream, submitters, fixture_id, seed):
     run.append_jsonl("rounds.jsonl", {"experiment": case.experiment, "case": case.name,
                                       "seed": seed, "orders": orders})
     for round_index, order in enumerate(orders):
+        on_step(f"timing round {round_index + 1}/{len(orders)}")
         baseline = timing.sync_baseline_us(stream)
         run.append_jsonl("timings.jsonl", protocol.Measurement(
             experiment=case.experiment, case=case.name, variant="(none)", mode="stream",
@@ -137,16 +143,18 @@ def time_case(case, run, stream, submitters, fixture_id, seed):
                     per=per, bytes_moved=case.bytes_moved).to_record())
 
 
-def run_case(case, run, stream, *, gpu, seed, save_arrays=True):
-    """The whole protocol for one case. Raises AcceptanceError on a required failure."""
+def run_case(case, run, stream, *, gpu, seed, save_arrays=True, on_step=_no_step):
+    """The whole protocol for one case. Raises AcceptanceError on a required failure.
+    ``on_step(text)`` is told each step (fixture, variant, mode; timing round) for a progress display."""
     graphs = capture_graphs(case, stream, run) if gpu else {}
     submitters = _submitters(case, graphs)
     for fixture_id in PREFLIGHT_FIXTURES:
-        validate_all(case, run, stream, submitters, fixture_id, "preflight", save_arrays)
+        validate_all(case, run, stream, submitters, fixture_id, "preflight", save_arrays, on_step)
     timed_fixture, changed_fixture = BENCH_FIXTURES
-    validate_all(case, run, stream, submitters, timed_fixture, "before-timing", save_arrays)
+    validate_all(case, run, stream, submitters, timed_fixture, "before-timing", save_arrays, on_step)
     if gpu:
-        time_case(case, run, stream, submitters, timed_fixture, seed)
-    validate_all(case, run, stream, submitters, changed_fixture, "after-timing-changed-input", save_arrays)
+        time_case(case, run, stream, submitters, timed_fixture, seed, on_step)
+    validate_all(case, run, stream, submitters, changed_fixture, "after-timing-changed-input", save_arrays,
+                 on_step)
     for graph in graphs.values():
         graph.close()

@@ -8,6 +8,7 @@ import tarfile
 
 import pytest
 
+from bench.artifacts import NotARunFolder, ProtectedFiles
 from bench.bundle import DEFAULT_MAX_FILE_BYTES, FIXED_MTIME, bundle, plan_bundle
 from bench.cli import main as cli_main
 
@@ -118,9 +119,14 @@ def test_archive_bytes_are_deterministic(run_dir, tmp_path):
 
 def test_content_change_changes_the_archive_and_manifest(run_dir, tmp_path):
     bundle(run_dir, tmp_path / "one.tar.gz", max_file_bytes=SMALL_CAP)
+    manifest_before = (run_dir / "manifest.json").read_bytes()
     (run_dir / "cases.jsonl").write_text('{"case": "1x128", "changed": true}\n')
-    bundle(run_dir, tmp_path / "two.tar.gz", max_file_bytes=SMALL_CAP)
+    with pytest.raises(ProtectedFiles, match="changed since it was hashed"):  # the old manifest is evidence
+        bundle(run_dir, tmp_path / "two.tar.gz", max_file_bytes=SMALL_CAP)
+    assert (run_dir / "manifest.json").read_bytes() == manifest_before and not (tmp_path / "two.tar.gz").exists()
+    bundle(run_dir, tmp_path / "two.tar.gz", max_file_bytes=SMALL_CAP, force=True)
     assert (tmp_path / "one.tar.gz").read_bytes() != (tmp_path / "two.tar.gz").read_bytes()
+    assert (run_dir / "manifest.json").read_bytes() != manifest_before
 
 
 def test_archive_inside_the_folder_is_not_hashed(run_dir):
@@ -145,3 +151,40 @@ def test_cli_bundle(run_dir, tmp_path, capsys):
     archive = tmp_path / "cli.tar.gz"
     assert cli_main(["bundle", str(run_dir), "--out", str(archive), "--max-file-bytes", str(SMALL_CAP)]) == 0
     assert archive.exists() and "4 omitted" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("make", ["missing", "no-metadata", "file"])
+def test_bundle_acts_only_on_a_run_folder_and_creates_nothing(tmp_path, capsys, make):
+    target = tmp_path / "target"
+    if make == "no-metadata":
+        _write(target, "notes.txt", "not a run")
+    elif make == "file":
+        _write(tmp_path, "target", "a file")
+    before = _files(tmp_path)
+    assert cli_main(["bundle", str(target)]) == 2
+    assert "error: bundle:" in capsys.readouterr().err
+    assert _files(tmp_path) == before and not (tmp_path / "target.bundle.tar.gz").exists()
+    with pytest.raises(NotARunFolder):
+        bundle(target)
+
+
+def test_bundle_help_creates_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["bundle", "--help"])
+    assert exc.value.code == 0 and "usage: python -m bench bundle" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_of_run_folders_is_bundled(run_dir, tmp_path):
+    parent = run_dir.parent
+    result = bundle(parent, tmp_path / "all.tar.gz", max_file_bytes=SMALL_CAP)
+    assert result["files"] == len(_files(run_dir))
+
+
+def test_an_existing_different_archive_is_not_replaced(run_dir, tmp_path):
+    archive = tmp_path / "kept.tar.gz"
+    archive.write_bytes(b"someone else's archive")
+    with pytest.raises(ProtectedFiles, match="--out FILE"):
+        bundle(run_dir, archive, max_file_bytes=SMALL_CAP)
+    assert archive.read_bytes() == b"someone else's archive" and not (run_dir / "manifest.json").exists()

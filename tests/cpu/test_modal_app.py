@@ -158,7 +158,7 @@ def test_package_reports_and_bundles_on_cpu(fake_volume, tmp_path):
     from bench.artifacts import RunFolder
 
     run = RunFolder(tmp_path / "vol" / "r3" / "expA")
-    run.write_json("metadata.json", {"timing_disabled_reason": "test"})
+    run.write_json("metadata.json", {"experiment": "A", "timing_disabled_reason": "test"})
     run.append_jsonl("cases.jsonl", {"experiment": "A", "case": "1x128", "passed": True})
     run.save_array("arrays/A/1x128/input_random.npy", [1.0])
     data = _impl(modal_app.package)._raw_f("r3")

@@ -1,5 +1,8 @@
 """summary.md content for tiny synthetic runs with hand-computed numbers."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from bench.artifacts import RunFolder
@@ -169,3 +172,155 @@ def test_experiment_b_schedulers_share_the_a_b_c_floor(tmp_path):
     assert [r[2] for r in rows] == ["separate", "phased", "dag"]
     assert {r[3] for r in rows} == {"201,621,504"} and {r[5] for r in rows} == {"graph"}
     assert [r[7] for r in rows] == [f"{v / 47.4403:.2f}x" for v in (60.0, 80.0, 100.0)]
+
+
+# ---------------------------------------------------------------- the answer first
+
+def test_verdict_leads_with_medians_paired_ratios_and_the_fastest(summary):
+    verdict = summary.split("## Verdict, Experiment A", 1)[1].split("\n## ", 1)[0]
+    assert summary.index("## Verdict") < summary.index("## Correctness") < summary.index("## Timings")
+    rows = _rows(verdict)
+    assert rows[0] == ["case", "variant", "stream event us (median)", "graph event us (median)",
+                       "/ fused (stream, paired)", "/ fused (graph, paired)", "fastest", "checks"]
+    # fused: stream median 10, graph 9 (its better mode) -> fastest; separate: 36, paired ratios 4, 2, 4.5 -> 4
+    assert ["4096x1024", "fused", "10.00", "9.00", "1 (reference)", "1 (reference)", "**fastest**",
+            "1/1 passed"] in rows
+    assert ["4096x1024", "separate", "36.00", "-", "4.000", "-", "", "none recorded"] in rows
+    assert "Correctness: **1 passed, 1 failed** of 2 correctness records" in verdict
+
+
+def test_every_failure_is_listed_in_full_before_the_tables(summary):
+    correctness = summary.split("## Correctness\n", 1)[1].split("\n## ", 1)[0]
+    assert '- {"case": "7x781"' in correctness and '"note": "mask"' in correctness
+    assert summary.index('- {"case": "7x781"') < summary.index("## Correctness records")
+
+
+def test_terminal_verdict_is_the_summarys_verdict(tmp_path):
+    from bench.report import terminal_verdict
+
+    run = _make_run(tmp_path / "run", _timings(), cases=(PASSED, FAILED))
+    text = write_summary(run).read_text()
+    verdict = terminal_verdict(run)
+    assert verdict.splitlines()[-1] == "Correctness: **1 passed, 1 failed** of 2 correctness records " \
+                                       "(every failure is listed under Correctness)."
+    table = [line for line in verdict.splitlines() if line.startswith("| 4096x1024")]
+    assert table and all(line in text for line in table)
+
+
+def test_a_device_other_than_the_protocols_is_said_loudly(tmp_path):
+    metadata = dict(METADATA, backend="gpu", device={"name": "NVIDIA H200", "compute_capability": [9, 0]})
+    text = write_summary(_make_run(tmp_path / "run", _timings(), metadata=metadata), plots=False).read_text()
+    assert "> **NOT THE PROTOCOL'S H100: this run measures 'NVIDIA H200'**" in text.split("## Verdict")[0]
+    h100 = dict(metadata, device={"name": "NVIDIA H100 80GB HBM3", "compute_capability": [9, 0]})
+    assert "NOT THE PROTOCOL" not in write_summary(_make_run(tmp_path / "h100", _timings(), metadata=h100),
+                                                   plots=False).read_text()
+
+
+def test_a_stopped_run_says_why_at_the_top(tmp_path):
+    metadata = dict(METADATA, stopped="AcceptanceError: A 7x781 fixture constant: out of tolerance")
+    text = write_summary(_make_run(tmp_path / "run", _timings(), metadata=metadata), plots=False).read_text()
+    assert text.index("**STOPPED before completing: AcceptanceError") < text.index("## Verdict")
+
+
+def test_simulator_summary_says_no_timings_by_design_not_missing_file(tmp_path):
+    metadata = {"backend": "simulator", "timing_disabled_reason": "no CUDA GPU", "experiment": "A"}
+    text = write_summary(_make_run(tmp_path / "run", [], cases=(PASSED,), metadata=metadata)).read_text()
+    assert "MISSING FILE" not in text
+    assert "timings are not taken in the Numba CUDA simulator, by design" in text
+    assert ["4096x1024", "fused", "1/1 passed"] in _rows(text.split("## Verdict, Experiment A", 1)[1])
+
+
+# ---------------------------------------------------------------- the report command never loses evidence
+
+def _snapshot(root):
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("make", ["missing", "no-metadata", "file"])
+def test_report_acts_only_on_a_run_folder_and_creates_nothing(tmp_path, capsys, make):
+    from bench.cli import main
+
+    target = tmp_path / "target"
+    if make == "no-metadata":
+        target.mkdir()
+        (target / "cases.jsonl").write_text("")
+    elif make == "file":
+        target.write_text("a file")
+    before = _snapshot(tmp_path)
+    assert main(["report", str(target)]) == 2
+    assert "error: report:" in capsys.readouterr().err
+    assert _snapshot(tmp_path) == before
+
+
+def test_report_help_prints_help_and_creates_nothing(tmp_path, monkeypatch, capsys):
+    from bench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(["report", "--help"])
+    assert exc.value.code == 0 and "usage: python -m bench report" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_refuses_a_folder_that_is_not_an_experiment_run(tmp_path, capsys):
+    from bench.cli import main
+
+    run = RunFolder(tmp_path / "perf")
+    run.write_json("metadata.json", {"kind": "perf"})
+    run.write_text("perf.md", "# perf\n")
+    assert main(["report", str(run.path)]) == 2
+    assert "not an experiment run" in capsys.readouterr().err
+    assert sorted(p.name for p in run.path.iterdir()) == ["metadata.json", "perf.md"]
+
+
+def test_a_summary_recorded_in_the_manifest_is_replaced_only_with_force(tmp_path, capsys):
+    from bench.bundle import bundle
+    from bench.cli import main
+
+    run = _make_run(tmp_path / "run", _timings(), metadata=dict(METADATA, experiment="A"))
+    run.write_text("summary.md", "# the committed summary\n")
+    bundle(run.path, tmp_path / "run.tar.gz")
+    before = _snapshot(run.path)
+    assert main(["report", str(run.path), "--no-plots"]) == 2
+    assert "summary.md recorded by hash in manifest.json" in capsys.readouterr().err
+    assert _snapshot(run.path) == before
+    assert main(["report", str(run.path), "--no-plots", "--out", str(tmp_path / "elsewhere")]) == 0
+    assert "## Verdict" in (tmp_path / "elsewhere" / "summary.md").read_text() and _snapshot(run.path) == before
+    assert main(["report", str(run.path), "--no-plots", "--force"]) == 0
+    assert "## Verdict" in (run.path / "summary.md").read_text()
+
+
+def test_report_reads_timings_jsonl_gz(tmp_path):
+    import gzip
+
+    run = _make_run(tmp_path / "run", _timings())
+    data = run.path_of("timings.jsonl").read_bytes()
+    run.path_of("timings.jsonl").unlink()
+    run.path_of("timings.jsonl.gz").write_bytes(gzip.compress(data))
+    text = write_summary(run, plots=False).read_text()
+    assert "NO TIMINGS" not in text and "MISSING FILE" not in text
+    assert ["stream", "separate", "fused", "event_us", "3", "4.0000", "2.4000", "4.4000"] in _rows(text)
+
+
+COMMITTED = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "results").rglob("metadata.json"))
+
+
+@pytest.mark.skipif(not COMMITTED, reason="no results folder with metadata.json in this checkout")
+@pytest.mark.parametrize("folder", COMMITTED, ids=[p.name for p in COMMITTED])
+def test_report_on_a_copy_of_a_committed_folder_leaves_it_byte_identical(tmp_path, folder, capsys):
+    import shutil
+
+    from bench.cli import main
+
+    copy = tmp_path / folder.name
+    shutil.copytree(folder, copy)
+    committed = _snapshot(folder)
+    assert _snapshot(copy) == committed
+    status = main(["report", str(copy), "--no-plots"])
+    assert _snapshot(copy) == committed, f"report {folder.name} changed a committed file (exit {status})"
+    metadata = json.loads((folder / "metadata.json").read_text())
+    if metadata.get("experiment") in ("A", "B") and any(folder.glob("timings.jsonl*")):
+        # and what it would write elsewhere holds the committed timings (read from timings.jsonl.gz)
+        assert main(["report", str(copy), "--no-plots", "--out", str(tmp_path / "out")]) == 0
+        text = (tmp_path / "out" / "summary.md").read_text()
+        assert "NO TIMINGS" not in text and "MISSING FILE" not in text and "/ " in text.split("## Verdict")[1]

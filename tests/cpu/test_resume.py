@@ -213,7 +213,8 @@ def fake_bench(monkeypatch):
 
     plan.ratio_reference = "fused"
 
-    def run_case(case, run, stream, *, gpu, seed, save_arrays):
+    def run_case(case, run, stream, *, gpu, seed, save_arrays, on_step):
+        on_step("fake step")
         session = behaviour.get("session", 1)
         calls.append((session, case.name))
         run.append_jsonl("cases.jsonl", {"experiment": "A", "case": case.name, "session": session, "passed": True,
@@ -309,3 +310,45 @@ def test_metadata_copy_is_not_mutated_by_merge():
     frozen = copy.deepcopy(stored)
     resume.merged_metadata(stored, _metadata(), resume.ResumePlan([], [], []), {})
     assert stored == frozen
+
+
+def test_cli_a_plan_that_fails_marks_the_folder_with_the_reason(fake_bench, tmp_path, monkeypatch, capsys):
+    import bench.experiment_a
+
+    def plan(args, gpu, metadata, run):
+        raise RuntimeError("cuDNN did not load (OSError: libcudnn.so.9)")
+
+    plan.ratio_reference = "fused"
+    monkeypatch.setattr(bench.experiment_a, "EXPERIMENT_PLAN_A", plan)
+    out = tmp_path / "run"
+    assert _run(["--experiment", "A", "--shapes", "1x128", "--out", str(out)]) == 1
+    metadata = json.loads((out / "metadata.json").read_text())
+    assert metadata["stopped"] == "RuntimeError: cuDNN did not load (OSError: libcudnn.so.9)"
+    assert "marked stopped" in capsys.readouterr().err
+
+
+def test_cli_an_interrupted_case_marks_the_folder(fake_bench, tmp_path):
+    _, behaviour = fake_bench
+    behaviour["1x128"] = "kill"
+    out = tmp_path / "run"
+    with pytest.raises(_Killed):
+        _run(["--experiment", "A", "--shapes", "1x128", "--out", str(out)])
+    assert json.loads((out / "metadata.json").read_text())["stopped"].startswith("interrupted in case 1x128")
+
+
+def test_cli_resume_refuses_a_bundled_folder_unless_forced(fake_bench, tmp_path, capsys):
+    from bench.bundle import bundle
+
+    _, behaviour = fake_bench
+    out = tmp_path / "run"
+    argv = ["--experiment", "A", "--shapes", ",".join(CASES)]
+    behaviour["7x781"] = "kill"
+    with pytest.raises(_Killed):
+        _run([*argv, "--out", str(out)])
+    bundle(out, tmp_path / "run.tar.gz")
+    snapshot = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    behaviour.clear()
+    assert _run([*argv, "--resume", str(out)]) == 4
+    assert "manifest.json records" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == snapshot
+    assert _run([*argv, "--resume", str(out), "--force"]) == 0

@@ -34,7 +34,9 @@ def test_cli_in_simulator_mode(args, tmp_path):
     metadata = json.loads((out / "metadata.json").read_text())
     assert metadata["backend"] == "simulator" and metadata["timing_disabled_reason"]
     summary = (out / "summary.md").read_text()
-    assert "NO TIMINGS WERE TAKEN" in summary
+    assert "NO TIMINGS WERE TAKEN" in summary and "by design" in summary and "MISSING FILE" not in summary
+    # the terminal ends with the verdict and the correctness count
+    assert proc.stdout.splitlines()[-2].startswith(f"Correctness: **{len(records)} passed, 0 failed**")
     if "--trace" in args:
         traces = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
         assert {t["scheduler"] for t in traces} == {"separate", "phased", "dag"}
