@@ -18,6 +18,9 @@ class KernelLaunch:
     block: tuple
     args: tuple
     shared_bytes: int = 0
+    #: Launch cooperatively (every block co-resident, checked against the occupancy limit) even
+    #: when Numba does not mark the kernel cooperative: a kernel with its own grid barrier needs it.
+    cooperative: bool = False
 
 
 __all__ = ["KernelLaunch"]

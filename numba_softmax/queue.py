@@ -35,6 +35,7 @@ COUNTER_INDEX = {
     "error_worker": 4 * COUNTER_LINE_WORDS + 3,
     "a_overshoot": 4 * COUNTER_LINE_WORDS + 4,
     "head_overshoot": 4 * COUNTER_LINE_WORDS + 5,
+    "grid_barrier": 5 * COUNTER_LINE_WORDS,
 }
 A_NEXT = COUNTER_INDEX["a_next"]
 FIFO_HEAD = COUNTER_INDEX["fifo_head"]
@@ -46,9 +47,14 @@ ERROR_WAITED_ON = COUNTER_INDEX["error_waited_on"]
 ERROR_WORKER = COUNTER_INDEX["error_worker"]
 A_OVERSHOOT = COUNTER_INDEX["a_overshoot"]
 HEAD_OVERSHOOT = COUNTER_INDEX["head_overshoot"]
+#: The phased scheduler's grid barrier word (its own line). Self-resetting: each barrier adds
+#: exactly 2**31 in total, so it flips the top bit and leaves the low 31 bits at 0; it must be
+#: 0 when the buffers are allocated, and a complete phased run leaves it so. The DAG's reset
+#: zeroes it with everything else; the DAG never touches it.
+GRID_BARRIER = COUNTER_INDEX["grid_barrier"]
 COUNTER_NAMES = tuple(COUNTER_INDEX)
 #: Length of the ``counters`` array (int32 words, padding included).
-COUNTER_SLOTS = HEAD_OVERSHOOT + 1
+COUNTER_SLOTS = GRID_BARRIER + 1
 #: What ``init_queue_kernel`` writes into ``counters``: -1 in error_task, error_waited_on
 #: and error_worker ("not recorded"), 0 everywhere else.
 COUNTER_INITIAL = tuple(-1 if ERROR_TASK <= i <= ERROR_WORKER else 0 for i in range(COUNTER_SLOTS))
@@ -58,12 +64,14 @@ ERR_READY_TIMEOUT = 1
 ERR_COMPLETION_TIMEOUT = 2
 ERR_INVALID_TASK = 3
 ERR_FIFO_OVERFLOW = 4
+ERR_BARRIER_TIMEOUT = 5
 ERROR_NAMES = {
     ERR_NONE: "no error",
     ERR_READY_TIMEOUT: "waited too long for a FIFO slot's ready flag",
     ERR_COMPLETION_TIMEOUT: "waited too long for completion (no claimable task, C tiles unfinished)",
     ERR_INVALID_TASK: "read an invalid task id from a FIFO slot",
     ERR_FIFO_OVERFLOW: "FIFO overflow: a publish reserved a slot beyond the capacity",
+    ERR_BARRIER_TIMEOUT: "waited too long at a grid barrier (phased)",
 }
 
 #: Bound on every spin loop (polls); each idle poll sleeps at most 256 ns.
@@ -113,6 +121,8 @@ def describe_error(counters_host, layout=None):
         what = f"{who} read invalid task id {task} from FIFO slot {waited}"
         if layout is not None:
             what += f" (valid ids are 0..{layout.fifo_capacity - 1})"
+    elif code == ERR_BARRIER_TIMEOUT:
+        what = f"{who} waited too long at grid barrier {task}: {waited} of the workers had arrived"
     elif code == ERR_FIFO_OVERFLOW:
         what = f"{who} publishing task {task} reserved slot {waited} beyond the FIFO capacity"
         if layout is not None:

@@ -5,7 +5,9 @@ this probe times the performance builds. Per case (default balanced-2048, ragged
 
 * each launch of the separate scheduler alone (tile summary A, row combine B, tile
   normalize C), launched BATCH times back to back between two CUDA events;
-* each scheduler's whole invocation the same way (separate, phased, dag);
+* each scheduler's whole invocation the same way (separate, phased, dag), and its empty-work
+  floor (the same launches and barriers with no tasks);
+* phased and dag with the persistent build whose phased C pass runs in forward tile order;
 * a device copy x -> y of the same size with ``cuMemcpyDtoDAsync`` (C's bytes), the
   yardstick for the C kernel;
 * with ``--register-caps 48,40``: phased and dag again with the persistent kernel compiled
@@ -35,8 +37,9 @@ from bench.probes import write_results
 from bench.timing import time_batches
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.launch.driver import Invocation, Stream, check
-from numba_softmax.kernels.persistent import register_capped_kernel
-from numba_softmax.tiled import SCHEDULERS, TiledBuffers, build_layout, tiled_launches, worker_plan
+from numba_softmax.kernels.persistent import forward_c_kernel, register_capped_kernel
+from numba_softmax.tiled import (SCHEDULERS, TiledBuffers, build_layout, floor_launches, tiled_launches,
+                                 worker_plan)
 
 def enqueue_of(invocation):
     return lambda stream, _: invocation.enqueue(stream)
@@ -96,6 +99,9 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
         invocation.enqueue(stream)
         stream.synchronize()
         outputs[scheduler] = (buffers.out.copy_to_host(), buffers.intermediates())
+    for scheduler in SCHEDULERS:
+        invocation = Invocation.from_launches(f"{scheduler}-floor", floor_launches(scheduler, buffers))
+        record(f"empty-work floor: {scheduler}", time_batches(stream, enqueue_of(invocation)))
     nbytes = layout.total_elements * 4
     x, y = int(buffers.values.device_ctypes_pointer.value), int(buffers.out.device_ctypes_pointer.value)
     record("copy x -> y (C's bytes)", time_batches(stream, memcpy_step(y, x, nbytes)))
@@ -106,16 +112,7 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
     plan = worker_plan(buffers)
     results.append({"case": case.name, "what": "workers", **plan.record()})
     variants = [(f"r{cap}", f"max_registers={cap}", register_capped_kernel(cap)) for cap in register_caps]
-    if other_tree:
-        other_persistent, other_tiles = other_tree_kernels(other_tree)
-        invocation = Invocation.from_launches("separate-other", other_tiles.separate_launches(buffers))
-        record("invocation: separate other", time_batches(stream, enqueue_of(invocation)))
-        invocation.enqueue(stream)
-        stream.synchronize()
-        same = same_bits((buffers.out.copy_to_host(), buffers.intermediates()), outputs["separate"])
-        results.append({"case": case.name, "what": "bitwise: separate other == separate", "equal": bool(same)})
-        print(f"{case.name:>14} separate other == separate bitwise: {same}", flush=True)
-        variants.append(("other", f"other tree {other_tree}", other_persistent.persistent_tiles))
+    variants.append(("forward-c", "phased C tiles in forward order", forward_c_kernel()))
     for tag, label, kernel in variants:
         plan = worker_plan(buffers, kernel=kernel)
         results.append({"case": case.name, "what": f"workers, {label}", **plan.record()})
@@ -129,6 +126,27 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
             same = same_bits((buffers.out.copy_to_host(), buffers.intermediates()), outputs["separate"])
             results.append({"case": case.name, "what": f"bitwise: {scheduler} {tag} == separate", "equal": bool(same)})
             print(f"{case.name:>14} {scheduler} {tag} == separate bitwise: {same}", flush=True)
+    if other_tree:
+        # The other tree's kernels with its OWN launch lists and worker count (its block shape
+        # and launch rules may differ from this tree's); the buffers are shared.
+        from numba_softmax.launch.driver import compiled, device_sm_count
+        other_persistent, other_tiles = other_tree_kernels(other_tree)
+        threads = getattr(other_persistent, "WORKER_THREADS", other_tiles.TILE_THREADS)
+        occupancy = compiled(other_persistent.persistent_tiles, other_persistent.persistent_args(0, buffers))
+        workers = min(int(occupancy.active_blocks_per_sm(threads, 0)) * int(device_sm_count()), layout.n_tiles)
+        results.append({"case": case.name, "what": "workers, other tree", "workers": workers})
+        print(f"{case.name:>14} other tree: {workers} workers of {threads} threads", flush=True)
+        lists = {"separate": other_tiles.separate_launches(buffers),
+                 "phased": other_persistent.phased_launches(buffers, workers),
+                 "dag": other_persistent.dag_launches(buffers, workers)}
+        for scheduler, launches in lists.items():
+            invocation = Invocation.from_launches(f"{scheduler}-other", launches)
+            record(f"invocation: {scheduler} other", time_batches(stream, enqueue_of(invocation)))
+            invocation.enqueue(stream)
+            stream.synchronize()
+            same = same_bits((buffers.out.copy_to_host(), buffers.intermediates()), outputs["separate"])
+            results.append({"case": case.name, "what": f"bitwise: {scheduler} other == separate", "equal": bool(same)})
+            print(f"{case.name:>14} {scheduler} other == separate bitwise: {same}", flush=True)
     return results
 
 

@@ -191,9 +191,10 @@ class PreparedLaunch:
         self._params = ctypes.addressof(self._pointers)
         self.grid = tuple(launch.grid) + (1,) * (3 - len(launch.grid))
         self.block = tuple(launch.block) + (1,) * (3 - len(launch.block))
-        self._submit = cu.cuLaunchCooperativeKernel if self.kernel.cooperative else cu.cuLaunchKernel
+        self.cooperative = bool(self.kernel.cooperative or launch.cooperative)
+        self._submit = cu.cuLaunchCooperativeKernel if self.cooperative else cu.cuLaunchKernel
         threads = self.block[0] * self.block[1] * self.block[2]
-        if self.kernel.cooperative:
+        if self.cooperative:
             limit = self.kernel.active_blocks_per_sm(threads, launch.shared_bytes) * device_sm_count()
             blocks = self.grid[0] * self.grid[1] * self.grid[2]
             if blocks > limit:
@@ -205,7 +206,7 @@ class PreparedLaunch:
     def _bind(self, stream):
         # The whole argument tuple of the driver call, built once per stream: the hot path
         # below is one call with prebuilt arguments (host enqueue per launch is a goal of ``bench perf``).
-        extra = () if self.kernel.cooperative else (0,)
+        extra = () if self.cooperative else (0,)
         self._arguments = (self.kernel.function, *self.grid, *self.block, self.launch.shared_bytes,
                            stream.handle, self._params, *extra)
         self._stream = stream
@@ -244,7 +245,7 @@ class Invocation:
             step(stream)
 
     def kernel_resources(self):
-        return [dict(p.kernel.resources(), launch=p.launch.name,
+        return [dict(p.kernel.resources(), launch=p.launch.name, cooperative=p.cooperative,
                      grid=list(p.grid), block=list(p.block)) for p in self.launches]
 
 

@@ -14,12 +14,12 @@ from ..queue import (A_NEXT, C_DONE, ERR_COMPLETION_TIMEOUT, ERR_FIFO_OVERFLOW, 
                      verify_queue)
 from .api import TiledResult, tiled_softmax
 from .buffers import TiledBuffers, trace_task_count
-from .launches import SCHEDULERS, WorkerPlan, tiled_launches, worker_plan
+from .launches import SCHEDULERS, WorkerPlan, floor_launches, tiled_launches, worker_plan
 from .layout import TiledLayout, build_layout, check_layout
 
 __all__ = [
     "SCHEDULERS", "TiledLayout", "build_layout", "check_layout", "TiledBuffers", "trace_task_count",
-    "WorkerPlan", "worker_plan", "tiled_launches", "QueueStateError", "expected_counters",
+    "WorkerPlan", "worker_plan", "tiled_launches", "floor_launches", "QueueStateError", "expected_counters",
     "verify_counters", "verify_queue", "describe_error", "TiledResult", "tiled_softmax",
     "A_NEXT", "FIFO_HEAD", "FIFO_TAIL", "C_DONE", "ERROR_CODE", "ERROR_TASK", "ERROR_WAITED_ON",
     "ERROR_WORKER", "ERR_READY_TIMEOUT", "ERR_COMPLETION_TIMEOUT", "ERR_INVALID_TASK",

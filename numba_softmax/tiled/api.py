@@ -5,8 +5,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cases import TILE_ELEMENTS
-from ..launch.submit import launch_stream, run_launches
-from ..numerics import SIMULATOR
+from ..backend import SIMULATOR, launch_stream, run_launches
 from ..queue import DEFAULT_MAX_POLLS, verify_queue
 from ..validation import validate_packed
 from .buffers import TiledBuffers

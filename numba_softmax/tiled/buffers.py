@@ -7,7 +7,7 @@ import numpy as np
 from numba import cuda
 
 from ..kernels.tracing import TRACE_FIELDS
-from ..queue import COUNTER_INITIAL
+from ..queue import COUNTER_INITIAL, GRID_BARRIER
 from .layout import TiledLayout
 
 @dataclass(eq=False)
@@ -90,7 +90,12 @@ class TiledBuffers:
         for name, junk in (("counters", 12345), ("row_arrivals", 777), ("fifo_slots", 4242),
                            ("fifo_ready", 9)):
             arr = getattr(self, name)
-            arr.copy_to_device(np.full(arr.shape, junk, dtype=np.int32), stream=stream)
+            words = np.full(arr.shape, junk, dtype=np.int32)
+            if name == "counters":
+                # The phased grid barrier's word is never reset by a launch (it resets itself):
+                # it keeps its allocation-time 0.
+                words[GRID_BARRIER] = 0
+            arr.copy_to_device(words, stream=stream)
 
     @property
     def traced(self):

@@ -126,3 +126,41 @@ def test_negative_control_publishing_b_before_the_last_producer_is_caught(stream
     Invocation.from_launches("bad-dag", dag_launches(buffers, workers, kernel=control)).enqueue(stream)
     stream.synchronize()
     assert not check_packed(buffers.out.copy_to_host(), values, lengths).passed
+
+
+@pytest.mark.parametrize("control, scheduler", [("slot_released_early", "dag"),
+                                                ("barrier_arrive_without_fence", "phased")])
+def test_negative_controls_of_the_scheduler_warp_are_caught(stream, control, scheduler):
+    """A ring slot finished for the queue before its compute warps ran it (DAG), and a grid
+    barrier arrival made before the worker's tasks finished (phased): the oracle rejects both."""
+    from numba_softmax.kernels.persistent import negative_control_kernel
+    from numba_softmax.launch.driver import Invocation
+    from numba_softmax.tiled import TiledBuffers, build_layout, tiled_launches, worker_plan
+    lengths = EXPERIMENT_B_CASES[1].row_lengths()
+    values = packed_fixture("random", lengths)
+    buffers = TiledBuffers.allocate(build_layout(lengths, TILE_ELEMENTS), values)
+    buffers.poison(stream=stream.numba)
+    buffers.load_values(values, stream=stream.numba)
+    kernel = negative_control_kernel(control)
+    workers = worker_plan(buffers, kernel=kernel).workers
+    Invocation.from_launches(f"bad-{scheduler}", tiled_launches(scheduler, buffers, workers, kernel=kernel)).enqueue(
+        stream)
+    stream.synchronize()
+    assert not check_packed(buffers.out.copy_to_host(), values, lengths).passed
+
+
+@pytest.mark.parametrize("scheduler", ["separate", "phased", "dag"])
+def test_empty_work_floors_run_no_task(stream, scheduler):
+    from numba_softmax.launch.driver import Invocation
+    from numba_softmax.queue import ERROR_CODE, GRID_BARRIER
+    from numba_softmax.tiled import TiledBuffers, build_layout, floor_launches
+    lengths = EXPERIMENT_B_CASES[0].row_lengths()
+    buffers = TiledBuffers.allocate(build_layout(lengths, TILE_ELEMENTS), packed_fixture("random", lengths))
+    buffers.poison(stream=stream.numba)
+    Invocation.from_launches(f"{scheduler}-floor", floor_launches(scheduler, buffers)).enqueue(stream)
+    stream.synchronize()
+    assert np.all(np.isnan(buffers.out.copy_to_host()))
+    counters = buffers.counters.copy_to_host()
+    assert counters[GRID_BARRIER] == 0
+    if scheduler == "dag":
+        assert counters[ERROR_CODE] == 0

@@ -1,10 +1,11 @@
 """Experiment B schedulers in the Numba CUDA simulator (logic only, tiny cases).
 
-The simulator runs blocks one at a time and its grid barrier is a block barrier, so
-the persistent kernel runs with ONE worker (phased and DAG). The DAG may also run
-with two: block 0 drains the whole graph, block 1 then finds nothing and exits,
-which exercises the termination path. Small tiles (64 and 320 elements, 256-thread
-blocks) keep each case to seconds; the kernels read tile lengths from the layout.
+The simulator runs blocks one at a time, so the persistent kernel runs with ONE worker
+(phased and DAG): its scheduler warp, its compute warps, the ring between them and the
+named barriers (emulated there) all run as in a GPU worker. The DAG may also run with two:
+block 0 drains the whole graph, block 1 then finds nothing and exits, which exercises the
+termination path. Small tiles (64 and 320 elements) keep each case to seconds; the kernels
+read tile lengths from the layout.
 Every run starts from poisoned buffers (NaN outputs and intermediates, junk queue
 state), so an element or queue word nobody writes shows up.
 """
@@ -13,18 +14,19 @@ import numpy as np
 import pytest
 
 from numba_softmax.fixtures import packed_fixture
-from numba_softmax.kernels.persistent import (MODE_DAG, MODE_PHASED, NEGATIVE_CONTROLS, dag_launches,
-                                              init_queue_kernel, negative_control_kernel, persistent_tiles)
-from numba_softmax.queue import (C_DONE, ERR_COMPLETION_TIMEOUT, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE,
-                                 ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, A_NEXT)
-from numba_softmax.kernels.tiles import (row_combine_kernel, tile_normalize_kernel,
+from numba_softmax.kernels.persistent import (MODE_DAG, MODE_DAG_FLOOR, MODE_PHASED, MODE_PHASED_FLOOR,
+                                              NEGATIVE_CONTROLS, WORKER_THREADS, dag_launches, init_queue_kernel,
+                                              negative_control_kernel, persistent_tiles)
+from numba_softmax.queue import (A_NEXT, C_DONE, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK,
+                                 ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, GRID_BARRIER)
+from numba_softmax.kernels.tiles import (empty_tile_kernel, row_combine_kernel, tile_normalize_kernel,
                                          tile_summary_kernel)
+from numba_softmax.backend import run_launches
 from numba_softmax.kernels.tracing import TRACE_END, TRACE_START
 from numba_softmax.numerics import SIMULATOR
 from numba_softmax.oracle import check_packed
 from numba_softmax.tiled import (QueueStateError, TiledBuffers, build_layout, expected_counters,
-                                 run_launches, tiled_launches, tiled_softmax, verify_counters,
-                                 worker_plan)
+                                 floor_launches, tiled_launches, tiled_softmax, verify_counters, worker_plan)
 
 INTERMEDIATES = ("out", "tile_max", "tile_sum", "row_max", "row_sum")
 #: Small poll bound for the error-path tests (the GPU default is 2**22).
@@ -125,10 +127,10 @@ def test_dag_counters_and_queue_are_exact(request, runs_name, key):
 
 
 def test_one_worker_dag_prefers_ready_consumers():
-    # One worker, traced. Once a B or C task is published, the worker claims at most ONE more
-    # A tile before running it: the one thread 0 may claim while the A tile's announcer (lane 0
-    # of warp 1) is still publishing (the two run side by side after an A task). A worker
-    # without the preference would claim every A tile first.
+    # One worker, traced. Once a B or C task is published, the worker runs at most ONE more
+    # A tile before it: the one its scheduler warp decided into the other ring slot while the
+    # compute warps ran the task whose finish published it. A worker without the preference
+    # would claim every A tile first.
     lengths, tile, family = CASE_SMALL
     values = packed_fixture(family, lengths)
     result = tiled_softmax(values, lengths, "dag", workers=1, tile_elements=tile, trace=True)
@@ -150,7 +152,9 @@ def test_one_worker_dag_prefers_ready_consumers():
 def test_phased_mode_leaves_the_queue_state_untouched(small_runs):
     _, buffers, _ = small_runs["phased"]
     state = buffers.queue_state()
-    assert np.all(state["counters"] == 12345) and np.all(state["row_arrivals"] == 777)
+    # Only its own grid barrier word: two barriers add 2**31 each, back to 0 (it resets itself).
+    assert state["counters"][GRID_BARRIER] == 0
+    assert np.all(np.delete(state["counters"], GRID_BARRIER) == 12345) and np.all(state["row_arrivals"] == 777)
     assert np.all(state["fifo_slots"] == 4242) and np.all(state["fifo_ready"] == 9)
 
 
@@ -166,11 +170,12 @@ def test_launch_lists_of_the_three_schedulers():
     assert [launch.grid for launch in separate] == [(n_tiles,), (-(-buffers.rows // rows_per_block),), (n_tiles,)]
     assert all(launch.block == (128,) for launch in separate)  # the tile task's block
     phased = tiled_launches("phased", buffers, 1)
-    assert len(phased) == 1 and phased[0].kernel is persistent_tiles
-    assert phased[0].grid == (1,) and phased[0].args[0] == MODE_PHASED and phased[0].block == (128,)
+    assert len(phased) == 1 and phased[0].kernel is persistent_tiles and phased[0].cooperative
+    assert phased[0].grid == (1,) and phased[0].args[0] == MODE_PHASED and phased[0].block == (WORKER_THREADS,)
+    assert WORKER_THREADS == 128 + 32  # four compute warps and the scheduler warp
     dag = tiled_launches("dag", buffers, 1)
     assert [launch.kernel for launch in dag] == [init_queue_kernel, persistent_tiles]
-    assert dag[1].block == (128,)
+    assert dag[1].block == (WORKER_THREADS,) and dag[1].cooperative
     assert dag[1].args[0] == MODE_DAG and dag[1].args[1:] == phased[0].args[1:]
     assert dag[0].args[0] is buffers.counters  # fixed pointers: the same device arrays
     with pytest.raises(ValueError, match="workers=1"):
@@ -235,20 +240,29 @@ def test_invalid_task_id_is_recorded():
         verify_counters(counters, layout)
 
 
-def test_completion_wait_is_bounded_and_recorded():
-    def starved(state, layout):
-        # every A claimed and every FIFO task taken, yet no C tile will ever be counted
-        state["counters"][A_NEXT] = layout.n_tiles
-        state["counters"][FIFO_HEAD] = state["counters"][FIFO_TAIL] = layout.fifo_capacity
-    counters, layout = _seeded_dag(starved)
-    assert counters[ERROR_CODE] == ERR_COMPLETION_TIMEOUT
-    assert (counters[ERROR_TASK], counters[ERROR_WAITED_ON]) == (-1, 0)
-    with pytest.raises(QueueStateError, match=r"waited too long for completion: c_done was 0 of 3"):
-        verify_counters(counters, layout)
+def test_floor_launches_are_the_same_launches_with_no_tasks():
+    lengths, tile, family = CASE_SMALL
+    buffers = _fresh_buffers(lengths, tile, packed_fixture(family, lengths))
+    separate, floor = tiled_launches("separate", buffers), floor_launches("separate", buffers)
+    assert [launch.kernel for launch in floor] == [empty_tile_kernel] * 3
+    assert [(f.grid, f.block) for f in floor] == [(s.grid, s.block) for s in separate]
+    phased_floor = floor_launches("phased", buffers, 1)
+    assert phased_floor[0].args[0] == MODE_PHASED_FLOOR and phased_floor[0].block == (WORKER_THREADS,)
+    dag_floor = floor_launches("dag", buffers, 1)
+    assert dag_floor[1].args[0] == MODE_DAG_FLOOR and dag_floor[0].kernel is init_queue_kernel
+    # No task runs: the poisoned outputs stay NaN; the DAG floor's queue is the reset state.
+    run_launches(floor)
+    run_launches(phased_floor)
+    run_launches(dag_floor)
+    assert np.all(np.isnan(buffers.out.copy_to_host())) and np.all(np.isnan(buffers.row_sum.copy_to_host()))
+    counters = buffers.counters.copy_to_host()
+    assert counters[A_NEXT] == counters[FIFO_HEAD] == counters[C_DONE] == counters[ERROR_CODE] == 0
+    assert counters[GRID_BARRIER] == 0  # both of the phased floor's barriers ran and reset
 
 
 def test_negative_controls_are_separate_builds():
-    assert set(NEGATIVE_CONTROLS) == {"unacquired_slot_read", "first_producer_publishes_b"}
+    assert set(NEGATIVE_CONTROLS) == {"unacquired_slot_read", "first_producer_publishes_b", "slot_released_early",
+                                      "barrier_arrive_without_fence"}
     for name in NEGATIVE_CONTROLS:
         assert negative_control_kernel(name) is not persistent_tiles
     with pytest.raises(ValueError, match="unknown negative control"):
