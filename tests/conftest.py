@@ -1,5 +1,230 @@
-import os
-import sys
+"""One ``pytest`` runs every test this machine can run: CPU, GPU where there is one, and the simulator.
 
-# Shared helpers (negative controls) live beside the test folders.
+Numba reads ``NUMBA_ENABLE_CUDASIM`` once, at import: a process is either the Numba CUDA
+simulator or the real CUDA target, never both. So the tests come in three kinds:
+
+* plain tests (``tests/cpu``): this process, Numba's real target (PTX compiles without a GPU);
+* ``gpu`` tests (``tests/gpu``, and the ``[gpu]`` half of ``tests/kernels``): need a CUDA GPU;
+  without one they are skipped, with the reason;
+* ``simulator`` tests (``tests/sim``, and the ``[sim]`` half of ``tests/kernels``): run in ONE
+  child pytest process with ``NUMBA_ENABLE_CUDASIM=1``, started as soon as the tests start and
+  reported here as they finish, each under its own test id with its own outcome (a failure
+  with the child's report, a skip with its reason). They are ordered last, so the child runs
+  while this process runs the rest.
+
+``NUMBA_ENABLE_CUDASIM=1 pytest ...`` makes this process the simulator: the simulator tests
+run here and every other test is skipped with the reason. Everything the tests write goes to
+temporary folders.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+# Shared helpers (negative controls, backend markers) live beside the test folders.
 sys.path.insert(0, os.path.dirname(__file__))
+
+from numba_softmax import backend  # noqa: E402  (after the path: the helpers import it too)
+
+TESTS = Path(__file__).resolve().parent
+#: Set in the simulator child: where it writes its test reports (one JSON object per line).
+REPORTS_ENV = "NUMBA_SOFTMAX_SIMULATOR_REPORTS"
+FOLDER_MARKS = {"sim": "simulator", "gpu": "gpu"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "simulator: runs in the Numba CUDA simulator (its own process)")
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped, with the reason, without one)")
+    config.pluginmanager.register(_BackendSelection(), "backend-selection")
+    if os.environ.get(REPORTS_ENV) and backend.SIMULATOR:
+        config.pluginmanager.register(_ReportWriter(config, os.environ[REPORTS_ENV]), "simulator-report-writer")
+    elif not backend.SIMULATOR:
+        config.pluginmanager.register(_SimulatorChild(config), "simulator-child")
+
+
+def _kind(item):
+    if item.get_closest_marker("simulator"):
+        return "simulator"
+    if item.get_closest_marker("gpu"):
+        return "gpu"
+    return "plain"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = Path(str(item.path)).resolve()
+        for folder, mark in FOLDER_MARKS.items():
+            if TESTS / folder in path.parents:
+                item.add_marker(mark)
+
+
+class _BackendSelection:
+    """Runs after every other plugin's modifyitems (-k and -m deselection included)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items):
+        if backend.SIMULATOR:
+            skip = pytest.mark.skip(reason="NUMBA_ENABLE_CUDASIM=1: this process is the Numba simulator; run "
+                                           "pytest without it for the CPU and GPU tests")
+            for item in items:
+                if _kind(item) != "simulator":
+                    item.add_marker(skip)
+            return
+        if not backend.gpu_present():
+            skip = pytest.mark.skip(reason="no CUDA GPU/driver on this machine")
+            for item in items:
+                if _kind(item) == "gpu":
+                    item.add_marker(skip)
+        # The simulator tests last: their child process runs while this one runs the rest.
+        items.sort(key=lambda item: _kind(item) == "simulator")
+
+
+class _ReportWriter:
+    """In the simulator child: every test report, serialized, one JSON line each, as it happens."""
+
+    def __init__(self, config, path):
+        self.config = config
+        self.path = path
+
+    def pytest_runtest_logreport(self, report):
+        data = self.config.hook.pytest_report_to_serializable(config=self.config, report=report)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(data) + "\n")
+
+
+class _SimulatorChild:
+    """In the main process: runs the selected simulator tests in one child and reports them here."""
+
+    def __init__(self, config):
+        self.config = config
+        self.process = None
+        self.folder = None
+        self.reports = {}   # nodeid -> [TestReport] (setup, call, teardown)
+        self.kept = None    # where the child's output was kept (after a failure), said at the end
+        self._offset = 0
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtestloop(self, session):
+        items = [item for item in session.items if _kind(item) == "simulator"]
+        if items and not session.config.option.collectonly:
+            self._start(items)
+        yield
+        if self.process is not None:
+            finished = all(any(r.when == "teardown" for r in self.reports.get(item.nodeid, [])) for item in items)
+            self._stop(finished)
+
+    def _start(self, items):
+        self.folder = Path(tempfile.mkdtemp(prefix="numba-softmax-simulator-"))
+        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", **{REPORTS_ENV: str(self.folder / "reports.jsonl")})
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                   f"--basetemp={self.folder / 'tmp'}", *[item.nodeid for item in items]]
+        self.log = open(self.folder / "child.log", "w", encoding="utf-8")  # noqa: SIM115 (closed in _stop)
+        self.process = subprocess.Popen(command, cwd=self.config.rootpath, env=env, stdout=self.log,
+                                        stderr=subprocess.STDOUT)
+
+    def _read_new_reports(self):
+        path = self.folder / "reports.jsonl"
+        if not path.exists():
+            return
+        with open(path, encoding="utf-8") as handle:
+            handle.seek(self._offset)
+            while True:
+                line = handle.readline()
+                if not line.endswith("\n"):  # a line still being written: read it next time
+                    break
+                self._offset = handle.tell()
+                report = self.config.hook.pytest_report_from_serializable(config=self.config, data=json.loads(line))
+                if isinstance(report.longrepr, list):  # a skip's (path, line, reason): JSON made it a list
+                    report.longrepr = tuple(report.longrepr)
+                self.reports.setdefault(report.nodeid, []).append(report)
+
+    def _wait_for(self, nodeid):
+        while True:
+            self._read_new_reports()
+            if any(r.when == "teardown" for r in self.reports.get(nodeid, [])):
+                return self.reports[nodeid]
+            if self.process.poll() is not None:
+                self._read_new_reports()
+                return self.reports.get(nodeid, [])
+            time.sleep(0.2)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        if self.process is None or _kind(item) != "simulator":
+            return None
+        item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        reports = self._wait_for(item.nodeid)
+        if not any(r.when == "teardown" for r in reports):
+            reports = [*reports, self._missing_report(item, reports)]
+        for report in reports:
+            item.ihook.pytest_runtest_logreport(report=report)
+        item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        return True
+
+    def _missing_report(self, item, reports):
+        """The child ended without finishing this test (a crash, a collection error): a failure here."""
+        from _pytest.reports import TestReport
+
+        self.log.flush()
+        tail = (self.folder / "child.log").read_text(encoding="utf-8", errors="replace")[-6000:]
+        when = "call" if any(r.when == "setup" for r in reports) else "setup"
+        return TestReport(item.nodeid, item.location, keywords={}, outcome="failed", when=when,
+                          longrepr=f"the simulator child process (exit status {self.process.returncode}) gave no "
+                                   f"result for this test; its output ends:\n{tail}")
+
+    def _stop(self, finished):
+        try:
+            self.process.wait(timeout=120 if finished else 0)
+        except subprocess.TimeoutExpired:  # the run was interrupted (-x, Ctrl-C): do not leave the child behind
+            self.process.terminate()
+            self.process.wait(timeout=60)
+        self.log.close()
+        failed = any(r.failed for reports in self.reports.values() for r in reports)
+        if failed or self.process.returncode != 0:
+            self.kept = f"the simulator child (exit status {self.process.returncode}) left its output in {self.folder}"
+        else:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.process is not None:
+            terminalreporter.write_line(self.kept or "simulator tests: run in one child process "
+                                                     f"(exit status {self.process.returncode})")
+
+
+@pytest.fixture(scope="session")
+def stream():
+    """The stream tests launch on: the launch layer's Stream on a GPU, SimulatorStream in the simulator."""
+    return backend.stream()
+
+
+@pytest.fixture(scope="session")
+def evidence():
+    """Collects figures for results/ when NUMBA_SOFTMAX_EVIDENCE is a file path."""
+    records = {}
+    yield records
+    path = os.environ.get("NUMBA_SOFTMAX_EVIDENCE")
+    if path:
+        with open(path, "w") as handle:
+            json.dump(records, handle, indent=2, sort_keys=True, default=str)
+
+
+@pytest.fixture(scope="session")
+def reference_build_dir(tmp_path_factory):
+    """A folder for the nvcc reference build, under the tests' temporary folder (never reference_cu/build).
+
+    A current reference_cu/build of the checkout is copied in (read, never written), so a machine
+    without nvcc can still load the cubins; otherwise ``ensure_built`` builds here."""
+    from bench.reference_build import BUILD_DIR, stale_reason
+
+    folder = tmp_path_factory.mktemp("reference_build")
+    if os.path.isdir(BUILD_DIR) and stale_reason(BUILD_DIR) is None:
+        shutil.copytree(BUILD_DIR, folder, dirs_exist_ok=True)
+    return str(folder)

@@ -37,11 +37,12 @@ def _is_experiment_a(name):
 
 
 @pytest.fixture(scope="module")
-def comparison(tmp_path_factory):
+def comparison(tmp_path_factory, reference_build_dir):
     out = tmp_path_factory.mktemp("ptx-compare")
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
-    proc = subprocess.run([sys.executable, "-m", "bench", "ptx", "--compare", "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "bench", "ptx", "--compare", "--out", str(out),
+                           "--build-dir", reference_build_dir],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     report_path = out / "compare.json"
     assert report_path.exists(), f"no compare.json (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
@@ -142,9 +143,9 @@ def test_reductions_use_the_same_butterfly(comparison):
 
 
 @needs_reference
-def test_build_manifest_records_the_policy_flags():
+def test_build_manifest_records_the_policy_flags(reference_build_dir):
     from bench.reference_build import ensure_built
-    build = ensure_built()
+    build = ensure_built(reference_build_dir)
     flags = build.manifest["flags"]
     assert flags == nvcc_flags()
     for flag in ("--fmad=false", "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-arch=sm_90"):
@@ -296,13 +297,13 @@ def test_reference_sources_exist():
 # ---- the loader's argument table matches the C++ entries ----------------------------------------
 
 @needs_reference
-def test_argument_table_matches_every_entrys_parameters():
+def test_argument_table_matches_every_entrys_parameters(reference_build_dir):
     """REFERENCE_KERNELS (what the GPU harness packs) against the .param list nvcc emitted."""
     import re
 
     from bench.reference_build import ensure_built
     from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
-    build = ensure_built()
+    build = ensure_built(reference_build_dir)
     widths = {"f32*": 64, "i32*": 64, "i64*": 64, "i64": 64, "i32": 32}
     found = 0
     for name, ref in REFERENCE_KERNELS.items():

@@ -32,11 +32,11 @@ B_CASES = tuple((c.name, c.row_lengths()) for c in EXPERIMENT_B_CASES) + EXTRA_B
 
 
 @pytest.fixture(scope="session")
-def reference(evidence):
+def reference(evidence, reference_build_dir):
     from bench.reference_build import BuildError, NvccNotFound, ensure_built
     from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS, ReferenceLibrary
     try:
-        build = ensure_built()
+        build = ensure_built(reference_build_dir)
     except NvccNotFound as exc:
         pytest.skip(f"nvcc reference kernels unavailable: {exc}; and reference_cu/build is not current")
     except BuildError as exc:
