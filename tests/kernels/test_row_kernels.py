@@ -190,8 +190,8 @@ def test_kernel_resources_as_the_driver_reports_them(evidence):
 @pytest.mark.parametrize("shape", _shapes(EXPERIMENT_A_SHAPES))
 def test_row_copy_holds_no_local_memory(shape):
     d_x = cuda.device_array(shape, np.float32)
-    resources = invocation("row_copy", row_copy_launches(d_x, cuda.device_array(shape, np.float32)))
-    assert resources.kernel_resources()[0]["local_bytes_per_thread"] == 0
+    prepared = invocation("row_copy", row_copy_launches(d_x, cuda.device_array(shape, np.float32)))
+    assert prepared.kernel_resources()[0]["local_bytes_per_thread"] == 0
 
 
 @skip_on_cudasim("the race needs warps that really run at the same time (the control sleeps in one warp)")
