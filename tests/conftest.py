@@ -28,10 +28,7 @@ from pathlib import Path
 
 import pytest
 
-# Shared helpers (negative controls, backend markers) live beside the test folders.
-sys.path.insert(0, os.path.dirname(__file__))
-
-from numba_softmax import backend  # noqa: E402  (after the path: the helpers import it too)
+from numba_softmax import backend
 
 TESTS = Path(__file__).resolve().parent
 #: Set in the simulator child: where it writes its test reports (one JSON object per line).
