@@ -111,7 +111,7 @@ def test_stages_and_fused_are_bitwise_equal_to_numba(reference, stream, shape, f
     from numba_softmax.kernels.fused_row import fused_launches
     from numba_softmax.kernels.row_stages import stages_launches
     from numba_softmax.launch.driver import Invocation
-    from numba_softmax.launch.plan import KernelLaunch
+    from numba_softmax.launch_spec import KernelLaunch
     from numba_softmax.peers.nvcc_twins import (reference_fused_launches, reference_invocation,
                                                 reference_stages_launches)
     from numba_softmax.numerics import BLOCK_THREADS
