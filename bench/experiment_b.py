@@ -14,13 +14,21 @@ from numba_softmax.cases import (EXPERIMENT_B_CASES, EXPERIMENT_B_SCHEDULERS, EX
                                  TILE_ELEMENTS)
 from numba_softmax.fixtures import packed_fixture
 from numba_softmax.oracle import check_packed
-from numba_softmax.tiled import TiledBuffers, build_layout, tiled_launches, verify_queue, worker_plan
+from numba_softmax.tiled import (TiledBuffers, build_layout, floor_launches, tiled_launches, verify_queue,
+                                 worker_plan)
 
 EXPERIMENT = "B"
 RATIO_REFERENCE = "separate"
 
 
+#: Suffix of a scheduler's empty-work floor variant (the same launches and barriers, no task).
+FLOOR_SUFFIX = "-floor"
+
+
 class _SchedulerVariant:
+    #: A floor variant runs no task: it is timed, never validated.
+    floor = False
+
     def __init__(self, name, buffers, invocation, stream, workers):
         self.name = name
         self.buffers = buffers
@@ -66,6 +74,15 @@ class TiledBenchCase:
             launches = tiled_launches(scheduler, buffers, workers)
             self.variants.append(_SchedulerVariant(scheduler, buffers, make(scheduler, launches),
                                                    stream, workers))
+            # The scheduler's empty-work floor, on buffers of its own (it writes nothing but the
+            # DAG reset and the phased barrier word): what its time costs with no work.
+            floor_buffers = TiledBuffers.allocate(self.layout)
+            floor_name = scheduler + FLOOR_SUFFIX
+            floor = _SchedulerVariant(floor_name, floor_buffers,
+                                      make(floor_name, floor_launches(scheduler, floor_buffers, workers)), stream,
+                                      workers)
+            floor.floor = True
+            self.variants.append(floor)
         run.append_jsonl("layouts.jsonl", {
             "case": name, "rows": self.layout.rows, "tiles": self.layout.n_tiles,
             "elements": self.layout.total_elements, "tile_elements": TILE_ELEMENTS,

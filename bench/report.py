@@ -189,7 +189,8 @@ def _verdict_section(timings: list[Measurement], cases: list[dict], metadata) ->
                        for (m_variant, mode), group in _group(case_records, lambda m: (m.variant, m.mode)).items()}
             best = {variant: min(v for (name, _), v in medians.items() if name == variant)
                     for variant in {name for name, _ in medians}}
-            fastest = min(best, key=best.get)
+            # An empty-work floor (variant "<scheduler>-floor") is a yardstick, never the fastest.
+            fastest = min((v for v in best if not v.endswith("-floor")), key=best.get, default=None)
             for variant in sorted(best, key=_variant_order):
                 row = [case, variant, *(f"{medians[(variant, mode)]:.2f}" if (variant, mode) in medians else "-"
                                         for mode in modes)]
@@ -203,7 +204,8 @@ def _verdict_section(timings: list[Measurement], cases: list[dict], metadata) ->
         if reference:
             lines += [f"Ratios: median of the per-round ratios variant / {reference} of the event time, paired by "
                       f"(fixture, round); > 1 is slower than {reference}. Fastest: the lowest median event time in "
-                      "the variant's better mode.", ""]
+                      "the variant's better mode. A `<scheduler>-floor` row is that scheduler's empty-work floor: "
+                      "the same launches and barriers with no task (the scheduling part of its time).", ""]
     return lines + [count_line, ""]
 
 

@@ -75,6 +75,8 @@ def validate_all(case, run, stream, submitters, fixture_id, phase, save_arrays, 
         variant = case.variant(variant_name)
         submitter.enqueue(stream)
         stream.synchronize()
+        if getattr(variant, "floor", False):  # an empty-work floor: no output to check
+            continue
         variant.verify_after_invocation()
         arrays = variant.read_outputs()
         outputs[(variant_name, mode)] = arrays

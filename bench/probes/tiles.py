@@ -7,7 +7,6 @@ this probe times the performance builds. Per case (default balanced-2048, ragged
   normalize C), launched BATCH times back to back between two CUDA events;
 * each scheduler's whole invocation the same way (separate, phased, dag), and its empty-work
   floor (the same launches and barriers with no tasks);
-* phased and dag with the persistent build whose phased C pass runs in forward tile order;
 * a device copy x -> y of the same size with ``cuMemcpyDtoDAsync`` (C's bytes), the
   yardstick for the C kernel;
 * with ``--register-caps 48,40``: phased and dag again with the persistent kernel compiled
@@ -37,7 +36,7 @@ from bench.probes import write_results
 from bench.timing import time_batches
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.launch.driver import Invocation, Stream, check
-from numba_softmax.kernels.persistent import forward_c_kernel, register_capped_kernel
+from numba_softmax.kernels.persistent import register_capped_kernel
 from numba_softmax.tiled import (SCHEDULERS, TiledBuffers, build_layout, floor_launches, tiled_launches,
                                  worker_plan)
 
@@ -112,7 +111,6 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
     plan = worker_plan(buffers)
     results.append({"case": case.name, "what": "workers", **plan.record()})
     variants = [(f"r{cap}", f"max_registers={cap}", register_capped_kernel(cap)) for cap in register_caps]
-    variants.append(("forward-c", "phased C tiles in forward order", forward_c_kernel()))
     for tag, label, kernel in variants:
         plan = worker_plan(buffers, kernel=kernel)
         results.append({"case": case.name, "what": f"workers, {label}", **plan.record()})

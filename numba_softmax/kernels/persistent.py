@@ -1,104 +1,152 @@
-"""Persistent tiled softmax: one cooperative kernel of scheduler-led workers, phased or DAG mode.
+"""Persistent tiled softmax: one cooperative kernel, a phased mode and a DAG mode.
 
-Both persistent schedulers of Experiment B run the SAME compiled kernel,
-:data:`persistent_tiles`, selected by its runtime ``mode`` argument, so they share code,
-registers and occupancy (the worker count) and differ only in scheduling and reset cost.
-The task bodies are the shared helpers of :mod:`.tiles` (A: tile summary, B: row combine,
-C: tile normalize), run by the same 128 threads as in the separate kernels.
+Both schedulers of Experiment B that keep workers resident run the SAME compiled
+kernel, :data:`persistent_tiles`, selected by its runtime ``mode`` argument, so they
+share code, registers and occupancy (the worker count) and differ only in scheduling
+and reset cost. Workers are blocks of ``TILE_THREADS`` = 128 threads (the tile task's
+block, :mod:`.tiles` says why); the task bodies are the shared
+helpers of :mod:`.tiles` (A: tile summary, B: row combine, C: tile normalize).
 
-Worker = one block of ``WORKER_THREADS`` = 160 threads: four compute warps (threads 0-127,
-the tile task's threads) and one scheduler warp (threads 128-159). The scheduler warp
-decides the worker's next task while the compute warps run the current one, so neither
-deciding nor the task's metadata loads sit on the compute path:
+Mode 0, phased (:data:`MODE_PHASED`): the control with cooperative grid barriers::
 
-* a ring of ``RING_SLOTS`` = 2 task slots in shared memory (kind, index, and what the task
-  needs: tile start and length, for C the row's m and z), handed over with named barriers:
-  the scheduler fills slot s and ``barrier.arrive`` on FULL(s); the compute warps
-  ``barrier.sync`` on FULL(s), run the task, and ``barrier.arrive`` on EMPTY(s); the
-  scheduler ``barrier.sync`` on EMPTY(s) before it reuses the slot and then *finishes*
-  the task for the queue (A: row arrival and maybe B's publish; B: publish its C tiles;
-  C: count it). The task's own block reductions meet at named barrier 1 of the 128 task
-  threads (:data:`.tiles.TILE_BARRIER`), never at ``syncthreads``.
-* when it decides an A or C tile it asks the copy engine to bring the tile into L2
-  (``cp.async.bulk.prefetch.L2``): the bytes move while the compute warps finish the
-  task before it.
+    for t in range(blockIdx.x, n_tiles, gridDim.x):  A(t)         # block-level
+    grid barrier
+    for r in range(global warp id, rows, total warps):  B(r)      # warp-level
+    grid barrier
+    for t in range(blockIdx.x, n_tiles, gridDim.x):  C(t)         # m, z read directly
 
-Lane 0 of the scheduler warp does every global-memory step; the whole warp takes part in
-every barrier (lane 0's decisions reach the other lanes by ``shfl``).
+The grid barrier is this kernel's own (:func:`grid_barrier`, inside the cooperative launch):
+a block barrier, then thread 0 makes a release fence and one relaxed ``atomicAdd`` on a
+self-resetting word (block 0 adds ``2**31 - (workers - 1)``, every other block 1, so its top
+bit flips exactly when the last worker arrives), polls it relaxed until it flips, makes an
+acquire fence, and a block barrier lets the others go. Numba's ``grid.sync()`` went through
+libcudadevrt with local-memory traffic; this one costs one atomic per worker and no reset.
 
-Phased mode (:data:`MODE_PHASED`), the control: the scheduler hands out this worker's A
-tiles ``blockIdx.x + k * workers``, waits until its compute warps finished them, meets the
-other workers at a grid barrier, hands out one "B rows" task (each compute warp combines
-rows ``global warp id + k * total warps``), grid barrier, then its C tiles in REVERSE tile
-order (the tiles the A pass read last are the likeliest still in L2). No queue state, no
-reset launch. The grid barrier (:func:`grid_barrier`) is run by the scheduler's lane 0 alone
-inside the cooperative launch: a release fence, one relaxed ``atomicAdd`` on a
-self-resetting word (block 0 adds ``2**31 - (workers - 1)``, the others 1: the top bit flips
-exactly when the last worker arrives), relaxed polls until it flips, an acquire fence.
+(The loops are written as while loops: ``range`` with a run-time step computes its trip
+count with a 64-bit division call, which cost this register-bound kernel two registers.)
+It touches no queue state, so it needs no reset launch. In its A and C loops thread 0
+first prefetches the worker's next tile (``t + gridDim.x``) into L2
+(:func:`prefetch_next_tile`), so that tile's DRAM read overlaps the current tile's
+reductions (not in the trace build); the start and length that prefetch needs were loaded
+one iteration earlier, so it never waits on a load. In the C loop every thread requests
+the next tile's row index at the start of a tile and that row's m and z at its end, so a
+C tile starts with m and z in hand instead of two dependent loads.
 
-DAG mode (:data:`MODE_DAG`): the queue protocol of :mod:`numba_softmax.queue` (reset by
-:data:`init_queue_kernel` before every invocation). Deciding (the scheduler, each turn):
+Mode 1, DAG (:data:`MODE_DAG`): a dependency-driven task queue in global memory,
+freshly reset by :data:`init_queue_kernel` before every invocation:
 
-1. Prefer the FIFO: the worker holds one ticket (``atomicAdd(fifo_head, 1)``), a FIFO
-   slot. As soon as an ACQUIRE load of ``fifo_ready[ticket]`` reads 1 the scheduler takes
-   the B or C task in ``fifo_slots[ticket]`` (for C it then reads the tile's row and that
-   row's m and z: the acquire orders those loads after B's release) and asks for its next
-   ticket at once, so that round trip overlaps the task.
-2. Otherwise it claims an A tile: ``atomicAdd(a_next, 1)``.
-3. Otherwise (no A tile left, ticket not yet published) it first finishes the task in the
-   other ring slot if there is one (its arrival may be the publish its ticket waits for),
-   then polls again with a short sleep; with no ticket left and no A tile, it drains the
-   ring, adds its C tiles to ``c_done`` with one release ``atomicAdd`` and hands the
-   compute warps an EXIT. Every worker ends with one overshoot of each kind.
+* ``counters`` (int32[:data:`COUNTER_SLOTS`]), word indices :data:`A_NEXT`, :data:`FIFO_HEAD`,
+  :data:`FIFO_TAIL`, :data:`C_DONE` (one 128-byte line each: :data:`COUNTER_INDEX`),
+  :data:`ERROR_CODE`, :data:`ERROR_TASK`, :data:`ERROR_WAITED_ON`, :data:`ERROR_WORKER`,
+  :data:`A_OVERSHOOT`, :data:`HEAD_OVERSHOOT` (sharing a fifth line); reset to
+  :data:`COUNTER_INITIAL`.
+* ``row_arrivals[rows]`` = 0: finished A tiles per row.
+* ``fifo_slots[rows + n_tiles]`` = -1 and ``fifo_ready[rows + n_tiles]`` = 0: the FIFO
+  of ready consumer tasks. It holds exactly all B and C tasks, each once:
+  task id ``r`` is B(r), ``rows + t`` is C(t). A tasks never enter the FIFO; they are
+  claimed from the counter ``a_next``.
 
-So the preference is applied when the scheduler decides a slot: it looks at its ticket
-first and claims an A tile only when that slot is not yet published; a slot decided while
-no consumer was ready keeps its A tile (at most one decision ahead of the compute warps).
+Worker loop: thread 0 decides and broadcasts ``(kind, index)`` through shared memory, ONE
+``syncthreads`` per task. It makes the next decision as soon as its own part of the current
+task is done, into the other of two ``ctrl`` slots (the one the block is not reading); after
+an A task the tile's announcer, lane 0 of warp 1 (``tiles.TILE_ANNOUNCER``), which wrote the
+summary, makes the row arrival meanwhile, so the two chains of dependent round trips overlap
+instead of following each other. (So the B task that arrival publishes may find the worker
+already committed to one more A tile: thread 0 polled the FIFO before the publish landed.)
+Claims are tickets -- one ``atomicAdd``
+each, which always succeeds -- never CAS loops (a CAS claim succeeds once per atomic
+round trip, which serialized 528 workers at ~0.55 us per task on the H200). Thread 0
+holds at most one FIFO ticket (a slot of the FIFO, published or only reserved):
 
-Finishing (the scheduler, after EMPTY(s)): after A(t), whose summary the tile's announcer
-wrote before the compute warps arrived at EMPTY(s), an ``atom.acq_rel.gpu`` row arrival;
-the LAST producer of a row publishes B: ``atomicAdd(fifo_tail, 1)``, the task id into the
-slot, then ``fence.acq_rel.gpu`` and a relaxed store of the ready flag. After B(r), whose
-m and z warp 0 wrote before EMPTY(s), one ``atomicAdd(fifo_tail, count)`` reserves the
-row's C slots; all are written, one fence releases all of their flags. (The named barrier
-orders the compute threads' writes before the scheduler's release: causality order is
-transitive across scopes.)
+1. Prefer the FIFO: ``h = atomicAdd(fifo_head, 1)`` is the worker's ticket; a ticket past
+   the end (``h >= capacity``) is counted in ``head_overshoot`` and the worker takes no
+   more. As soon as an ACQUIRE load of ``fifo_ready[ticket]`` reads 1 it runs the task in
+   ``fifo_slots[ticket]`` (read together with the flag: a slot is written once, from -1,
+   so any other value is final; -1 is read again after the acquire). The NEXT ticket is
+   requested in the same decision, so its ``atomicAdd`` completes while the task runs and
+   the next decision starts with a ticket in hand (one round trip, the flag and slot read,
+   instead of a counter poll, the ticket, the flag and the slot one after another).
+2. Otherwise -- also while its ticketed slot is reserved but not yet published --
+   ``a = atomicAdd(a_next, 1)`` claims A(a) if ``a < n_tiles``; the first claim past the
+   end is counted in ``a_overshoot`` and the worker claims no more A tiles. Doing producer
+   work while waiting means every ticketed slot is eventually published: all B and C tasks
+   are published exactly once, filling exactly the FIFO's ``rows + n_tiles`` slots.
+3. Otherwise, once nothing is left to claim (no A tile, no ticket), the worker adds the C
+   tiles it finished to ``c_done`` (one release ``atomicAdd`` for all of them) and exits
+   when an acquire load of ``c_done`` shows ``n_tiles``; meanwhile it backs off and polls
+   again. So every worker that exits has one overshoot of each kind: a complete run ends
+   with ``a_overshoot == head_overshoot == workers``.
 
-Every wait is bounded by ``max_polls`` (polls with ``nanosleep`` back-off); past the bound
-the scheduler records an error (:mod:`numba_softmax.queue`: code, task, what it waited on,
-worker) and the worker exits; a waiting scheduler also exits when another worker recorded
-one. A bug can make the kernel wrong, never hang the GPU.
+After A(t) (the announcer wrote tile_max[t], tile_sum[t] inside the task), the announcer
+makes an acq_rel ``atomicAdd(row_arrivals[row], 1)``; the LAST producer (old == row_tile_count - 1)
+publishes B(row): ``slot = atomicAdd(fifo_tail, 1)``, plain store of the task id into
+``fifo_slots[slot]``, then the release pattern ``fence.acq_rel.gpu`` + relaxed store
+``fifo_ready[slot] = 1``. After B(r) (run by warp 0; its lane 0, thread 0, writes
+row_max[r], row_sum[r] first): one ``atomicAdd(fifo_tail, row_tile_count[r])`` reserves
+the row's C slots; all are written, then ONE fence releases all of their flags (relaxed
+stores after it), where a release store per flag paid a fence per C task. In C(t) every
+thread reads row_max/row_sum of the row itself, after the broadcast barrier that follows
+thread 0's acquire of the C task's ready flag. After C(t): thread 0 counts the
+tile in a register once the barrier that follows the task has passed (at its next
+decision), so that barrier puts every thread's output stores before the release
+``atomicAdd(c_done, count)`` of step 3, which is cumulative; a worker that finds nothing
+left right after a C task first decides :data:`KIND_SYNC` (no task, one more barrier).
 
-Empty-work floors (:data:`MODE_PHASED_FLOOR`, :data:`MODE_DAG_FLOOR`): the same launch,
-the same barriers and hand-offs, no tasks (the bench reports them beside the timings).
+Every wait is bounded by ``max_polls`` (:data:`DEFAULT_MAX_POLLS` = 2**22 polls with
+``nanosleep`` backoff of at most 256 ns, i.e. on the order of a second); past the bound
+thread 0 records an error (CAS on ``error_code`` from 0, so the first error wins)
+and the worker exits; every worker checks ``error_code`` before it backs off (a worker that
+keeps finding work needs no exit signal). A bug can
+make the kernel wrong, never hang the GPU. Error enum (:data:`ERROR_NAMES`):
 
-Negative controls (tests only, separate compilations selected by closure constants, never
-registered): :data:`NEGATIVE_CONTROLS`.
+===  ===========================  =====================  =============================
+code meaning                      error_task             error_waited_on
+===  ===========================  =====================  =============================
+1    ready flag never set         -1 (not yet written)   FIFO slot whose flag it polled
+2    no work and C not complete   -1                     c_done observed (of n_tiles)
+3    invalid task id in a slot    the id read            FIFO slot it was read from
+4    FIFO overflow on publish     task being published   slot index >= capacity
+===  ===========================  =====================  =============================
 
-Launch geometry: grid (workers,), block (160,), a cooperative launch (the grid barrier needs
-every worker resident); ``workers`` = occupancy API x SM count, capped by ``n_tiles``
-(:func:`numba_softmax.tiled.worker_plan`). ``init_queue_kernel``: grid-stride, grid
+``error_worker`` is the recording worker's ``blockIdx.x`` (a worker id, not an SM).
+
+Negative controls (tests only; never registered, never in the performance build):
+:func:`negative_control_kernel` builds the same kernel with one ordering rule broken,
+``"unacquired_slot_read"`` (reads ``fifo_slots[head]`` without acquiring its ready
+flag) or ``"first_producer_publishes_b"`` (the FIRST finished A tile of a row publishes
+B instead of the last). The variants are separate compilations selected by closure
+constants, so :data:`persistent_tiles` contains none of their code.
+
+Launch geometry: grid (workers,), block (128,), a cooperative launch (requested by the launch
+description: the kernel's own grid barrier needs every worker resident). ``workers`` comes
+from the occupancy API x SM count, capped by ``n_tiles`` (see
+:func:`numba_softmax.tiled.worker_plan`). ``init_queue_kernel``: grid-stride, grid
 (ceil((rows + n_tiles) / 256) capped at 1024,), block (256,).
 
-Bytes each invocation must move: x read twice (A and C; the second read may hit L2) and y
-written once, about 12N bytes for N elements, plus the tile and row summaries (16T + 8R)
-and, in DAG mode, the queue: ~8 bytes per FIFO entry and 4 per row for the reset and again
-for the run. Shared memory (static): the ring (48 B) and the reduction partials (16 B).
+Bytes each invocation must move: like the separate path, x is read twice (A and C)
+and y written once, about 12N bytes for N elements, plus the tile and row summaries
+(16T + 8R) and, in DAG mode, the queue: ~8 bytes per FIFO entry and 4 per row for
+the reset and again for the run, plus the counter atomics.
+
+Shared memory (static, no dynamic reservation): partials float32[4] (16 B), the
+broadcast ``(kind, index)`` slots int32[4] (16 B), the barrier's verdict int32[1].
+
+Empty-work floors (:data:`MODE_PHASED_FLOOR`, :data:`MODE_DAG_FLOOR`): the same launches and
+barriers with no task; the bench times them beside each scheduler.
 """
 
 from numba import cuda, float32, int32, int64
 
 from ..launch_spec import KernelLaunch
-from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE
 from ..queue import (A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_SLOTS, DEFAULT_MAX_POLLS, ERR_BARRIER_TIMEOUT,
-                     ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE,
-                     ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, GRID_BARRIER,
-                     HEAD_OVERSHOOT)
-from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, barrier_arrive, barrier_sync,
-                       broadcast_lane0, fence_acq_rel_cta, fence_acq_rel_gpu, load_acquire_gpu, load_relaxed_gpu,
-                       pause_us, store_relaxed_gpu)
+                     ERR_COMPLETION_TIMEOUT, GRID_BARRIER,
+                     ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK,
+                     ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, HEAD_OVERSHOOT)
+from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE
+from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, fence_acq_rel_gpu,
+                       load_acquire_gpu, load_relaxed_gpu, pause_us, store_relaxed_gpu)
 from .prefetch import prefetch_span_l2
-from .tiles import TILE_ANNOUNCER, TILE_THREADS, TILE_WARPS, task_a, task_b, task_c, tile_barrier
+from .tiles import TILE_ANNOUNCER, TILE_THREADS, TILE_WARPS, task_a, task_b, task_c
 from .tracing import trace_now, trace_record
 
 MODE_PHASED = 0
@@ -107,13 +155,6 @@ MODE_PHASED_FLOOR = 2
 MODE_DAG_FLOOR = 3
 MODES = {"phased": MODE_PHASED, "dag": MODE_DAG, "phased_floor": MODE_PHASED_FLOOR, "dag_floor": MODE_DAG_FLOOR}
 
-#: A worker: the tile task's compute warps plus one scheduler warp.
-SCHEDULER_WARP = TILE_WARPS
-WORKER_THREADS = TILE_THREADS + WARP_SIZE
-RING_SLOTS = 2
-#: Named barriers (0 is syncthreads, 1 the task threads' :data:`.tiles.TILE_BARRIER`).
-SLOT_FULL = 2   # + slot: the scheduler filled it
-SLOT_EMPTY = 4  # + slot: the compute warps are done with it
 
 _F32 = "float32[::1]"
 _I32 = "int32[::1]"
@@ -129,27 +170,17 @@ SIGNATURES = {
     "init_queue_kernel": f"void({_I32}, {_I32}, {_I32}, {_I32})",
 }
 
-# Task kinds in a ring slot.
+# Decisions broadcast by thread 0.
 KIND_EXIT = 0
 KIND_A = 1
 KIND_B = 2
 KIND_C = 3
-KIND_B_ROWS = 4  # phased: every compute warp combines its share of the rows
-KIND_NONE = -1   # the scheduler found nothing to decide yet (never written to a slot)
-
-# Ring slot layout: int32 words per slot, then int64 start and float32 m, z in their own arrays.
-SLOT_KIND, SLOT_INDEX, SLOT_LEN, SLOT_ROW = 0, 1, 2, 3
-SLOT_WORDS = 4
-
-#: The scheduler's ticket when it holds no FIFO slot: take one at the next decision ...
-TICKET_NONE = -1
-#: ... or never again: a ticket came back past the capacity (every B/C task has a consumer).
-TICKET_EXHAUSTED = -2
+KIND_SYNC = 4  # no task: one more barrier, so that the worker's last C tile is ordered before it counts it
 
 INIT_MAX_BLOCKS = 1024
 
 
-# ---- queue steps (scheduler lane 0 only) -----------------------------------------------------
+# ---- queue helpers (thread 0 only) ------------------------------------------------------------
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
 def record_error(counters, code, task, waited_on):
@@ -194,67 +225,24 @@ def decode_fifo_task(task, slot, rows, n_tiles, counters):
     return int32(KIND_EXIT), int32(-1)
 
 
-def _make_scheduler_steps(acquire_ready, publish_after_last):
-    """The DAG scheduler's two queue steps, ``try_decide`` and ``finish``; the flags break one
-    ordering rule each for the negative controls (both true in every shipped build)."""
-
-    @cuda.jit(device=True, **KERNEL_OPTIONS)
-    def try_decide(counters, fifo_slots, fifo_ready, rows, n_tiles, ticket, a_done):
-        """One non-blocking attempt: ``(kind, index, ticket, a_done)``, kind KIND_NONE when the
-        ticketed slot is not published yet and no A tile can be claimed."""
-        capacity = fifo_slots.shape[0]
-        if ticket == TICKET_NONE:
-            ticket = cuda.atomic.add(counters, FIFO_HEAD, 1)
-        if ticket >= capacity:
-            cuda.atomic.add(counters, HEAD_OVERSHOOT, 1)
-            ticket = int32(TICKET_EXHAUSTED)
-        if ticket >= 0:
-            if acquire_ready:
-                task = load_relaxed_gpu(fifo_slots, ticket)
-                ready = load_acquire_gpu(fifo_ready, ticket) == 1
-                if ready and task < 0:  # read before the publish: after the acquire it is visible
-                    task = fifo_slots[ticket]
-            else:  # negative control: take the slot without acquiring its ready flag
-                task = fifo_slots[ticket]
-                ready = True
-            if ready:
-                kind, index = decode_fifo_task(task, ticket, rows, n_tiles, counters)
-                following = int32(TICKET_NONE)
-                if kind != KIND_EXIT:  # the next ticket's round trip overlaps this task
-                    following = cuda.atomic.add(counters, FIFO_HEAD, 1)
-                return kind, index, following, a_done
-        if not a_done:
-            a = cuda.atomic.add(counters, A_NEXT, 1)
-            if a < n_tiles:
-                return int32(KIND_A), int32(a), ticket, a_done
-            cuda.atomic.add(counters, A_OVERSHOOT, 1)
-            a_done = True
-        return int32(KIND_NONE), int32(-1), ticket, a_done
-
-    @cuda.jit(device=True, **KERNEL_OPTIONS)
-    def finish(kind, index, row, rows, counters, row_arrivals, row_first_tile, row_tile_count, fifo_slots,
-               fifo_ready, c_count):
-        """The queue's part of a finished task; returns the worker's C count."""
-        if kind == KIND_A:
-            old = atomic_add_acq_rel_gpu(row_arrivals, row, 1)
-            if publish_after_last:
-                publish = old == row_tile_count[row] - 1
-            else:  # negative control: the FIRST finished producer publishes B
-                publish = old == 0
-            if publish:
-                publish_tasks(counters, fifo_slots, fifo_ready, row, 1)
-        elif kind == KIND_B:
-            publish_tasks(counters, fifo_slots, fifo_ready, rows + row_first_tile[index], row_tile_count[index])
-        elif kind == KIND_C:
-            c_count += 1
-        return c_count
-
-    return try_decide, finish
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def prefetch_next_tile(t, workers, ahead_start, ahead_len, values, tile_start, tile_len):
+    """Phased mode, thread 0, at the start of tile ``t``: prefetch tile ``t + workers`` into
+    L2 from the metadata loaded one iteration ago (``ahead_start``, ``ahead_len``), and load
+    the metadata of tile ``t + 2 workers`` for the next iteration (it arrives during this
+    task). Returns that metadata."""
+    if t + workers < tile_start.shape[0]:
+        prefetch_span_l2(values, ahead_start, ahead_len)
+    after = t + 2 * workers
+    if after < tile_start.shape[0]:
+        return tile_start[after], tile_len[after]
+    return int64(0), int32(0)
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
-def grid_barrier(counters, workers, max_polls, which):
-    """Scheduler lane 0 of every worker: all workers' finished tasks before, none after.
+def grid_barrier(counters, workers, max_polls, which, fenced):
+    """Thread 0 of every worker, between two block barriers: all workers' tasks before it,
+    none after.
 
     The word flips its top bit exactly when the last of ``workers`` arrivals lands (block 0
     adds ``2**31 - (workers - 1)``, every other block 1), whatever their order, and its low
@@ -265,7 +253,10 @@ def grid_barrier(counters, workers, max_polls, which):
         add = int32(int64(-2147483648) - int64(workers - 1) + int64(4294967296))
     else:
         add = int32(1)
-    fence_acq_rel_gpu()  # release: this worker's results (ordered here by the EMPTY barriers)
+    if not fenced:  # negative control: arrive without the release fence, before the block is done
+        cuda.atomic.add(counters, GRID_BARRIER, add)
+        return True
+    fence_acq_rel_gpu()  # release: this worker's results (ordered before it by the block barrier)
     old = cuda.atomic.add(counters, GRID_BARRIER, add)
     polls = 0
     while ((old ^ load_relaxed_gpu(counters, GRID_BARRIER)) & int32(-2147483648)) == 0:
@@ -279,342 +270,343 @@ def grid_barrier(counters, workers, max_polls, which):
     return True
 
 
-# ---- the kernel ---------------------------------------------------------------------------------
+#: Thread 0's ticket when it holds no FIFO slot: take one at the next decision ...
+TICKET_NONE = -1
+#: ... or never again: a ticket came back past the capacity (every B/C task has a consumer).
+TICKET_EXHAUSTED = -2
 
-def _make_persistent_kernel(name, acquire_ready=True, publish_after_last=True, release_slot_early=False,
-                            arrive_before_drain=False, trace_build=False, reverse_c=True, max_registers=None):
-    """Build one compilation of the persistent kernel (closure constants select the variant).
 
-    ``trace_build`` selects the trace build (:mod:`.tracing`); the performance build takes the
-    same ``trace`` argument but its constant-false branches are pruned away. ``reverse_c``:
-    phased C tiles in reverse order (the shipped build) or forward (a diagnostic build).
-    ``max_registers`` caps ptxas's register allocation (diagnostic builds only). The other
-    flags break one rule each (:data:`NEGATIVE_CONTROLS`).
+def _make_next_task(acquire_ready):
+    """Thread 0's scheduling decision. ``acquire_ready=False`` only for a negative control.
+
+    Claims are tickets (one ``atomicAdd`` each, which always succeeds), not CAS loops:
+    with hundreds of workers a CAS claim succeeds once per atomic round trip and the
+    whole queue serializes on it (measured: ~0.55 us per task on the H200). A worker
+    holds at most one FIFO ticket, reserved or published; while its slot is reserved but
+    not yet published it claims A tiles, so every ticketed slot is eventually served.
+
+    The scheduling work is kept off the critical path: the next ticket is requested the
+    moment a consumer task is decided, so that ``atomicAdd`` completes while the task runs
+    (its value is first read at the next decision, which is where a ticket past the end is
+    counted); the slot is read together with its ready flag (a slot is written once, from
+    -1, so any other value read is final; it is read again after the acquire if the relaxed
+    read came first); and claims are not preceded by relaxed polls of the counters. A
+    claim past the end (``a_next >= n_tiles``, ``fifo_head >= capacity``) is counted in
+    ``a_overshoot`` / ``head_overshoot`` once per worker, which keeps the accounting exact.
+    ``c_unflushed`` is the worker's count of finished C tiles not yet added to ``c_done``:
+    they are added (one release ``atomicAdd``) only once the worker finds nothing left to
+    claim, not one atomic per tile on the critical path of every C task.
+    Returns ``(kind, index, ticket, a_done, c_unflushed)``; the last three carry over.
     """
-    try_decide, finish = _make_scheduler_steps(acquire_ready, publish_after_last)
-    TRACE = trace_build
-    REVERSE_C = reverse_c
-    EARLY = release_slot_early
-    ARRIVE_FIRST = arrive_before_drain
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
-    def fill_slot(ring_i32, ring_i64, ring_f32, s, kind, index, values, tile_row, tile_start, tile_len,
-                  row_max, row_sum):
-        """Lane 0: write a decided task into ring slot ``s`` with what it needs, and ask for the
-        tile's bytes in L2 now (A, C: its start and length; C: its row's m and z)."""
-        ring_i32[s, SLOT_KIND] = kind
-        ring_i32[s, SLOT_INDEX] = index
-        if kind == KIND_A or kind == KIND_C:
-            start = tile_start[index]
-            n = tile_len[index]
-            row = tile_row[index]
-            if not TRACE:
-                prefetch_span_l2(values, start, n)
-            ring_i64[s] = start
-            ring_i32[s, SLOT_LEN] = n
-            ring_i32[s, SLOT_ROW] = row
-            if kind == KIND_C:
-                ring_f32[s, 0] = row_max[row]
-                ring_f32[s, 1] = row_sum[row]
-        fence_acq_rel_cta()
+    def next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
+                  c_waiting):
+        capacity = fifo_slots.shape[0]
+        if ticket == TICKET_NONE:
+            ticket = cuda.atomic.add(counters, FIFO_HEAD, 1)
+        if ticket >= capacity:
+            cuda.atomic.add(counters, HEAD_OVERSHOOT, 1)
+            ticket = int32(TICKET_EXHAUSTED)
+        polls = 0
+        while True:
+            if ticket >= 0:
+                # 1. the consumer (B or C) is preferred as soon as its slot is published.
+                if not acquire_ready:  # negative control: read the slot without the acquire
+                    return decode_fifo_task(fifo_slots[ticket], ticket, rows, n_tiles, counters) + (
+                        int32(TICKET_NONE), a_done, c_unflushed)
+                task = load_relaxed_gpu(fifo_slots, ticket)
+                if load_acquire_gpu(fifo_ready, ticket) == 1:
+                    if task < 0:  # read before the publish: after the acquire the slot is visible
+                        task = fifo_slots[ticket]
+                    kind, index = decode_fifo_task(task, ticket, rows, n_tiles, counters)
+                    following = int32(TICKET_NONE)
+                    if kind != KIND_EXIT:  # the next ticket's round trip overlaps this task
+                        following = cuda.atomic.add(counters, FIFO_HEAD, 1)
+                    return kind, index, following, a_done, c_unflushed
+            if not a_done:
+                # 2. claim the next producer tile (also while a reserved slot fills).
+                a = cuda.atomic.add(counters, A_NEXT, 1)
+                if a < n_tiles:
+                    return int32(KIND_A), int32(a), ticket, a_done, c_unflushed
+                cuda.atomic.add(counters, A_OVERSHOOT, 1)
+                a_done = True
+            if a_done and ticket == TICKET_EXHAUSTED:
+                # 3. nothing left to claim: count this worker's finished C tiles with ONE
+                # release add (the barrier after each C task ordered every thread's stores
+                # before it), then leave once every worker has counted all of its own. A C
+                # tile whose closing barrier is still ahead (c_waiting) is ordered first: a
+                # no-task decision (KIND_SYNC) runs that barrier and comes back here.
+                if c_waiting:
+                    return int32(KIND_SYNC), int32(-1), ticket, a_done, c_unflushed
+                if c_unflushed > 0:
+                    atomic_add_release_gpu(counters, C_DONE, c_unflushed)
+                    c_unflushed = int32(0)
+                if load_acquire_gpu(counters, C_DONE) >= n_tiles:
+                    return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
+            # Nothing to run yet: only a waiting worker looks for another worker's error
+            # (a worker that keeps finding work needs no exit signal).
+            if load_relaxed_gpu(counters, ERROR_CODE) != 0:
+                return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
+            backoff(polls)
+            polls += 1
+            if polls > max_polls:
+                if ticket >= 0:
+                    record_error(counters, ERR_READY_TIMEOUT, -1, ticket)
+                else:
+                    record_error(counters, ERR_COMPLETION_TIMEOUT, -1, load_relaxed_gpu(counters, C_DONE))
+                return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
+
+    return next_task
+
+
+def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build=False, max_registers=None,
+                            fenced_barrier=True):
+    """Build one compilation of the persistent kernel (closure constants select the variant).
+
+    ``trace_build`` selects the trace build (:mod:`.tracing`); the performance build takes
+    the same ``trace`` argument but its constant-false branches are pruned away.
+    ``max_registers`` caps ptxas's register allocation (diagnostic builds only, see
+    :func:`register_capped_kernel`).
+    """
+    next_task = _make_next_task(acquire_ready)
+    TRACE = trace_build
+    FENCED = fenced_barrier
+
+    @cuda.jit(device=True, **KERNEL_OPTIONS)
+    def block_then_grid_barrier(counters, workers, max_polls, which):
+        """Every thread of the worker: its block's tasks done, then thread 0 at the grid barrier.
+        Returns False when the barrier timed out (recorded; the worker leaves)."""
+        ok = cuda.shared.array(1, int32)
+        if FENCED:
+            cuda.syncthreads()
+        if cuda.threadIdx.x == 0:
+            ok[0] = int32(grid_barrier(counters, workers, max_polls, which, FENCED))
+        cuda.syncthreads()
+        passed = ok[0] != 0
+        cuda.syncthreads()  # ok[] is rewritten at the next barrier
+        return passed
 
     def kernel(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
                tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready,
                max_polls, trace):
         partials = cuda.shared.array(TILE_WARPS, float32)
-        ring_i32 = cuda.shared.array((RING_SLOTS, SLOT_WORDS), int32)
-        ring_i64 = cuda.shared.array(RING_SLOTS, int64)
-        ring_f32 = cuda.shared.array((RING_SLOTS, 2), float32)
-        tid = int32(cuda.threadIdx.x)
-        n_tiles = int32(tile_row.shape[0])
-        rows = int32(row_first_tile.shape[0])
-        workers = int32(cuda.gridDim.x)
+        tid = cuda.threadIdx.x
+        n_tiles = tile_row.shape[0]
+        rows = row_first_tile.shape[0]
 
-        if tid < TILE_THREADS:
-            # ---- compute warps: run what the ring hands them, in order ----------------------
-            k = int32(0)
-            while True:
-                s = k & 1
-                barrier_sync(SLOT_FULL + s, WORKER_THREADS)
-                kind = ring_i32[s, SLOT_KIND]
-                index = ring_i32[s, SLOT_INDEX]
-                if kind == KIND_EXIT:
-                    return
+        if mode == MODE_PHASED or mode == MODE_PHASED_FLOOR:
+            workers = int32(cuda.gridDim.x)
+            # The floor runs the same launch and both grid barriers with no task: every loop
+            # below starts past its end.
+            first = int32(cuda.blockIdx.x) if mode == MODE_PHASED else int32(n_tiles)
+            # Thread 0 prefetches this worker's next tile (t + workers) into L2, so its DRAM
+            # read overlaps this tile's reductions; the metadata it needs for that (start,
+            # length) was loaded one iteration earlier, so the prefetch never waits for a
+            # load (not in the trace build).
+            ahead_start = int64(0)
+            ahead_len = int32(0)
+            if not TRACE and tid == 0 and first + workers < n_tiles:
+                ahead_start = tile_start[first + workers]
+                ahead_len = tile_len[first + workers]
+            # Grid-stride loops as while loops: ``range(start, stop, step)`` with a run-time step
+            # computes its trip count with a 64-bit division, a libdevice call whose calling
+            # convention costs registers in this register-bound kernel.
+            t = first
+            while t < n_tiles:
+                if not TRACE and tid == 0:
+                    ahead_start, ahead_len = prefetch_next_tile(t, workers, ahead_start, ahead_len, values,
+                                                                tile_start, tile_len)
                 start = int64(0)
                 if TRACE and tid == 0:
                     start = trace_now()
-                if kind == KIND_A:
-                    if (EARLY or ARRIVE_FIRST) and tid == TILE_ANNOUNCER and cuda.blockIdx.x % 2 == 1:
-                        pause_us(20)  # controls: odd workers lag, widening the window the broken rule opens
-                    task_a(index, ring_i64[s], ring_i32[s, SLOT_LEN], values, tile_max, tile_sum, partials)
-                    if TRACE and tid == 0:
-                        trace_record(trace, index, start)
-                elif kind == KIND_B:
-                    if tid < WARP_SIZE:  # warp 0; its lane 0 writes m and z
-                        task_b(index, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum)
-                        if TRACE and tid == 0:
-                            trace_record(trace, n_tiles + index, start)
-                elif kind == KIND_B_ROWS:
-                    warp_stride = workers * TILE_WARPS
-                    r = int32(cuda.blockIdx.x) * TILE_WARPS + (tid >> 5)
-                    while r < rows:
-                        row_start = int64(0)
-                        if TRACE:
-                            row_start = trace_now()
-                        task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum)
-                        if TRACE and tid % WARP_SIZE == 0:
-                            trace_record(trace, n_tiles + r, row_start)
-                        r += warp_stride
-                elif kind == KIND_C:
-                    task_c(ring_i64[s], ring_i32[s, SLOT_LEN], ring_f32[s, 0], ring_f32[s, 1], values, out)
-                    if TRACE:
-                        tile_barrier()  # every thread's stores precede the recorded end
-                        if tid == 0:
-                            trace_record(trace, n_tiles + rows + index, start)
-                fence_acq_rel_cta()
-                barrier_arrive(SLOT_EMPTY + s, WORKER_THREADS)
-                k += 1
-
-        # ---- scheduler warp ----------------------------------------------------------------------
-        lane = tid - TILE_THREADS
-        # The ring: what each slot holds until it is finished (lane 0), and whether the compute
-        # warps still owe its EMPTY arrival (whole warp).
-        kind0 = int32(KIND_EXIT)
-        index0 = int32(-1)
-        row0 = int32(0)
-        kind1 = int32(KIND_EXIT)
-        index1 = int32(-1)
-        row1 = int32(0)
-        open0 = False
-        open1 = False
-        k = int32(0)
-        ok = True
-
-        if mode == MODE_PHASED or mode == MODE_PHASED_FLOOR:
-            work = mode == MODE_PHASED
-            for phase in range(3):
-                # Phase 0: A tiles; 1: the B rows task; 2: C tiles (reverse order).
-                if phase == 0:
-                    t = int32(cuda.blockIdx.x) if work else n_tiles
-                    step = workers
-                elif phase == 1:
-                    t = int32(0) if work else int32(1)
-                    step = int32(1)
-                else:
-                    if REVERSE_C:
-                        t = n_tiles - 1 - int32(cuda.blockIdx.x) if work else int32(-1)
-                    else:
-                        t = int32(cuda.blockIdx.x) if work else n_tiles
-                    step = -workers if REVERSE_C else workers
-                while ok and ((phase == 0 and t < n_tiles) or (phase == 1 and t < 1)
-                              or (phase == 2 and ((REVERSE_C and t >= 0) or (not REVERSE_C and t < n_tiles)))):
-                    s = k & 1
-                    if (s == 0 and open0) or (s == 1 and open1):
-                        barrier_sync(SLOT_EMPTY + s, WORKER_THREADS)
-                    if lane == 0:
-                        kind = KIND_A if phase == 0 else (KIND_B_ROWS if phase == 1 else KIND_C)
-                        fill_slot(ring_i32, ring_i64, ring_f32, s, kind, t, values, tile_row, tile_start,
-                                  tile_len, row_max, row_sum)
-                    barrier_arrive(SLOT_FULL + s, WORKER_THREADS)
-                    if s == 0:
-                        open0 = True
-                    else:
-                        open1 = True
-                    k += 1
-                    t += step
-                if phase < 2:
-                    # Every task of this phase finished here (drain the ring), then the grid barrier.
-                    passed = int32(1)
-                    if ARRIVE_FIRST and lane == 0:  # control: at the grid barrier before the drain
-                        passed = int32(grid_barrier(counters, workers, max_polls, phase))
-                    if open0:
-                        barrier_sync(SLOT_EMPTY, WORKER_THREADS)
-                        open0 = False
-                    if open1:
-                        barrier_sync(SLOT_EMPTY + 1, WORKER_THREADS)
-                        open1 = False
-                    if not ARRIVE_FIRST and lane == 0:
-                        passed = int32(grid_barrier(counters, workers, max_polls, phase))
-                    ok = broadcast_lane0(passed) != 0
-            # drain, then EXIT
-            if open0:
-                barrier_sync(SLOT_EMPTY, WORKER_THREADS)
-            if open1:
-                barrier_sync(SLOT_EMPTY + 1, WORKER_THREADS)
-            s = k & 1
-            if lane == 0:
-                ring_i32[s, SLOT_KIND] = KIND_EXIT
-                fence_acq_rel_cta()
-            barrier_arrive(SLOT_FULL + s, WORKER_THREADS)
+                if not FENCED and cuda.blockIdx.x % 2 == 1 and t + workers >= n_tiles:
+                    pause_us(20)  # control: odd workers' last A tile lags the early arrivals
+                task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
+                if TRACE and tid == 0:
+                    trace_record(trace, t, start)
+                t += workers
+            if not block_then_grid_barrier(counters, workers, max_polls, 0):
+                return
+            # B is warp-level: one row per warp of the grid (a whole warp shares r).
+            r = int32((cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) >> 5)
+            if mode == MODE_PHASED_FLOOR:
+                r = int32(rows)
+            warps = int32((cuda.gridDim.x * cuda.blockDim.x) >> 5)
+            while r < rows:
+                start = int64(0)
+                if TRACE:
+                    start = trace_now()
+                task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum)
+                if TRACE and tid % WARP_SIZE == 0:
+                    trace_record(trace, n_tiles + r, start)
+                r += warps
+            if not block_then_grid_barrier(counters, workers, max_polls, 1):
+                return
+            ahead_start = int64(0)
+            ahead_len = int32(0)
+            if not TRACE and tid == 0 and first + workers < n_tiles:
+                ahead_start = tile_start[first + workers]
+                ahead_len = tile_len[first + workers]
+            # m and z of a worker's next tile are requested during the current one: its row
+            # index at the start, the row's m and z at the end (the grid barrier made them final).
+            m = float32(0.0)
+            z = float32(0.0)
+            if first < n_tiles:
+                row = tile_row[first]
+                m = row_max[row]
+                z = row_sum[row]
+            t = first
+            while t < n_tiles:
+                if not TRACE and tid == 0:
+                    ahead_start, ahead_len = prefetch_next_tile(t, workers, ahead_start, ahead_len, values,
+                                                                tile_start, tile_len)
+                following = t + workers
+                next_row = tile_row[following] if following < n_tiles else int32(0)
+                start = int64(0)
+                if TRACE and tid == 0:
+                    start = trace_now()
+                task_c(t, m, z, values, tile_start, tile_len, out)
+                if TRACE:
+                    cuda.syncthreads()
+                    if tid == 0:
+                        trace_record(trace, n_tiles + rows + t, start)
+                if following < n_tiles:
+                    m = row_max[next_row]
+                    z = row_sum[next_row]
+                t = following
             return
 
         # ---- DAG mode ----
-        ticket = int32(TICKET_NONE)
-        a_done = mode == MODE_DAG_FLOOR
-        c_count = int32(0)
         if mode == MODE_DAG_FLOOR:
-            ticket = int32(TICKET_EXHAUSTED)
+            return  # the floor: the reset and this launch, no task
+        # Two (kind, index) slots, used alternately: thread 0 writes the next decision into one
+        # while the other still holds the task being run, so one barrier per task suffices.
+        ctrl = cuda.shared.array(4, int32)
+        c_waiting = False  # thread 0: the task just run was a C tile; its closing barrier is ahead
+        c_unflushed = int32(0)  # thread 0: finished C tiles, barrier passed, not yet added to c_done
+        ticket = int32(TICKET_NONE)  # thread 0: its FIFO slot (or the claim still in flight)
+        a_done = False  # thread 0: an A claim came back past the end
+        if tid == 0:
+            ctrl[0] = KIND_SYNC  # a no-task first turn: every decision is made at one place, below
+        cuda.syncthreads()
+        current = 0
         while True:
-            s = k & 1
-            # 1. Slot s is free once its previous task finished; finish that task for the queue.
-            if (s == 0 and open0) or (s == 1 and open1):
-                barrier_sync(SLOT_EMPTY + s, WORKER_THREADS)
-                if lane == 0:
-                    if s == 0:
-                        c_count = finish(kind0, index0, row0, rows, counters, row_arrivals, row_first_tile,
-                                         row_tile_count, fifo_slots, fifo_ready, c_count)
-                    else:
-                        c_count = finish(kind1, index1, row1, rows, counters, row_arrivals, row_first_tile,
-                                         row_tile_count, fifo_slots, fifo_ready, c_count)
-                if s == 0:
-                    open0 = False
-                else:
-                    open1 = False
-            # 2. Decide task k.
-            polls = 0
-            kind = int32(KIND_NONE)
-            index = int32(-1)
-            while True:
-                action = int32(0)  # 0: wait, 1: decided, 2: exit
-                if lane == 0:
-                    if a_done and ticket == TICKET_EXHAUSTED:
-                        action = int32(2)
-                    else:
-                        kind, index, ticket, a_done = try_decide(counters, fifo_slots, fifo_ready, rows, n_tiles,
-                                                                 ticket, a_done)
-                        if kind == KIND_EXIT:  # an invalid task id: recorded, leave
-                            action = int32(2)
-                        elif kind != KIND_NONE:
-                            action = int32(1)
-                        elif a_done and ticket == TICKET_EXHAUSTED:
-                            action = int32(2)
-                action = broadcast_lane0(action)
-                if action != 0:
-                    break
-                # Nothing to decide yet. The task in the other slot may be the one whose finish
-                # publishes this worker's ticket: finish it before waiting.
-                other_open = (s == 0 and open1) or (s == 1 and open0)
-                if other_open:
-                    barrier_sync(SLOT_EMPTY + (1 - s), WORKER_THREADS)
-                    if lane == 0:
-                        if s == 0:
-                            c_count = finish(kind1, index1, row1, rows, counters, row_arrivals, row_first_tile,
-                                             row_tile_count, fifo_slots, fifo_ready, c_count)
-                        else:
-                            c_count = finish(kind0, index0, row0, rows, counters, row_arrivals, row_first_tile,
-                                             row_tile_count, fifo_slots, fifo_ready, c_count)
-                    if s == 0:
-                        open1 = False
-                    else:
-                        open0 = False
-                    continue
-                give_up = int32(0)
-                if lane == 0:
-                    # Only a waiting worker looks for another worker's error.
-                    if load_relaxed_gpu(counters, ERROR_CODE) != 0:
-                        give_up = int32(1)
-                    else:
-                        backoff(polls)
-                        polls += 1
-                        if polls > max_polls:
-                            record_error(counters, ERR_READY_TIMEOUT, -1, ticket)
-                            give_up = int32(1)
-                if broadcast_lane0(give_up) != 0:
-                    action = int32(2)
-                    break
-            if action == 2:
+            kind = ctrl[2 * current]
+            index = ctrl[2 * current + 1]
+            if kind == KIND_EXIT:
                 break
-            # 3. Hand it to the compute warps (lane 0 fills the slot), and remember it.
-            if lane == 0:
-                if EARLY:  # control: finish the slot's task at once, before the compute warps ran it
-                    c_count = finish(kind, index, tile_row[index] if kind == KIND_A else int32(0), rows,
-                                     counters, row_arrivals, row_first_tile, row_tile_count, fifo_slots,
-                                     fifo_ready, c_count)
-                fill_slot(ring_i32, ring_i64, ring_f32, s, kind, index, values, tile_row, tile_start, tile_len,
-                          row_max, row_sum)
-                if s == 0:
-                    kind0 = kind if not EARLY else int32(KIND_EXIT)
-                    index0 = index
-                    row0 = ring_i32[s, SLOT_ROW]
-                else:
-                    kind1 = kind if not EARLY else int32(KIND_EXIT)
-                    index1 = index
-                    row1 = ring_i32[s, SLOT_ROW]
-            barrier_arrive(SLOT_FULL + s, WORKER_THREADS)
-            if s == 0:
-                open0 = True
-            else:
-                open1 = True
-            k += 1
-
-        # Leave: finish whatever the ring still holds, count this worker's C tiles (one release
-        # add: the EMPTY barriers ordered every compute thread's stores before it), then EXIT.
-        if open0:
-            barrier_sync(SLOT_EMPTY, WORKER_THREADS)
-            if lane == 0:
-                c_count = finish(kind0, index0, row0, rows, counters, row_arrivals, row_first_tile, row_tile_count,
-                                 fifo_slots, fifo_ready, c_count)
-        if open1:
-            barrier_sync(SLOT_EMPTY + 1, WORKER_THREADS)
-            if lane == 0:
-                c_count = finish(kind1, index1, row1, rows, counters, row_arrivals, row_first_tile, row_tile_count,
-                                 fifo_slots, fifo_ready, c_count)
-        s = k & 1
-        if lane == 0:
-            if c_count > 0:
-                atomic_add_release_gpu(counters, C_DONE, c_count)
-            ring_i32[s, SLOT_KIND] = KIND_EXIT
-            fence_acq_rel_cta()
-        barrier_arrive(SLOT_FULL + s, WORKER_THREADS)
+            start = int64(0)
+            if TRACE:
+                start = trace_now()
+            if kind == KIND_A:
+                if not publish_after_last:
+                    # Negative control only: hold back every tile but a row's first, so
+                    # the B it publishes early reliably reads missing summaries (without
+                    # this the race rarely shows: a row's A tiles run side by side).
+                    if tid == 0 and index != row_first_tile[tile_row[index]]:
+                        pause_us(50)
+                    cuda.syncthreads()
+                # The announcer (lane 0 of warp 1) asks for the tile's row now: the load
+                # completes during the task instead of adding a round trip before the arrival.
+                row = tile_row[index] if tid == TILE_ANNOUNCER else int32(0)
+                task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials)
+                if tid == TILE_ANNOUNCER:
+                    # It wrote the summary itself, so its acq_rel arrival releases it; thread 0
+                    # meanwhile decides the next task (below): the two chains of dependent
+                    # round trips overlap instead of following each other.
+                    if TRACE:  # before the arrival that may publish B
+                        trace_record(trace, index, start)
+                    old = atomic_add_acq_rel_gpu(row_arrivals, row, 1)
+                    if publish_after_last:
+                        publish = old == row_tile_count[row] - 1
+                    else:
+                        publish = old == 0
+                    if publish:
+                        publish_tasks(counters, fifo_slots, fifo_ready, row, 1)
+            elif kind == KIND_B:
+                # Warp 0 runs B; its lane 0 (thread 0) writes row_max/row_sum. Lanes 1-31 read
+                # tile summaries too: they do so after the broadcast barrier that follows thread
+                # 0's acquire of the ready flag, and acquire -> bar.sync orders those reads after
+                # the producers' releases (causality order is transitive across scopes).
+                if tid < WARP_SIZE:
+                    task_b(index, row_first_tile, row_tile_count, tile_max, tile_sum,
+                           row_max, row_sum)
+                if tid == 0:
+                    if TRACE:  # before its C tasks are published
+                        trace_record(trace, n_tiles + index, start)
+                    publish_tasks(counters, fifo_slots, fifo_ready,
+                                  rows + row_first_tile[index], row_tile_count[index])
+            elif kind == KIND_C:
+                # Every thread reads the row's m and z itself, after the broadcast barrier that
+                # follows thread 0's acquire of the C task's ready flag (acquire -> bar.sync orders
+                # these reads after B's release); the tile_row -> m, z chain overlaps the
+                # task's own loads instead of preceding the barrier on thread 0.
+                row = tile_row[index]
+                task_c(index, row_max[row], row_sum[row], values, tile_start, tile_len, out)
+                if TRACE:  # the trace build ends a C task at a barrier, like the other schedulers
+                    cuda.syncthreads()
+                    if tid == 0:
+                        trace_record(trace, n_tiles + rows + index, start)
+            # (KIND_SYNC: no task; the barrier below orders the last C tile's stores.)
+            if tid == 0:
+                # A C tile run before the previous barrier is ordered now; one run just now is not.
+                if c_waiting:
+                    c_unflushed += 1
+                c_waiting = kind == KIND_C
+                decided_kind, decided_index, ticket, a_done, c_unflushed = next_task(
+                    counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
+                    c_waiting)
+                ctrl[2 * (1 - current)] = decided_kind
+                ctrl[2 * (1 - current) + 1] = decided_index
+            cuda.syncthreads()
+            current = 1 - current
 
     kernel.__name__ = kernel.__qualname__ = name
     cap = {} if max_registers is None else {"max_registers": max_registers}
     return cuda.jit(**KERNEL_OPTIONS, **cap)(kernel)
 
 
-#: The performance kernel (registered): every ordering rule kept, phased C in reverse order.
-persistent_tiles = _make_persistent_kernel("persistent_tiles")
+#: The performance kernel (registered): acquire on every ready flag, last producer publishes.
+persistent_tiles = _make_persistent_kernel("persistent_tiles", acquire_ready=True,
+                                           publish_after_last=True)
 
-_builds = {}
-
-
-def _build(key, **options):
-    if key not in _builds:
-        _builds[key] = _make_persistent_kernel(key, **options)
-    return _builds[key]
+_trace_build = []
 
 
 def persistent_trace_kernel():
     """The trace build of :data:`persistent_tiles` (compiled on first use; never timed)."""
-    return _build("persistent_tiles_trace", trace_build=True)
+    if not _trace_build:
+        _trace_build.append(_make_persistent_kernel("persistent_tiles_trace", acquire_ready=True,
+                                                    publish_after_last=True, trace_build=True))
+    return _trace_build[0]
 
 
-def forward_c_kernel():
-    """The performance kernel with the phased C tiles in forward order (a diagnostic build)."""
-    return _build("persistent_tiles_forward_c", reverse_c=False)
+_capped_builds = {}
 
 
 def register_capped_kernel(max_registers):
-    """The performance kernel compiled with ptxas's register cap ``max_registers`` (more workers
-    fit per SM, at the price of spills): a diagnostic build, never registered or timed by the bench."""
-    return _build(f"persistent_tiles_r{max_registers}", max_registers=max_registers)
+    """The performance kernel compiled with ptxas's register cap ``max_registers``: more
+    workers fit per SM, at the price of spills. A diagnostic build (``python -m bench probe tiles
+    --register-caps``), never registered or used by the bench."""
+    if max_registers not in _capped_builds:
+        _capped_builds[max_registers] = _make_persistent_kernel(
+            f"persistent_tiles_r{max_registers}", acquire_ready=True, publish_after_last=True,
+            max_registers=max_registers)
+    return _capped_builds[max_registers]
 
 
-#: Negative controls (tests only): name -> the one rule the build breaks, and how a check sees it.
+#: Negative controls: name -> (acquire_ready, publish_after_last, fenced_barrier). Tests only.
 NEGATIVE_CONTROLS = {
-    # DAG: the scheduler hands a consumer over without acquiring its ready flag -> invalid task
-    # ids / stale m, z (queue counters, oracle).
-    "unacquired_slot_read": {"acquire_ready": False},
-    # DAG: the FIRST finished A tile of a row publishes its B -> B combines missing summaries
-    # (oracle, trace: B starts before its own A tiles end).
-    "first_producer_publishes_b": {"publish_after_last": False},
-    # DAG: a ring slot's task is finished for the queue as soon as it is handed out, before the
-    # compute warps ran it (A's arrival before its summary is written) -> oracle, traces.
-    "slot_released_early": {"release_slot_early": True},
-    # phased: a worker arrives at the grid barrier before its compute warps finished (its fence
-    # then orders nothing of theirs) -> B reads unfinished summaries (oracle, traces).
-    "barrier_arrive_without_fence": {"arrive_before_drain": True},
+    # DAG: reads a FIFO slot without acquiring its ready flag (queue counters: an invalid task).
+    "unacquired_slot_read": (False, True, True),
+    # DAG: the FIRST finished A tile of a row publishes its B (oracle, traces).
+    "first_producer_publishes_b": (True, False, True),
+    # phased: thread 0 arrives at the grid barrier without the release fence and before its
+    # block's tasks are done (odd workers' last A tile lags): B reads unfinished summaries (oracle).
+    "barrier_arrive_without_fence": (True, True, False),
 }
+_control_kernels = {}
 
 
 def negative_control_kernel(name, trace=False):
@@ -622,8 +614,13 @@ def negative_control_kernel(name, trace=False):
     ``trace=True`` gives its trace build (the trace checks must reject it)."""
     if name not in NEGATIVE_CONTROLS:
         raise ValueError(f"unknown negative control {name!r}; expected one of {sorted(NEGATIVE_CONTROLS)}")
-    suffix = "_trace" if trace else ""
-    return _build(f"persistent_tiles_control_{name}{suffix}", trace_build=trace, **NEGATIVE_CONTROLS[name])
+    kernel = _control_kernels.get((name, trace))
+    if kernel is None:
+        acquire_ready, publish_after_last, fenced = NEGATIVE_CONTROLS[name]
+        kernel = _control_kernels[(name, trace)] = _make_persistent_kernel(
+            f"persistent_tiles_control_{name}{'_trace' if trace else ''}", acquire_ready,
+            publish_after_last, trace_build=trace, fenced_barrier=fenced)
+    return kernel
 
 
 @cuda.jit(**KERNEL_OPTIONS)
@@ -659,7 +656,9 @@ def init_queue_launch(buffers):
 
 
 def persistent_launch(label, mode, buffers, workers, kernel=None, max_polls=DEFAULT_MAX_POLLS):
-    return KernelLaunch(f"persistent_tiles[{label}]", kernel or persistent_tiles, (workers,), (WORKER_THREADS,),
+    """The cooperative launch of the persistent kernel: its own grid barrier needs every worker
+    resident (the launch checks the occupancy limit)."""
+    return KernelLaunch(f"persistent_tiles[{label}]", kernel or persistent_tiles, (workers,), (TILE_THREADS,),
                         persistent_args(mode, buffers, max_polls), cooperative=True)
 
 

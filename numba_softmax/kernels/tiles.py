@@ -57,7 +57,6 @@ from numba import cuda, float32, int32, int64, uint64
 from ..launch_spec import KernelLaunch
 from ..numerics import (KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARP_SIZE, block_reductions, f32_add,
                         f32_div, f32_exp, f32_max, f32_mul, f32_sub, warp_reduce_max)
-from .ordering import barrier_sync
 from .prefetch import prefetch_span_l2, sm_id_bound
 from .tracing import trace_now, trace_record
 from .vector_io import load_quad_at, store_quad_at
@@ -94,19 +93,8 @@ FULL_MASK = 0xFFFFFFFF
 #: the DAG scheduler it can announce the tile (row arrival, maybe B's publish) while thread
 #: 0 decides the worker's next task (:mod:`.persistent`).
 TILE_ANNOUNCER = WARP_SIZE
-#: Named barrier of the tile task's threads (threadIdx 0 .. TILE_THREADS-1). In the separate
-#: kernels that is the whole block, as ``syncthreads``; in the persistent workers a scheduler
-#: warp runs beside them and must not be stopped by the tasks' reductions (:mod:`.persistent`).
-TILE_BARRIER = 1
-
-
-@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-def tile_barrier():
-    barrier_sync(TILE_BARRIER, TILE_THREADS)
-
-
-#: The block reductions of :mod:`numba_softmax.numerics` for the TILE_THREADS task threads.
-tile_reduce_max, tile_reduce_sum = block_reductions(TILE_THREADS, tile_barrier)
+#: The block reductions of :mod:`numba_softmax.numerics` for TILE_THREADS-thread blocks.
+tile_reduce_max, tile_reduce_sum = block_reductions(TILE_THREADS)
 
 
 # ---- task helpers ------------------------------------------------------------------------
@@ -137,18 +125,19 @@ def load_tile_quad(values, start, n, aligned, base):
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
-def task_a(t, start, n, values, tile_max, tile_sum, partials):
+def task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials):
     """A(t): tile maximum and shifted exponential sum. Block-level (all TILE_THREADS threads).
 
     Thread i owns the quads at ``4 (i + 128 q)``, q = 0, 1, and folds them in element
     order. A masked element is ``NEG_INF``: the identity of max, and
     ``exp(-inf - m_t) = +0`` adds nothing, so the result equals the fold over the real
-    elements only. ``start`` and ``n`` are the tile's offset and length (the caller loads
-    them: a persistent worker's scheduler warp has them ready before the task starts).
-    Thread :data:`TILE_ANNOUNCER` writes ``tile_max[t]`` and ``tile_sum[t]``. The task ends
-    with the reduction's barrier of the task threads.
+    elements only. Thread :data:`TILE_ANNOUNCER` writes ``tile_max[t]`` and ``tile_sum[t]``
+    (in the DAG it is also the thread that announces the tile, so its own release orders
+    the summary: no extra barrier). The task ends with a block barrier (the reduction's).
     """
     tid = int32(cuda.threadIdx.x)
+    start = tile_start[t]
+    n = tile_len[t]
     aligned = tile_is_aligned(start, n)
     x = cuda.local.array(TILE_VALUES, float32)  # fully unrolled: registers, not local memory
     local_max = NEG_INF
@@ -170,15 +159,16 @@ def task_a(t, start, n, values, tile_max, tile_sum, partials):
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
-def task_c(start, n, m, z, values, out):
-    """C: ``out = exp(x - m) / z`` over the tile at ``start`` of length ``n``. Block-level; no
-    barrier inside.
+def task_c(t, m, z, values, tile_start, tile_len, out):
+    """C(t): ``out = exp(x - m) / z`` over the tile. Block-level; no barrier inside.
 
     ``m`` and ``z`` are passed as values: the caller decides how they were read
     (after a kernel boundary, a grid barrier, or an acquire). Masked elements are
     computed (``NEG_INF`` -> 0) but never stored.
     """
     tid = int32(cuda.threadIdx.x)
+    start = tile_start[t]
+    n = tile_len[t]
     aligned = tile_is_aligned(start, n)
     for q in range(TILE_QUADS):
         base = QUAD * (tid + q * TILE_THREADS)
@@ -282,7 +272,7 @@ def _make_separate_kernels(trace_build):
         start = int64(0)
         if TRACE and cuda.threadIdx.x == 0:
             start = trace_now()
-        task_a(t, tile_start[t], tile_len[t], values, tile_max, tile_sum, partials)
+        task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
         if TRACE and cuda.threadIdx.x == 0:
             trace_record(trace, t, start)
 
@@ -304,7 +294,7 @@ def _make_separate_kernels(trace_build):
         start = int64(0)
         if TRACE and cuda.threadIdx.x == 0:
             start = trace_now()
-        task_c(tile_start[t], tile_len[t], row_max[row], row_sum[row], values, out)
+        task_c(t, row_max[row], row_sum[row], values, tile_start, tile_len, out)
         if TRACE:
             cuda.syncthreads()  # every thread's stores precede the recorded end
             if cuda.threadIdx.x == 0:

@@ -139,12 +139,18 @@ _compiled_cache = {}
 
 
 def compiled(dispatcher, args):
-    """Compile (once per dispatcher and argument types) for these arguments."""
+    """Compile (once per dispatcher and argument types) for these arguments; where a folder of
+    prebuilt kernels is active (:mod:`.prebuilt`), load its cubin instead and never compile."""
+    from .prebuilt import active_store
+
     argtypes = tuple(numba.typeof(a) for a in args)
     key = (id(dispatcher), argtypes)
     kernel = _compiled_cache.get(key)
     if kernel is None:
-        kernel = _compiled_cache[key] = CompiledKernel(dispatcher, argtypes)
+        store = active_store()
+        kernel = (store.kernel(dispatcher, argtypes) if store is not None
+                  else CompiledKernel(dispatcher, argtypes))
+        _compiled_cache[key] = kernel
     return kernel
 
 
@@ -191,7 +197,7 @@ class PreparedLaunch:
         self._params = ctypes.addressof(self._pointers)
         self.grid = tuple(launch.grid) + (1,) * (3 - len(launch.grid))
         self.block = tuple(launch.block) + (1,) * (3 - len(launch.block))
-        self.cooperative = bool(self.kernel.cooperative or launch.cooperative)
+        self.cooperative = bool(self.kernel.cooperative or getattr(launch, "cooperative", False))
         self._submit = cu.cuLaunchCooperativeKernel if self.cooperative else cu.cuLaunchKernel
         threads = self.block[0] * self.block[1] * self.block[2]
         if self.cooperative:

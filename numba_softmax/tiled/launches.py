@@ -8,9 +8,9 @@
 from dataclasses import dataclass
 
 from ..cases import EXPERIMENT_B_SCHEDULERS
-from ..kernels.persistent import (MODE_PHASED, WORKER_THREADS, dag_launches, persistent_args, persistent_tiles,
+from ..kernels.persistent import (MODE_PHASED, dag_launches, persistent_args, persistent_tiles,
                                   persistent_trace_kernel, phased_launches)
-from ..kernels.tiles import separate_floor_launches, separate_launches
+from ..kernels.tiles import TILE_THREADS, separate_floor_launches, separate_launches
 from ..backend import SIMULATOR
 from ..queue import DEFAULT_MAX_POLLS
 
@@ -33,7 +33,7 @@ def worker_plan(buffers, workers=None, kernel=None):
     """Persistent worker count: cooperative occupancy x SMs, capped by the A tasks.
 
     On a GPU the occupancy comes from the compiled kernel's
-    ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` (160-thread workers, no dynamic shared
+    ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` (128-thread workers, no dynamic shared
     memory) and the SM count from the device. The simulator co-schedules one block.
     ``kernel`` is the persistent build that will run (default the performance build;
     the trace build and the negative controls use more registers, so fewer of them fit
@@ -42,12 +42,12 @@ def worker_plan(buffers, workers=None, kernel=None):
     n_tiles = buffers.n_tiles
     dispatcher = persistent_tiles if kernel is None else kernel
     if SIMULATOR:
-        limit = dispatcher.overloads[None].max_cooperative_grid_blocks(WORKER_THREADS)
+        limit = dispatcher.overloads[None].max_cooperative_grid_blocks(TILE_THREADS)
         blocks_per_sm, sm_count, source = limit, 1, "simulator"
     else:
         from ..launch.driver import compiled, device_sm_count
         kernel = compiled(dispatcher, persistent_args(MODE_PHASED, buffers))
-        blocks_per_sm = int(kernel.active_blocks_per_sm(WORKER_THREADS, 0))
+        blocks_per_sm = int(kernel.active_blocks_per_sm(TILE_THREADS, 0))
         sm_count = int(device_sm_count())
         limit, source = blocks_per_sm * sm_count, "occupancy"
     if workers is None:

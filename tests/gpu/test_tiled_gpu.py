@@ -128,11 +128,10 @@ def test_negative_control_publishing_b_before_the_last_producer_is_caught(stream
     assert not check_packed(buffers.out.copy_to_host(), values, lengths).passed
 
 
-@pytest.mark.parametrize("control, scheduler", [("slot_released_early", "dag"),
-                                                ("barrier_arrive_without_fence", "phased")])
-def test_negative_controls_of_the_scheduler_warp_are_caught(stream, control, scheduler):
-    """A ring slot finished for the queue before its compute warps ran it (DAG), and a grid
-    barrier arrival made before the worker's tasks finished (phased): the oracle rejects both."""
+@pytest.mark.parametrize("control, scheduler", [("barrier_arrive_without_fence", "phased")])
+def test_negative_control_grid_barrier_arrival_without_its_fence_is_caught(stream, control, scheduler):
+    """A grid barrier arrival made without the release fence, before the worker's tasks finished
+    (phased): the oracle rejects it."""
     from numba_softmax.kernels.persistent import negative_control_kernel
     from numba_softmax.launch.driver import Invocation
     from numba_softmax.tiled import TiledBuffers, build_layout, tiled_launches, worker_plan

@@ -1,8 +1,7 @@
 """Experiment B schedulers in the Numba CUDA simulator (logic only, tiny cases).
 
 The simulator runs blocks one at a time, so the persistent kernel runs with ONE worker
-(phased and DAG): its scheduler warp, its compute warps, the ring between them and the
-named barriers (emulated there) all run as in a GPU worker. The DAG may also run with two:
+(phased and DAG). The DAG may also run with two:
 block 0 drains the whole graph, block 1 then finds nothing and exits, which exercises the
 termination path. Small tiles (64 and 320 elements) keep each case to seconds; the kernels
 read tile lengths from the layout.
@@ -15,7 +14,7 @@ import pytest
 
 from numba_softmax.fixtures import packed_fixture
 from numba_softmax.kernels.persistent import (MODE_DAG, MODE_DAG_FLOOR, MODE_PHASED, MODE_PHASED_FLOOR,
-                                              NEGATIVE_CONTROLS, WORKER_THREADS, dag_launches, init_queue_kernel,
+                                              NEGATIVE_CONTROLS, dag_launches, init_queue_kernel,
                                               negative_control_kernel, persistent_tiles)
 from numba_softmax.queue import (A_NEXT, C_DONE, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK,
                                  ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, GRID_BARRIER)
@@ -127,10 +126,10 @@ def test_dag_counters_and_queue_are_exact(request, runs_name, key):
 
 
 def test_one_worker_dag_prefers_ready_consumers():
-    # One worker, traced. Once a B or C task is published, the worker runs at most ONE more
-    # A tile before it: the one its scheduler warp decided into the other ring slot while the
-    # compute warps ran the task whose finish published it. A worker without the preference
-    # would claim every A tile first.
+    # One worker, traced. Once a B or C task is published, the worker claims at most ONE more
+    # A tile before running it: the one thread 0 may claim while the A tile's announcer (lane 0
+    # of warp 1) is still publishing (the two run side by side after an A task). A worker
+    # without the preference would claim every A tile first.
     lengths, tile, family = CASE_SMALL
     values = packed_fixture(family, lengths)
     result = tiled_softmax(values, lengths, "dag", workers=1, tile_elements=tile, trace=True)
@@ -171,11 +170,10 @@ def test_launch_lists_of_the_three_schedulers():
     assert all(launch.block == (128,) for launch in separate)  # the tile task's block
     phased = tiled_launches("phased", buffers, 1)
     assert len(phased) == 1 and phased[0].kernel is persistent_tiles and phased[0].cooperative
-    assert phased[0].grid == (1,) and phased[0].args[0] == MODE_PHASED and phased[0].block == (WORKER_THREADS,)
-    assert WORKER_THREADS == 128 + 32  # four compute warps and the scheduler warp
+    assert phased[0].grid == (1,) and phased[0].args[0] == MODE_PHASED and phased[0].block == (128,)
     dag = tiled_launches("dag", buffers, 1)
     assert [launch.kernel for launch in dag] == [init_queue_kernel, persistent_tiles]
-    assert dag[1].block == (WORKER_THREADS,) and dag[1].cooperative
+    assert dag[1].block == (128,) and dag[1].cooperative
     assert dag[1].args[0] == MODE_DAG and dag[1].args[1:] == phased[0].args[1:]
     assert dag[0].args[0] is buffers.counters  # fixed pointers: the same device arrays
     with pytest.raises(ValueError, match="workers=1"):
@@ -247,7 +245,7 @@ def test_floor_launches_are_the_same_launches_with_no_tasks():
     assert [launch.kernel for launch in floor] == [empty_tile_kernel] * 3
     assert [(f.grid, f.block) for f in floor] == [(s.grid, s.block) for s in separate]
     phased_floor = floor_launches("phased", buffers, 1)
-    assert phased_floor[0].args[0] == MODE_PHASED_FLOOR and phased_floor[0].block == (WORKER_THREADS,)
+    assert phased_floor[0].args[0] == MODE_PHASED_FLOOR and phased_floor[0].block == (128,)
     dag_floor = floor_launches("dag", buffers, 1)
     assert dag_floor[1].args[0] == MODE_DAG_FLOOR and dag_floor[0].kernel is init_queue_kernel
     # No task runs: the poisoned outputs stay NaN; the DAG floor's queue is the reset state.
@@ -261,7 +259,7 @@ def test_floor_launches_are_the_same_launches_with_no_tasks():
 
 
 def test_negative_controls_are_separate_builds():
-    assert set(NEGATIVE_CONTROLS) == {"unacquired_slot_read", "first_producer_publishes_b", "slot_released_early",
+    assert set(NEGATIVE_CONTROLS) == {"unacquired_slot_read", "first_producer_publishes_b",
                                       "barrier_arrive_without_fence"}
     for name in NEGATIVE_CONTROLS:
         assert negative_control_kernel(name) is not persistent_tiles
