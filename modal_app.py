@@ -7,26 +7,28 @@
 What happens, in order:
 
 1. **Compile on CPU, before any GPU.** The image (debian-slim, the project's pinned
-   dependencies, the protocol's cuDNN 9.10.2.21, matplotlib) runs ``python -m bench ptx``
-   while it is BUILT: every kernel is compiled to sm_90 PTX and checked against the
-   numerics policy; a policy failure fails the build, so no GPU is ever requested.
-   (Numba's on-disk kernel cache is not warmed: the kernels are not declared
-   ``cache=True`` and the launch layer compiles per process, so there is no cache to
-   carry; compilation is outside every timed interval anyway.)
-2. ``prepare`` (CPU): copies the source tree and the PTX/policy report into the run's
-   folder on the Volume ``numba-softmax-runs``.
+   dependencies, the protocol's cuDNN 9.10.2.21, matplotlib, nvdisasm) runs, while it is
+   BUILT, ``python -m bench ptx`` (every kernel compiled to sm_90 PTX and checked against the
+   numerics policy) and ``python -m bench build-kernels``: every kernel the run launches,
+   compiled by Numba for sm_90 and assembled by ptxas into a cubin, with its SASS. A failure
+   fails the build, so no GPU is ever requested.
+2. ``prepare`` (CPU): copies the source tree, the PTX/policy report and the kernels (PTX,
+   cubin, SASS, kernels.json) into the run's folder on the Volume ``numba-softmax-runs``.
 3. ``run_experiment`` (GPU): exactly one ``gpu="H100!"`` (the ``!`` forbids Modal's
    automatic H200 upgrade), ``timeout=900`` s hard limit, ``retries=0``,
    ``max_containers=1``, ``min_containers=0`` / ``buffer_containers=0`` and a 2 s
    scaledown (no warm pool), one input per container. Its body is
    ``bench.cli.main([...])``: the same code path as ``python -m bench``, which asserts the
-   device model (``--expect-device H100``), records memory/SM/L2/driver/runtime/clocks in
-   metadata.json, validates before timing and stops on a required failure. The run folder
+   device model (``--expect-device H100``), loads every kernel from the image's cubins with
+   the driver before allocating anything (``--prebuilt``: a missing cubin, or one built for
+   another device, stops the call there; nothing is compiled on the GPU machine), records
+   memory/SM/L2/driver/runtime/clocks in metadata.json, validates before timing and stops on
+   a required failure. It writes records only (``--no-summary``). The run folder
    lives on the Volume and the Volume is committed after every case (``after_case``
    hook), so an interrupted run keeps every completed case; calling again with the same
    ``--run-name`` continues it with ``--resume``. Both experiments run in this one
    container, one after the other; the first one that stops ends the call.
-4. ``package`` (CPU): rebuilds summary.md and the plots from the artifacts, writes
+4. ``package`` (CPU): draws summary.md and the plots from the artifacts, writes
    manifest.json (sha256 of every file) and the compact review bundle
    (``python -m bench bundle``); the full raw run stays on the Volume.
 5. The local entrypoint downloads the compact bundle to ``runs/modal/<run>.review.tar.gz``.
@@ -52,6 +54,9 @@ VOLUME_NAME = "numba-softmax-runs"
 VOLUME_MOUNT = "/runs"
 REPO_IN_IMAGE = "/root/numba_softmax"
 PTX_IN_IMAGE = "/opt/numba_softmax_ptx"
+KERNELS_IN_IMAGE = "/opt/numba_softmax_kernels"
+#: Image-only tools: nvdisasm writes the SASS of each prebuilt cubin (build-kernels skips it without).
+IMAGE_TOOLS = ["nvidia-cuda-nvdisasm>=13,<14"]
 EXPECTED_DEVICE = "H100"
 HERE = Path(__file__).resolve().parent
 
@@ -83,12 +88,14 @@ def _requirements() -> list[str]:
 
 image = (
     modal.Image.debian_slim(python_version="3.12")
-    .pip_install(*_requirements())
+    .pip_install(*_requirements(), *IMAGE_TOOLS)
     # The project runs from its source tree (python -m bench in REPO_IN_IMAGE), not as an installed package.
     .env({"PYTHONUNBUFFERED": "1", "PYTHONPATH": REPO_IN_IMAGE})
     .add_local_dir(str(HERE), REPO_IN_IMAGE, copy=True, ignore=IGNORED)
-    # Compile every kernel (NVVM -> sm_90 PTX) and check the numerics policy on the CPU builder.
-    .run_commands(f"cd {REPO_IN_IMAGE} && python -m bench ptx --out {PTX_IN_IMAGE}")
+    # On the CPU builder: every kernel to sm_90 PTX against the numerics policy, then every kernel the
+    # run launches to PTX, cubin and SASS (the GPU function loads these and compiles nothing).
+    .run_commands(f"cd {REPO_IN_IMAGE} && python -m bench ptx --out {PTX_IN_IMAGE}",
+                  f"cd {REPO_IN_IMAGE} && python -m bench build-kernels --out {KERNELS_IN_IMAGE}")
     .workdir(REPO_IN_IMAGE)
 )
 app = modal.App(APP_NAME, image=image)
@@ -102,7 +109,8 @@ def run_folder(run_name: str, experiment: str | None = None) -> str:
 
 def experiment_argv(experiment: str, out: str, resume: bool) -> list[str]:
     """The ``python -m bench`` arguments of one GPU call."""
-    argv = ["--experiment", experiment, "--expect-device", EXPECTED_DEVICE]
+    argv = ["--experiment", experiment, "--expect-device", EXPECTED_DEVICE, "--prebuilt", KERNELS_IN_IMAGE,
+            "--no-summary"]
     if experiment == "B":
         argv.append("--trace")  # trace builds after the timing runs (never inside them)
     return argv + (["--resume", out] if resume else ["--out", out])
@@ -110,13 +118,13 @@ def experiment_argv(experiment: str, out: str, resume: bool) -> list[str]:
 
 @app.function(volumes={VOLUME_MOUNT: runs_volume}, **CPU_FUNCTION_OPTIONS)
 def prepare(run_name: str) -> dict:
-    """CPU: put the source tree and the PTX/policy report built with the image into the run folder."""
+    """CPU: put the source tree, the PTX/policy report and the prebuilt kernels of the image into the run folder."""
     import shutil
 
     base = run_folder(run_name)
     os.makedirs(base, exist_ok=True)
     copied = {}
-    for source, name in ((REPO_IN_IMAGE, "source"), (PTX_IN_IMAGE, "ptx")):
+    for source, name in ((REPO_IN_IMAGE, "source"), (PTX_IN_IMAGE, "ptx"), (KERNELS_IN_IMAGE, "kernels")):
         target = os.path.join(base, name)
         if not os.path.exists(target):
             shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))

@@ -28,6 +28,8 @@ SUBCOMMANDS = {
     "ptx": ("bench.ptx_report", "every kernel's sm_90 PTX, compiled offline, against the numerics policy "
                                 "(--compare: beside nvcc's)"),
     "build-reference": ("bench.reference_build", "nvcc: reference_cu/*.cu -> PTX + cubin (needs a checkout and nvcc)"),
+    "build-kernels": ("bench.kernel_build", "every kernel the main job launches -> PTX, cubin, SASS, on a CPU "
+                                            "(for --prebuilt)"),
     "report": ("bench.report", "rebuild summary.md and the plots of a run folder (never overwrites recorded files)"),
     "bundle": ("bench.bundle", "manifest.json (sha256 of every file) and a compact review tar.gz of a run folder"),
     "profile": ("bench.profile", "Nsight Compute / Nsight Systems profiles of the experiments' variants (GPU)"),
@@ -111,6 +113,12 @@ def experiment_parser():
                              "and protocol required; completed cases are skipped, a partial case is redone")
     parser.add_argument("--force", action="store_true",
                         help="--resume only: continue a folder whose manifest.json records its files (a bundled run)")
+    parser.add_argument("--prebuilt", metavar="DIR",
+                        help="GPU only: load every kernel from DIR (python -m bench build-kernels) and compile none; "
+                             "a kernel missing there, or built for another device, stops the run before it starts")
+    parser.add_argument("--no-summary", action="store_true",
+                        help="write the records only; summary.md and the plots come later from "
+                             "python -m bench report DIR (the Modal app draws them on a CPU)")
     return parser
 
 
@@ -170,6 +178,10 @@ def main(argv=None, *, after_case=None):
     except NoGpu as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3
+    if not gpu and args.prebuilt:
+        print("error: --prebuilt loads cubins on a GPU; without one the simulator compiles nothing to load",
+              file=sys.stderr)
+        return 2
     if not gpu:
         problem = simulator_problem(args)
         if problem:
@@ -309,6 +321,15 @@ def run_experiment(args, gpu, argv, after_case=None):
         if note:
             metadata["device_note"] = note
             print(_device_banner(note), file=sys.stderr)
+        if args.prebuilt:
+            from numba_softmax.launch.prebuilt import PrebuiltKernelError, activate
+            try:
+                store = activate(args.prebuilt)  # every module loaded now, before anything is allocated
+            except PrebuiltKernelError as exc:
+                print(f"error: --prebuilt {args.prebuilt}: {exc}", file=sys.stderr)
+                return 3
+            metadata["prebuilt"] = {"folder": store.folder, "kernels": len(store.records),
+                                    "arch": store.manifest["arch"], "ptxas": store.manifest["ptxas"]}
     if stored is None:
         run = RunFolder(out)
     try:
@@ -420,9 +441,12 @@ def _run_in_folder(args, gpu, run, metadata, stored, after_case):
         status = _run_trace_step(args, run, stream, gpu, metadata)
     metadata["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
     run.write_json("metadata.json", metadata)
-    summary = write_summary(run, force=True)  # the run's own summary, written by the run itself
     print(terminal_verdict(run))
-    print(f"{'completed' if status == 0 else 'STOPPED'}: {summary}")
+    if args.no_summary:
+        print(f"{'completed' if status == 0 else 'STOPPED'}: {out} (summary: python -m bench report {out})")
+    else:
+        summary = write_summary(run, force=True)  # the run's own summary, written by the run itself
+        print(f"{'completed' if status == 0 else 'STOPPED'}: {summary}")
     if not gpu:
         print("(simulator run: correctness only, no timings)", file=sys.stderr)
     return status

@@ -76,6 +76,7 @@ def test_only_the_benchmark_function_gets_a_gpu():
 def test_the_image_compiles_ptx_on_the_cpu_builder():
     source = inspect.getsource(modal_app)
     assert "python -m bench ptx --out" in source and ".run_commands(" in source
+    assert f"python -m bench build-kernels --out {{KERNELS_IN_IMAGE}}" in source
     assert "nvidia-cudnn-cu12==9.10.2.21" in modal_app._requirements()
     assert any(r.startswith("matplotlib") for r in modal_app._requirements())
 
@@ -123,8 +124,9 @@ def test_gpu_body_is_bench_cli_main_and_commits_per_case(fake_volume, tmp_path, 
     results = raw(["A", "B"], "r1", "abc123")
     out = str(tmp_path / "vol" / "r1" / "expB")
     out_a = str(tmp_path / "vol" / "r1" / "expA")
-    assert calls == [["--experiment", "A", "--expect-device", "H100", "--out", out_a],
-                     ["--experiment", "B", "--expect-device", "H100", "--trace", "--out", out]]
+    prebuilt = ["--prebuilt", modal_app.KERNELS_IN_IMAGE, "--no-summary"]
+    assert calls == [["--experiment", "A", "--expect-device", "H100", *prebuilt, "--out", out_a],
+                     ["--experiment", "B", "--expect-device", "H100", *prebuilt, "--trace", "--out", out]]
     assert fake_volume.commits == 6  # after each case, and once at the end of each experiment
     result = results[1]
     assert [r["experiment"] for r in results] == ["A", "B"]
@@ -136,7 +138,7 @@ def test_gpu_body_is_bench_cli_main_and_commits_per_case(fake_volume, tmp_path, 
     Path(out).mkdir(parents=True)
     (Path(out) / "metadata.json").write_text("{}")
     assert raw(["B"], "r1", "abc123")[0]["resumed"] is True
-    assert calls[-1] == ["--experiment", "B", "--expect-device", "H100", "--trace", "--resume", out]
+    assert calls[-1] == ["--experiment", "B", "--expect-device", "H100", *prebuilt, "--trace", "--resume", out]
 
 
 def test_gpu_body_reports_a_stopped_run(fake_volume, monkeypatch):
@@ -173,15 +175,20 @@ def test_package_reports_and_bundles_on_cpu(fake_volume, tmp_path):
     assert "expA/summary.md" in [e["path"] for e in manifest["files"]]
 
 
-def test_prepare_copies_source_and_ptx(fake_volume, tmp_path, monkeypatch):
-    source, ptx = tmp_path / "src", tmp_path / "ptx"
+def test_prepare_copies_source_ptx_and_kernels(fake_volume, tmp_path, monkeypatch):
+    source, ptx, kernels = tmp_path / "src", tmp_path / "ptx", tmp_path / "kernels"
     (source / "bench").mkdir(parents=True)
     (source / "bench" / "cli.py").write_text("# cli\n")
     ptx.mkdir()
     (ptx / "policy.json").write_text("{}")
+    (kernels / "cubin").mkdir(parents=True)
+    (kernels / "kernels.json").write_text("{}")
+    (kernels / "cubin" / "k.cubin").write_bytes(b"\x7fELF")
     monkeypatch.setattr(modal_app, "REPO_IN_IMAGE", str(source))
     monkeypatch.setattr(modal_app, "PTX_IN_IMAGE", str(ptx))
+    monkeypatch.setattr(modal_app, "KERNELS_IN_IMAGE", str(kernels))
     _impl(modal_app.prepare)._raw_f("r4")
     base = tmp_path / "vol" / "r4"
     assert (base / "source" / "bench" / "cli.py").exists() and (base / "ptx" / "policy.json").exists()
+    assert (base / "kernels" / "cubin" / "k.cubin").read_bytes() == b"\x7fELF"
     assert fake_volume.commits == 1

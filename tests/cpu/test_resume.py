@@ -352,3 +352,11 @@ def test_cli_resume_refuses_a_bundled_folder_unless_forced(fake_bench, tmp_path,
     assert "manifest.json records" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == snapshot
     assert _run([*argv, "--resume", str(out), "--force"]) == 0
+
+
+def test_cli_no_summary_writes_records_only(fake_bench, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert _run(["--experiment", "A", "--shapes", "1x128", "--no-summary", "--out", str(out)]) == 0
+    assert not (out / "summary.md").exists() and (out / "cases.jsonl").exists()
+    printed = capsys.readouterr().out
+    assert f"python -m bench report {out}" in printed and "Correctness: **1 passed, 0 failed**" in printed

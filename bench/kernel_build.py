@@ -1,0 +1,172 @@
+"""Compile every kernel the main job launches, on a CPU, into PTX, cubin and SASS files.
+
+    python -m bench build-kernels --out DIR [--arch sm_90]
+
+For each kernel of :func:`run_kernels` (every registered kernel, the trace builds, the empty-work floor), with the
+argument types the launch layer will see: Numba's own compiler (NVVM, the kernel's options)
+writes ``DIR/ptx/<name>.ptx``; ptxas (on PATH or from the ``nvidia-cuda-nvcc`` wheel) assembles
+it into ``DIR/cubin/<name>.cubin``; nvdisasm, where installed, writes ``DIR/sass/<name>.sass``.
+``DIR/kernels.json`` records each kernel's key, PTX entry, files and SHA-256, and the tools.
+
+``python -m bench --experiment X --prebuilt DIR`` then loads these cubins with the driver
+(:mod:`numba_softmax.launch.prebuilt`) and compiles nothing: the Modal app builds them while
+its CPU image is built, before any GPU is requested. docs/modal.md says why and what it changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import subprocess
+import sys
+
+DEFAULT_ARCH = "sm_90"
+_ENTRY = re.compile(r"^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
+
+
+def run_kernels():
+    """[(dispatcher, Numba signature)] of every kernel the main job can launch (registered kernels,
+    trace builds, the empty-work floor); tests/cpu/test_kernel_build.py checks it against the plans' launches."""
+    from numba_softmax.kernels import persistent, tiles
+    from numba_softmax.kernels.registry import KERNELS
+
+    found = list(KERNELS.values())
+    found += [(kernel, tiles.SIGNATURES[kernel.py_func.__name__.removesuffix("_trace")])
+              for kernel in tiles.separate_trace_kernels()]
+    found.append((persistent.persistent_trace_kernel(), persistent.SIGNATURES["persistent_tiles"]))
+    found.append((tiles.empty_tile_kernel, "void()"))  # the separate scheduler's empty-work floor
+    return found
+
+
+def argument_types(signature):
+    from numba.core import sigutils
+
+    return sigutils.normalize_signature(signature)[0]
+
+
+def _tool_version(path):
+    if path is None:
+        return None
+    proc = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+    lines = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+    return lines[-1] if lines else None
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def build(out, arch=DEFAULT_ARCH) -> dict:
+    """Compile every kernel into ``out`` (a new or empty folder); return the manifest written."""
+    import numba
+
+    from bench.artifacts import RunFolder
+    from bench.environment import package_versions
+    from bench.ptx_report import find_nvdisasm
+    from numba_softmax.launch.prebuilt import MANIFEST_NAME, kernel_key
+    from numba_softmax.ptx import find_ptxas, kernel_ptx
+
+    match = re.fullmatch(r"sm_(\d+)(\d)", arch)
+    if not match:
+        raise ValueError(f"--arch {arch!r}: expected sm_XY, e.g. sm_90")
+    cc = (int(match.group(1)), int(match.group(2)))
+    ptxas = find_ptxas()
+    if ptxas is None:
+        raise RuntimeError("ptxas not found (PATH, or the nvidia-cuda-nvcc wheel numba-cuda[cu12] installs): "
+                           "it turns the PTX into cubins")
+    nvdisasm = find_nvdisasm()
+    folder = RunFolder(out)
+    records = []
+    for dispatcher, signature in run_kernels():
+        name = dispatcher.py_func.__name__
+        ptx = kernel_ptx(dispatcher, signature, cc=cc)
+        entries = _ENTRY.findall(ptx)
+        if len(entries) != 1:
+            raise RuntimeError(f"{name}: expected one .entry in its PTX, found {entries}")
+        ptx_path = folder.write_text(f"ptx/{name}.ptx", ptx)
+        cubin_path = folder.path_of(f"cubin/{name}.cubin")
+        cubin_path.parent.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run([ptxas, f"-arch={arch}", str(ptx_path), "-o", str(cubin_path)],
+                              capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{name}: ptxas failed:\n{proc.stdout}{proc.stderr}")
+        record = {"key": kernel_key(dispatcher, argument_types(signature)), "name": name,
+                  "signature": signature, "entry": entries[0],
+                  "ptx": f"ptx/{name}.ptx", "ptx_sha256": _sha256(ptx.encode("utf-8")),
+                  "cubin": f"cubin/{name}.cubin", "cubin_sha256": _sha256(cubin_path.read_bytes()),
+                  "sass": None}
+        if nvdisasm is not None:
+            sass = subprocess.run([nvdisasm, "-c", str(cubin_path)], capture_output=True, text=True, check=False)
+            if sass.returncode != 0:
+                raise RuntimeError(f"{name}: nvdisasm failed:\n{sass.stderr}")
+            record["sass"] = str(folder.write_text(f"sass/{name}.sass", sass.stdout).relative_to(folder.path))
+        records.append(record)
+    manifest = {
+        "arch": arch, "compute_capability": list(cc),
+        "ptxas": {"path": ptxas, "version": _tool_version(ptxas)},
+        "nvdisasm": {"path": nvdisasm, "version": _tool_version(nvdisasm)} if nvdisasm else None,
+        "sass_skipped": None if nvdisasm else "nvdisasm not installed (pip install nvidia-cuda-nvdisasm)",
+        "numba": numba.__version__, "packages": package_versions(),
+        "kernels": records,
+    }
+    folder.write_json(MANIFEST_NAME, manifest)
+    return manifest
+
+
+def run_launch_keys(scratch) -> list[str]:
+    """The key of every kernel launch the main job's plans build (both experiments, every variant, and
+    the trace builds), read from the launches themselves. Runs in the simulator or on a GPU."""
+    import argparse as _argparse
+
+    import numba
+
+    from bench.artifacts import RunFolder
+    from bench.experiment_a import EXPERIMENT_PLAN_A
+    from bench.experiment_b import EXPERIMENT_PLAN_B
+    from numba_softmax.backend import SIMULATOR
+    from numba_softmax.cases import EXPERIMENT_B_SCHEDULERS, EXPERIMENT_B_SIM_CASES
+    from numba_softmax.launch.prebuilt import kernel_key
+    from numba_softmax.tiled import TiledBuffers, build_layout, tiled_launches
+
+    def key(launch):
+        launch = getattr(launch, "launch", launch)  # a GPU invocation holds prepared launches
+        return kernel_key(launch.kernel, tuple(numba.typeof(a) for a in launch.args))
+
+    keys = set()
+    gpu = not SIMULATOR
+    run = RunFolder(scratch)
+    for experiment, plan in (("A", EXPERIMENT_PLAN_A), ("B", EXPERIMENT_PLAN_B)):
+        args = _argparse.Namespace(experiment=experiment, shapes=None, cases=None, no_cudnn=True, no_arrays=True,
+                                   expect_device=None, trace=False)
+        _stream, factories, _notes = plan(args, gpu, {}, run)
+        for make in factories:
+            for variant in make().variants:
+                keys.update(key(launch) for launch in variant.invocation.launches)
+    _name, lengths = EXPERIMENT_B_SIM_CASES[0]
+    traced = TiledBuffers.allocate(build_layout(lengths), trace=True)
+    for scheduler in EXPERIMENT_B_SCHEDULERS:
+        keys.update(key(launch) for launch in tiled_launches(scheduler, traced, 1, trace=True))
+    return sorted(keys)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench build-kernels", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="new or empty folder for ptx/, cubin/, sass/, kernels.json")
+    parser.add_argument("--arch", default=DEFAULT_ARCH, help=f"target (default {DEFAULT_ARCH}, the protocol's)")
+    args = parser.parse_args(argv)
+    try:
+        manifest = build(args.out, args.arch)
+    except (ValueError, RuntimeError, FileExistsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sass = "SASS too" if manifest["sass_skipped"] is None else f"no SASS: {manifest['sass_skipped']}"
+    print(f"{len(manifest['kernels'])} kernels built for {manifest['arch']} into {os.path.abspath(args.out)} "
+          f"(PTX and cubin; {sass})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

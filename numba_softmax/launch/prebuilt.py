@@ -1,0 +1,156 @@
+"""Kernels compiled before the GPU: cubins built on a CPU, loaded here with the driver.
+
+Where a run must not compile after its GPU is allocated (the cloud run: the protocol compiles
+in the CPU image), ``python -m bench build-kernels --out DIR`` compiles every kernel the run
+launches with Numba's own compiler (the dispatcher's Python function, the signature the launch
+layer will see, NVVM -> PTX for sm_90) and assembles each PTX with ptxas into a cubin, writing
+``DIR/kernels.json``: one record per kernel with its key (module, name and argument types),
+the PTX entry name, the files and their SHA-256, and the compute capability.
+
+:func:`activate` installs such a folder for this process. From then on the launch layer
+(:func:`numba_softmax.launch.driver.compiled`) takes every kernel from it: ``cuModuleLoadData``
+of the cubin and ``cuModuleGetFunction`` of the recorded entry, exactly as the nvcc twins are
+loaded (:mod:`numba_softmax.peers.nvcc_twins`), and never compiles. A kernel the folder does not
+hold, a cubin whose bytes are not the recorded ones, or a folder built for another compute
+capability stops the run with :class:`PrebuiltKernelError` naming it.
+
+The arguments are packed by the launch layer the same way for both paths: the cubin is Numba's
+own code for the same types, so its parameters follow Numba's kernel ABI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from cuda.bindings import driver as cu
+
+MANIFEST_NAME = "kernels.json"
+
+
+class PrebuiltKernelError(RuntimeError):
+    """A prebuilt kernel is missing, altered or built for another device."""
+
+
+def kernel_key(dispatcher, argtypes) -> str:
+    """``module.name(argument types)``: what identifies one compiled specialization."""
+    function = dispatcher.py_func
+    return f"{function.__module__}.{function.__name__}({', '.join(str(t) for t in argtypes)})"
+
+
+class PrebuiltKernel:
+    """A cubin's kernel, loaded with the driver; the interface of ``driver.CompiledKernel``."""
+
+    def __init__(self, record, function, argtypes):
+        from .driver import check
+
+        self.argtypes = tuple(argtypes)
+        self.name = record["entry"]
+        self.key = record["key"]
+        self.cooperative = False  # Numba marks a kernel cooperative only for cooperative-groups grid sync
+        self.function = function
+        attribute = cu.CUfunction_attribute
+
+        def get(name):
+            return check(cu.cuFuncGetAttribute(getattr(attribute, name), function))
+
+        self.registers_per_thread = get("CU_FUNC_ATTRIBUTE_NUM_REGS")
+        self.local_bytes_per_thread = get("CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES")
+        self.static_shared_bytes = get("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
+        self.max_threads_per_block = get("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK")
+
+    def active_blocks_per_sm(self, block_threads, dynamic_shared_bytes=0):
+        from .driver import check
+
+        return check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(self.function, block_threads,
+                                                                     dynamic_shared_bytes))
+
+    def resources(self):
+        return {
+            "entry": self.name,
+            "cooperative": self.cooperative,
+            "registers_per_thread": self.registers_per_thread,
+            "local_bytes_per_thread": self.local_bytes_per_thread,
+            "static_shared_bytes": self.static_shared_bytes,
+            "max_threads_per_block": self.max_threads_per_block,
+            "prebuilt": True,
+        }
+
+
+class KernelStore:
+    """A folder written by ``python -m bench build-kernels``."""
+
+    def __init__(self, folder):
+        self.folder = os.path.abspath(folder)
+        path = os.path.join(self.folder, MANIFEST_NAME)
+        if not os.path.isfile(path):
+            raise PrebuiltKernelError(f"{self.folder} holds no {MANIFEST_NAME}: not a folder of prebuilt kernels "
+                                      "(python -m bench build-kernels --out DIR writes one)")
+        with open(path, encoding="utf-8") as f:
+            self.manifest = json.load(f)
+        self.records = {record["key"]: record for record in self.manifest["kernels"]}
+        self.compute_capability = tuple(self.manifest["compute_capability"])
+        self._modules = {}
+
+    def check_device(self, compute_capability):
+        if tuple(compute_capability) != self.compute_capability:
+            have = "sm_{}{}".format(*self.compute_capability)
+            need = "sm_{}{}".format(*compute_capability)
+            raise PrebuiltKernelError(f"the kernels in {self.folder} were built for {have}, this device is {need}: "
+                                      f"build them for it (python -m bench build-kernels --arch {need})")
+
+    def _image(self, record):
+        path = os.path.join(self.folder, record["cubin"])
+        if not os.path.isfile(path):
+            raise PrebuiltKernelError(f"{record['key']}: {path} is missing")
+        with open(path, "rb") as f:
+            image = f.read()
+        if hashlib.sha256(image).hexdigest() != record["cubin_sha256"]:
+            raise PrebuiltKernelError(f"{record['key']}: {path} is not the cubin {MANIFEST_NAME} records "
+                                      "(its SHA-256 differs)")
+        return image
+
+    def _function(self, record):
+        from .driver import check, ensure_context
+
+        ensure_context()
+        module = self._modules.get(record["key"])
+        if module is None:
+            module = self._modules[record["key"]] = check(cu.cuModuleLoadData(self._image(record)))
+        return check(cu.cuModuleGetFunction(module, record["entry"].encode()))
+
+    def kernel(self, dispatcher, argtypes) -> PrebuiltKernel:
+        key = kernel_key(dispatcher, argtypes)
+        record = self.records.get(key)
+        if record is None:
+            raise PrebuiltKernelError(f"{key} is not among the {len(self.records)} kernels built in {self.folder}; "
+                                      "the run launches a kernel the build step did not compile "
+                                      "(bench/kernel_build.py RUN_KERNELS)")
+        return PrebuiltKernel(record, self._function(record), argtypes)
+
+    def verify(self):
+        """Load every module now (before the run allocates anything); return how many."""
+        from .driver import ensure_context
+
+        context = ensure_context()
+        self.check_device(context.device.compute_capability)
+        for record in self.records.values():
+            self._function(record)
+        return len(self.records)
+
+
+_active = None
+
+
+def activate(folder) -> KernelStore:
+    """Take every kernel of this process from ``folder`` (checked against the device, every module loaded)."""
+    global _active
+    store = KernelStore(folder)
+    store.verify()
+    _active = store
+    return store
+
+
+def active_store() -> KernelStore | None:
+    return _active
