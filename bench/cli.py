@@ -322,8 +322,12 @@ def run_experiment(args, gpu, argv, after_case=None):
             metadata["device_note"] = note
             print(_device_banner(note), file=sys.stderr)
         if args.prebuilt:
-            from numba_softmax.launch.prebuilt import PrebuiltKernelError, activate
+            from bench.kernel_build import expected_keys
+            from numba_softmax.launch.prebuilt import KernelStore, PrebuiltKernelError, activate
             try:
+                missing = KernelStore(args.prebuilt).missing(expected_keys())
+                if missing:
+                    raise PrebuiltKernelError(f"{len(missing)} kernel(s) the run launches are not there: {missing}")
                 store = activate(args.prebuilt)  # every module loaded now, before anything is allocated
             except PrebuiltKernelError as exc:
                 print(f"error: --prebuilt {args.prebuilt}: {exc}", file=sys.stderr)

@@ -40,10 +40,18 @@ def run_kernels():
     return found
 
 
-def argument_types(signature):
+def expected_key(dispatcher, signature) -> str:
+    """The key the launch layer will look up for this kernel (its argument types from the signature)."""
     from numba.core import sigutils
 
-    return sigutils.normalize_signature(signature)[0]
+    from numba_softmax.launch.prebuilt import kernel_key
+
+    return kernel_key(dispatcher, sigutils.normalize_signature(signature)[0])
+
+
+def expected_keys() -> list[str]:
+    """The key of every kernel of :func:`run_kernels`: what ``--prebuilt`` requires of a folder."""
+    return sorted(expected_key(dispatcher, signature) for dispatcher, signature in run_kernels())
 
 
 def _tool_version(path):
@@ -65,7 +73,7 @@ def build(out, arch=DEFAULT_ARCH) -> dict:
     from bench.artifacts import RunFolder
     from bench.environment import package_versions
     from bench.ptx_report import find_nvdisasm
-    from numba_softmax.launch.prebuilt import MANIFEST_NAME, kernel_key
+    from numba_softmax.launch.prebuilt import MANIFEST_NAME, source_digest
     from numba_softmax.ptx import find_ptxas, kernel_ptx
 
     match = re.fullmatch(r"sm_(\d+)(\d)", arch)
@@ -92,7 +100,7 @@ def build(out, arch=DEFAULT_ARCH) -> dict:
                               capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"{name}: ptxas failed:\n{proc.stdout}{proc.stderr}")
-        record = {"key": kernel_key(dispatcher, argument_types(signature)), "name": name,
+        record = {"key": expected_key(dispatcher, signature), "name": name,
                   "signature": signature, "entry": entries[0],
                   "ptx": f"ptx/{name}.ptx", "ptx_sha256": _sha256(ptx.encode("utf-8")),
                   "cubin": f"cubin/{name}.cubin", "cubin_sha256": _sha256(cubin_path.read_bytes()),
@@ -104,7 +112,7 @@ def build(out, arch=DEFAULT_ARCH) -> dict:
             record["sass"] = str(folder.write_text(f"sass/{name}.sass", sass.stdout).relative_to(folder.path))
         records.append(record)
     manifest = {
-        "arch": arch, "compute_capability": list(cc),
+        "arch": arch, "compute_capability": list(cc), "source_sha256": source_digest(),
         "ptxas": {"path": ptxas, "version": _tool_version(ptxas)},
         "nvdisasm": {"path": nvdisasm, "version": _tool_version(nvdisasm)} if nvdisasm else None,
         "sass_skipped": None if nvdisasm else "nvdisasm not installed (pip install nvidia-cuda-nvdisasm)",

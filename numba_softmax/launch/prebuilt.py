@@ -5,14 +5,15 @@ in the CPU image), ``python -m bench build-kernels --out DIR`` compiles every ke
 launches with Numba's own compiler (the dispatcher's Python function, the signature the launch
 layer will see, NVVM -> PTX for sm_90) and assembles each PTX with ptxas into a cubin, writing
 ``DIR/kernels.json``: one record per kernel with its key (module, name and argument types),
-the PTX entry name, the files and their SHA-256, and the compute capability.
+the PTX entry name, the files and their SHA-256, the compute capability, and the SHA-256 of
+the package source it was compiled from.
 
 :func:`activate` installs such a folder for this process. From then on the launch layer
 (:func:`numba_softmax.launch.driver.compiled`) takes every kernel from it: ``cuModuleLoadData``
 of the cubin and ``cuModuleGetFunction`` of the recorded entry, exactly as the nvcc twins are
 loaded (:mod:`numba_softmax.peers.nvcc_twins`), and never compiles. A kernel the folder does not
-hold, a cubin whose bytes are not the recorded ones, or a folder built for another compute
-capability stops the run with :class:`PrebuiltKernelError` naming it.
+hold, a cubin whose bytes are not the recorded ones, a folder built for another compute
+capability or from other source stops the run with :class:`PrebuiltKernelError` naming it.
 
 The arguments are packed by the launch layer the same way for both paths: the cubin is Numba's
 own code for the same types, so its parameters follow Numba's kernel ABI.
@@ -30,7 +31,21 @@ MANIFEST_NAME = "kernels.json"
 
 
 class PrebuiltKernelError(RuntimeError):
-    """A prebuilt kernel is missing, altered or built for another device."""
+    """A prebuilt kernel is missing, altered, built for another device or from other source."""
+
+
+def source_digest() -> str:
+    """SHA-256 over this package's Python source (relative paths and bytes, in path order): the
+    kernels in a folder are this code's only if the digest it records is this one."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digest = hashlib.sha256()
+    paths = sorted(os.path.relpath(os.path.join(folder, name), root)
+                   for folder, _dirs, names in os.walk(root) for name in names if name.endswith(".py"))
+    for relative in paths:
+        digest.update(relative.replace(os.sep, "/").encode() + b"\0")
+        with open(os.path.join(root, relative), "rb") as f:
+            digest.update(f.read() + b"\0")
+    return digest.hexdigest()
 
 
 def kernel_key(dispatcher, argtypes) -> str:
@@ -129,10 +144,23 @@ class KernelStore:
                                       "(bench/kernel_build.py RUN_KERNELS)")
         return PrebuiltKernel(record, self._function(record), argtypes)
 
+    def check_source(self):
+        built_from = self.manifest.get("source_sha256")
+        if built_from != source_digest():
+            raise PrebuiltKernelError(f"the kernels in {self.folder} were built from other source than this "
+                                      f"numba_softmax (source SHA-256 {built_from} there, {source_digest()} here): "
+                                      "build them again from this tree")
+
+    def missing(self, keys) -> list[str]:
+        """The keys (of kernels a run will launch) this folder does not hold."""
+        return sorted(set(keys) - set(self.records))
+
     def verify(self):
-        """Load every module now (before the run allocates anything); return how many."""
+        """Check the source and the device, and load every module now (before the run allocates
+        anything); return how many."""
         from .driver import ensure_context
 
+        self.check_source()
         context = ensure_context()
         self.check_device(context.device.compute_capability)
         for record in self.records.values():

@@ -114,3 +114,24 @@ def test_prebuilt_without_a_gpu_is_refused(tmp_path):
                           timeout=300, check=False)
     assert proc.returncode == 2 and "--prebuilt loads cubins on a GPU" in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_the_store_holds_every_expected_key_and_this_source(built):
+    from bench.kernel_build import expected_keys
+
+    out, manifest = built
+    store = KernelStore(out)
+    assert expected_keys() == sorted(r["key"] for r in manifest["kernels"]) and store.missing(expected_keys()) == []
+    assert store.missing(["x.y(int32)"]) == ["x.y(int32)"]
+    store.check_source()
+
+
+def test_kernels_built_from_other_source_are_refused(built, tmp_path):
+    import shutil
+
+    out, manifest = built
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    (copy / MANIFEST_NAME).write_text(json.dumps(dict(manifest, source_sha256="0" * 64)))
+    with pytest.raises(PrebuiltKernelError, match="built from other source than this numba_softmax"):
+        KernelStore(copy).check_source()
