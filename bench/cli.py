@@ -224,7 +224,8 @@ def argument_problem(args):
         try:
             parse_shapes(args.shapes)
         except ValueError as exc:
-            return str(exc)
+            return (f"{exc}; the protocol's shapes: {_shape_list(cases.EXPERIMENT_A_SHAPES)}; in the simulator: "
+                    f"{_shape_list(cases.EXPERIMENT_A_SIM_SHAPES)}")
     if args.cases:
         known = [c.name for c in EXPERIMENT_B_CASES] + [name for name, _ in EXPERIMENT_B_SIM_CASES]
         unknown = [name for name in args.cases.split(",") if name not in known]
@@ -299,6 +300,10 @@ def run_experiment(args, gpu, argv, after_case=None):
         if not os.path.isfile(os.path.join(out, "metadata.json")):
             print(f"error: --resume {out}: no metadata.json there, nothing to resume (not a run folder)",
                   file=sys.stderr)
+            return 4
+        if os.path.exists(os.path.join(out, "timings.jsonl.gz")):
+            print(f"error: --resume {out}: its timings are stored compressed (timings.jsonl.gz): a finished, packed "
+                  "run; resuming would write timings.jsonl beside it. Start a new run folder", file=sys.stderr)
             return 4
         recorded = recorded_files(out)
         if recorded and not getattr(args, "force", False):

@@ -228,8 +228,9 @@ def _check_counts(cases: list[dict]) -> dict:
 
 
 def _variant_order(variant: str) -> tuple:
+    """The floor table's order; an Experiment B floor right after its scheduler."""
     order = {name: i for i, name in enumerate(FLOOR_VARIANT_ORDER)}
-    return (order.get(variant, len(order)), variant)
+    return (order.get(variant.split("-", 1)[0], len(order)), variant)
 
 
 def _floor_section(timings: list[Measurement]) -> list[str]:

@@ -46,7 +46,8 @@ TOOLS = ("memcheck", "racecheck", "synccheck")
 #: compute-sanitizer's exit status when it found errors. Not 1: Python itself exits 1 on an
 #: uncaught exception, and the two must not be confused.
 SANITIZER_EXIT = 86
-DEFAULT_TIMEOUT_S = 300
+#: Per process; a run takes seconds to a minute (most of it compiling), so a stall is stopped early.
+DEFAULT_TIMEOUT_S = 150
 CHECKOUT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -71,7 +71,8 @@ def test_the_simulator_refuses_protocol_sizes_and_names_what_runs(tmp_path, args
 
 @pytest.mark.parametrize("args, message", [
     (["--experiment", "B", "--cases", "balanced-100"], "--cases: unknown case(s) ['balanced-100']; on a GPU: "),
-    (["--experiment", "A", "--shapes", "4096by1024"], "--shapes: '4096by1024' is not ROWSxCOLUMNS"),
+    (["--experiment", "A", "--shapes", "4096by1024"], "--shapes: '4096by1024' is not ROWSxCOLUMNS (e.g. 4096x1024); "
+                                                       "the protocol's shapes: 1x128, 32x1024"),
     (["--experiment", "A", "--cases", "sim-mini"], "--cases applies to Experiment B"),
     (["--experiment", "B", "--shapes", "1x128"], "--shapes applies to Experiment A"),
     (["--experiment", "A", "--out", "x", "--resume", "y"], "name different folders"),
@@ -84,6 +85,8 @@ def test_bad_arguments_are_named_and_nothing_is_created(tmp_path, monkeypatch, c
     assert message in err
     if "unknown case" in message:
         assert "balanced-128" in err and "sim-mini" in err
+    if "ROWSxCOLUMNS" in message:
+        assert "in the simulator: 1x128, 7x781" in err
     assert list(tmp_path.iterdir()) == []
 
 

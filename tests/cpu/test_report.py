@@ -324,3 +324,18 @@ def test_report_on_a_copy_of_a_committed_folder_leaves_it_byte_identical(tmp_pat
         assert main(["report", str(copy), "--no-plots", "--out", str(tmp_path / "out")]) == 0
         text = (tmp_path / "out" / "summary.md").read_text()
         assert "NO TIMINGS" not in text and "MISSING FILE" not in text and "/ " in text.split("## Verdict")[1]
+
+
+def test_experiment_b_floors_are_never_the_fastest(tmp_path):
+    records = []
+    for variant, value in (("separate", 60.0), ("separate-floor", 5.0), ("dag", 50.0), ("dag-floor", 8.0)):
+        for rnd in range(3):
+            records.append(Measurement("B", "balanced-128", variant, "stream", "random", rnd, "event_us", value,
+                                       "invocation").to_record())
+    cases = [{"experiment": "B", "case": "balanced-128", "variant": v, "passed": True} for v in ("separate", "dag")]
+    metadata = {"ratio_reference": {"B": "separate"}, "experiment": "B"}
+    text = write_summary(_make_run(tmp_path / "b", records, cases=cases, metadata=metadata), plots=False).read_text()
+    rows = _rows(text.split("## Verdict, Experiment B", 1)[1].split("\n## ", 1)[0])
+    assert [r[1] for r in rows[1:]] == ["separate", "separate-floor", "dag", "dag-floor"]
+    assert rows[3] == ["balanced-128", "dag", "50.00", "0.833", "**fastest**", "1/1 passed"]
+    assert rows[2][-2:] == ["", "none recorded"]  # 5 us, but a floor runs no task: never the fastest

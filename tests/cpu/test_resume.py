@@ -360,3 +360,13 @@ def test_cli_no_summary_writes_records_only(fake_bench, tmp_path, capsys):
     assert not (out / "summary.md").exists() and (out / "cases.jsonl").exists()
     printed = capsys.readouterr().out
     assert f"python -m bench report {out}" in printed and "Correctness: **1 passed, 0 failed**" in printed
+
+
+def test_cli_resume_refuses_a_packed_run(fake_bench, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert _run(["--experiment", "A", "--shapes", "1x128", "--out", str(out)]) == 0
+    (out / "timings.jsonl.gz").write_bytes(b"")
+    snapshot = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert _run(["--experiment", "A", "--shapes", "1x128", "--resume", str(out)]) == 4
+    assert "timings.jsonl.gz" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == snapshot
