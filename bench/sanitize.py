@@ -20,7 +20,8 @@ are compiled once per process, which dominates the time at these sizes); ``--iso
 target its own process (after a memcheck error the CUDA context is lost, so the targets after it
 in the same process cannot run).
 
-Writes DIR/metadata.json (device, command, commit, compute-sanitizer version), DIR/logs/<run>.log
+Writes DIR/metadata.json (kind, device, command, commit, date as the results index reads them, the
+device record, versions, the compute-sanitizer version), DIR/logs/<run>.log
 (the tool's and the driver's output, as printed), DIR/sanitize.json and DIR/summary.md.
 Exit status: 0 everything as required; 1 a kernel has errors or a control was not caught;
 2 no GPU, no compute-sanitizer or bad arguments (nothing created); 3 wrong device.
@@ -283,17 +284,26 @@ def main(argv=None) -> int:
     return _run_all(args, argv, runs, sanitizer)
 
 
+def with_index_fields(metadata: dict, argv) -> dict:
+    """The run's metadata with the results index's fields (kind, device, command, commit, date) beside
+    the full records (the device record moves to ``device_record``)."""
+    metadata = dict(metadata)
+    metadata["device_record"] = metadata.pop("device")
+    metadata.update(kind="sanitize", device=metadata["device_record"]["name"],
+                    command=" ".join(["python -m bench sanitize", *argv]),
+                    commit=(metadata.get("git") or {}).get("commit"), date=metadata["started_utc"][:10])
+    return metadata
+
+
 def _run_all(args, argv, runs, sanitizer) -> int:
     from tqdm import tqdm
 
     from bench.artifacts import RunFolder
     from bench.environment import DeviceMismatch, base_metadata, check_device
 
-    metadata = base_metadata(True, ["sanitize", *argv])
-    metadata["kind"] = "sanitize"
-    metadata["command"] = "python -m bench sanitize " + " ".join(argv)
+    metadata = with_index_fields(base_metadata(True, ["sanitize", *argv]), argv)
     try:
-        note = check_device(metadata["device"], args.expect_device)
+        note = check_device(metadata["device_record"], args.expect_device)
     except DeviceMismatch as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3
@@ -338,8 +348,8 @@ def _run_all(args, argv, runs, sanitizer) -> int:
 def summary_text(metadata: dict, document: dict) -> str:
     from tabulate import tabulate
 
-    device = (metadata.get("device") or {}).get("name", "unrecorded device")
-    commit = ((metadata.get("git") or {}).get("commit") or "unrecorded")[:12]
+    device = metadata.get("device") or "unrecorded device"
+    commit = (metadata.get("commit") or "unrecorded")[:12]
     sanitizer = (metadata.get("sanitizer") or {}).get("version", "unrecorded")
     verdict = ("**PASSED**: zero errors on every kernel, and every negative control was caught"
                if document["passed"] else "**FAILED**: see the runs marked FAIL")

@@ -230,6 +230,23 @@ def test_summary_names_failures_and_shows_a_controls_report():
     document = {"passed": False, "runs": records,
                 "targets": {n: known[n].__dict__ for n in ("stages", "fused:fused_row_softmax_q1_v4",
                                                            "control:out-of-bounds")}}
-    text = summary_text({"device": {"name": "NVIDIA H200"}, "git": {"commit": "abc"}, "command": "x"}, document)
+    text = summary_text({"device": "NVIDIA H200", "commit": "abc", "command": "x"}, document)
+    assert text.splitlines()[2].startswith("NVIDIA H200, commit abc, ")
     assert "**FAILED**" in text and "| memcheck " in text and "| 1 report(s) " in text and "| clean " in text
     assert text.count("Invalid __global__") == 2  # the failed run's report and the control's first one
+
+
+def test_metadata_carries_the_results_index_fields(tmp_path):
+    import json
+
+    from bench.results_index import folder_metadata
+    from bench.sanitize import with_index_fields
+
+    base = {"device": {"name": "NVIDIA H200", "compute_capability": [9, 0]}, "git": {"commit": "c" * 40},
+            "started_utc": "2026-12-01T11:00:00+00:00", "argv": ["sanitize"], "backend": "gpu"}
+    metadata = with_index_fields(base, ["--out", "DIR"])
+    (tmp_path / "metadata.json").write_text(json.dumps(metadata))
+    assert folder_metadata(tmp_path) == {"kind": "sanitize", "device": "NVIDIA H200",
+                                         "command": "python -m bench sanitize --out DIR", "commit": "c" * 40,
+                                         "date": "2026-12-01"}
+    assert metadata["device_record"]["compute_capability"] == [9, 0] and "device" in base
