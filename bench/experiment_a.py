@@ -124,7 +124,8 @@ def _plan(args, gpu, metadata, run):
     else:
         from numba_softmax.launch.plan import SimulatorStream
         stream = SimulatorStream()
-        notes.append(f"simulator: shapes reduced to {shapes}; graph mode and cuDNN need a GPU")
+        chosen = "the shapes given" if args.shapes else "the simulator's small shapes (the protocol's need a GPU)"
+        notes.append(f"simulator: {chosen} {shapes}; graph mode, timings and cuDNN need a GPU")
     cudnn = None
     if gpu and not args.no_cudnn:
         from numba_softmax.peers import cudnn as cudnn_module
