@@ -76,7 +76,7 @@ def test_only_the_benchmark_function_gets_a_gpu():
 def test_the_image_compiles_ptx_on_the_cpu_builder():
     source = inspect.getsource(modal_app)
     assert "python -m bench ptx --out" in source and ".run_commands(" in source
-    assert f"python -m bench build-kernels --out {{KERNELS_IN_IMAGE}}" in source
+    assert "python -m bench build-kernels --out {KERNELS_IN_IMAGE}" in source
     assert "nvidia-cudnn-cu12==9.10.2.21" in modal_app._requirements()
     assert any(r.startswith("matplotlib") for r in modal_app._requirements())
 
