@@ -340,7 +340,11 @@ def run_experiment(args, gpu, argv, after_case=None):
             metadata["prebuilt"] = {"folder": store.folder, "kernels": len(store.records),
                                     "arch": store.manifest["arch"], "ptxas": store.manifest["ptxas"]}
     if stored is None:
-        run = RunFolder(out)
+        try:
+            run = RunFolder(out)
+        except (FileExistsError, NotADirectoryError) as exc:
+            print(f"error: {exc} (a run never mixes its files with another's: give a new --out)", file=sys.stderr)
+            return 2
     try:
         return _run_in_folder(args, gpu, run, metadata, stored, after_case)
     except BaseException as exc:
