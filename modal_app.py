@@ -175,7 +175,7 @@ def package(run_name: str) -> bytes:
             if bench.cli.main(["report", folder, "--force"]) != 0:
                 raise RuntimeError(f"report {folder} failed; see the error above")
     archive = os.path.join(VOLUME_MOUNT, "bundles", f"{run_name}.review.tar.gz")
-    result = bundle(base, archive)
+    result = bundle(base, archive, force=True)  # this app's own run: a resumed run is hashed again
     runs_volume.commit()
     print(f"bundle: {result}")
     with open(archive, "rb") as f:

@@ -173,6 +173,10 @@ def test_package_reports_and_bundles_on_cpu(fake_volume, tmp_path):
     assert fake_volume.reloads == 1 and fake_volume.commits == 1
     manifest = json.loads((tmp_path / "vol" / "r3" / "manifest.json").read_text())
     assert "expA/summary.md" in [e["path"] for e in manifest["files"]]
+    # a resumed run is packaged again: its own manifest and archive are replaced, not refused
+    run.append_jsonl("cases.jsonl", {"experiment": "A", "case": "7x781", "passed": True})
+    again = _impl(modal_app.package)._raw_f("r3")
+    assert again != data and "7x781" in (tmp_path / "vol" / "r3" / "expA" / "summary.md").read_text()
 
 
 def test_prepare_copies_source_ptx_and_kernels(fake_volume, tmp_path, monkeypatch):
