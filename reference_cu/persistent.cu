@@ -30,14 +30,12 @@
 // FIFO task id r < rows is B(r); rows + t is C(t). Errors: 1 ready flag never set (a ticket
 // held past max_polls), 2 no work and C not complete, 3 invalid task id, 4 FIFO overflow
 // (first error wins).
-#include <cooperative_groups.h>
 
 #include "ordering.cuh"
 #include "tiles.cuh"
 
-namespace cg = cooperative_groups;
 
-enum { MODE_PHASED = 0, MODE_DAG = 1 };
+enum { MODE_PHASED = 0, MODE_DAG = 1, MODE_PHASED_FLOOR = 2, MODE_DAG_FLOOR = 3 };
 enum {
     COUNTER_LINE_WORDS = 32,
     A_NEXT = 0 * COUNTER_LINE_WORDS,
@@ -50,9 +48,11 @@ enum {
     ERROR_WORKER = ERROR_CODE + 3,
     A_OVERSHOOT = ERROR_CODE + 4,
     HEAD_OVERSHOOT = ERROR_CODE + 5,
-    COUNTER_SLOTS = HEAD_OVERSHOOT + 1
+    GRID_BARRIER = 5 * COUNTER_LINE_WORDS,
+    COUNTER_SLOTS = GRID_BARRIER + 1
 };
-enum { ERR_NONE = 0, ERR_READY_TIMEOUT = 1, ERR_COMPLETION_TIMEOUT = 2, ERR_INVALID_TASK = 3, ERR_FIFO_OVERFLOW = 4 };
+enum { ERR_NONE = 0, ERR_READY_TIMEOUT = 1, ERR_COMPLETION_TIMEOUT = 2, ERR_INVALID_TASK = 3, ERR_FIFO_OVERFLOW = 4,
+       ERR_BARRIER_TIMEOUT = 5 };
 enum { KIND_EXIT = 0, KIND_A = 1, KIND_B = 2, KIND_C = 3, KIND_SYNC = 4 };
 
 struct Decision {
@@ -203,6 +203,36 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
     }
 }
 
+// The persistent kernel's own grid barrier (numba_softmax/kernels/persistent.py grid_barrier): a block
+// barrier, thread 0's release fence and one relaxed atomicAdd on a self-resetting word (block 0 adds
+// 2^31 - (workers - 1), the others 1: the top bit flips exactly when the last worker arrives),
+// relaxed polls until it flips, an acquire fence, a block barrier.
+__device__ bool block_then_grid_barrier(int* counters, int workers, int max_polls, int which) {
+    __shared__ int ok;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int add = blockIdx.x == 0 ? (int)(0x80000000u - (unsigned)(workers - 1)) : 1;
+        fence_acq_rel_gpu();
+        const int old = atomicAdd(&counters[GRID_BARRIER], add);
+        int polls = 0;
+        ok = 1;
+        while (((old ^ load_relaxed_gpu(&counters[GRID_BARRIER])) & (int)0x80000000) == 0) {
+            polls += 1;
+            if (polls > max_polls) {
+                record_error(counters, ERR_BARRIER_TIMEOUT, which, load_relaxed_gpu(&counters[GRID_BARRIER]));
+                ok = 0;
+                break;
+            }
+            if (polls > 64) backoff(polls - 64);
+        }
+        fence_acq_rel_gpu();
+    }
+    __syncthreads();
+    const bool passed = ok != 0;
+    __syncthreads();
+    return passed;
+}
+
 extern "C" __global__ void persistent_tiles(int mode, const float* values, float* out, const int* tile_row,
                                             const long long* tile_start, const int* tile_len,
                                             const int* row_first_tile, const int* row_tile_count, float* tile_max,
@@ -212,47 +242,49 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
     __shared__ float partials[TILE_WARPS];
     const int tid = threadIdx.x;
 
-    if (mode == MODE_PHASED) {
-        cg::grid_group grid = cg::this_grid();
+    if (mode == MODE_PHASED || mode == MODE_PHASED_FLOOR) {
         const int workers = gridDim.x;
+        // The floor: the same launch and both barriers, no task.
+        const int first_tile = mode == MODE_PHASED ? (int)blockIdx.x : n_tiles;
         // Thread 0 prefetches the worker's next tile (t + workers) from metadata loaded one
         // iteration earlier, so the prefetch never waits for a load.
         long long ahead_start = 0;
         int ahead_len = 0;
-        if (tid == 0 && (long long)blockIdx.x + workers < n_tiles) {
-            ahead_start = tile_start[blockIdx.x + workers];
-            ahead_len = tile_len[blockIdx.x + workers];
+        if (tid == 0 && (long long)first_tile + workers < n_tiles) {
+            ahead_start = tile_start[first_tile + workers];
+            ahead_len = tile_len[first_tile + workers];
         }
-        for (int t = blockIdx.x; t < n_tiles; t += workers) {
+        for (int t = first_tile; t < n_tiles; t += workers) {
             if (tid == 0) {
                 prefetch_next_tile(t, workers, ahead_start, ahead_len, values, n_values, tile_start, tile_len, n_tiles);
             }
             task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials);
         }
-        grid.sync();
+        if (!block_then_grid_barrier(counters, workers, max_polls, 0)) return;
         // B is warp-level: one row per warp of the grid.
-        const long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / WARP_SIZE;
+        const long long first = mode == MODE_PHASED ? ((long long)blockIdx.x * blockDim.x + threadIdx.x) / WARP_SIZE
+                                                    : (long long)rows;
         const long long stride = (long long)gridDim.x * blockDim.x / WARP_SIZE;
         for (long long r = first; r < rows; r += stride) {
             task_b((int)r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
         }
-        grid.sync();
+        if (!block_then_grid_barrier(counters, workers, max_polls, 1)) return;
         ahead_start = 0;
         ahead_len = 0;
-        if (tid == 0 && (long long)blockIdx.x + workers < n_tiles) {
-            ahead_start = tile_start[blockIdx.x + workers];
-            ahead_len = tile_len[blockIdx.x + workers];
+        if (tid == 0 && (long long)first_tile + workers < n_tiles) {
+            ahead_start = tile_start[first_tile + workers];
+            ahead_len = tile_len[first_tile + workers];
         }
         // m and z of the worker's next tile are requested during the current one: its row
         // index at the start, the row's m and z at the end.
         float m = 0.0f;
         float z = 0.0f;
-        if ((int)blockIdx.x < n_tiles) {
-            const int row = tile_row[blockIdx.x];
+        if (first_tile < n_tiles) {
+            const int row = tile_row[first_tile];
             m = row_max[row];
             z = row_sum[row];
         }
-        for (int t = blockIdx.x; t < n_tiles; t += workers) {
+        for (int t = first_tile; t < n_tiles; t += workers) {
             if (tid == 0) {
                 prefetch_next_tile(t, workers, ahead_start, ahead_len, values, n_values, tile_start, tile_len, n_tiles);
             }
@@ -268,6 +300,7 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
     }
 
     // ---- DAG mode ----
+    if (mode == MODE_DAG_FLOOR) return;  // the floor: the reset and this launch, no task
     // Two (kind, index) slots, used alternately: one barrier per task.
     __shared__ int ctrl[4];
     bool c_waiting = false;    // thread 0: the task just run was a C tile; its closing barrier is ahead
