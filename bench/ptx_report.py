@@ -506,14 +506,54 @@ class Comparison:
     ordering_same_operations: bool = False
     ordering_verdict: str = ""
     ordering_differences: list = field(default_factory=list)
+    #: The arithmetic sequences are the same but for whole runs of operations placed elsewhere
+    #: (a code path, e.g. one mode of a persistent kernel, laid out in another order).
+    arithmetic_moved_runs: list = field(default_factory=list)
 
     @property
     def ok(self):
-        return bool(self.arithmetic_identical and self.ordering_same_operations and self.numba_policy.get("ok")
+        same_arithmetic = self.arithmetic_identical or bool(self.arithmetic_moved_runs)
+        return bool(same_arithmetic and self.ordering_same_operations and self.numba_policy.get("ok")
                     and self.nvcc_policy.get("ok"))
 
     def record(self):
         return dict(asdict(self), ok=bool(self.ok))
+
+
+#: Shortest run of operations that counts as a code path placed elsewhere: anything shorter that
+#: moved is arithmetic reordered (a task body is well over a hundred operations).
+MIN_MOVED_RUN = 32
+
+
+def moved_runs(left, right, max_runs=8, min_run=MIN_MOVED_RUN):
+    """If ``right`` is ``left`` with whole runs of operations moved elsewhere, return the runs as
+    (Numba start, nvcc start, length); else []. A run moved as a whole keeps its own order: it is a
+    code path placed elsewhere (e.g. one mode of a persistent kernel), not arithmetic reordered.
+
+    Each run nvcc has where the alignment has nothing is looked up as an exact contiguous run in
+    Numba's sequence such that taking it out of both leaves the two sequences identical (the
+    alignment's own boundaries around a moved run are ambiguous when its edges repeat)."""
+    left, right = list(left), list(right)
+    runs = []
+    while left != right:
+        if len(runs) == max_runs or sorted(left) != sorted(right):
+            return []
+        opcodes = difflib.SequenceMatcher(None, left, right, autojunk=False).get_opcodes()
+        inserted = next(((j1, j2) for tag, _, _, j1, j2 in opcodes if tag in ("insert", "replace")), None)
+        if inserted is None:
+            return []
+        j1, j2 = inserted
+        run = right[j1:j2]
+        if len(run) < min_run:
+            return []
+        rest = right[:j1] + right[j2:]
+        found = next((p for p in range(len(left) - len(run) + 1)
+                      if left[p:p + len(run)] == run and left[:p] + left[p + len(run):] == rest), None)
+        if found is None:
+            return []
+        runs.append((found, j1, len(run)))
+        left, right = left[:found] + left[found + len(run):], rest
+    return runs
 
 
 def _describe_arithmetic_differences(left, right):
@@ -582,8 +622,14 @@ def compare_ptx(kernel, numba_ptx, nvcc_ptx, reference_entry="", reference_sourc
             cmp.notes.append(f"{side}: {len(cands)} contraction candidates (ptxas MAY fuse them): "
                              + "; ".join(cands[:5]))
     cmp.arithmetic_identical = left == right
+    cmp.arithmetic_moved_runs = [] if cmp.arithmetic_identical else [list(r) for r in moved_runs(left, right)]
     if cmp.arithmetic_identical:
         cmp.verdict = "identical arithmetic"
+    elif cmp.arithmetic_moved_runs:
+        cmp.arithmetic_differences = [
+            f"Numba #{i}-{i + n - 1} is nvcc #{j}-{j + n - 1}: the same {n} operations in the same order, placed "
+            "elsewhere (a code path laid out in another order)" for i, j, n in cmp.arithmetic_moved_runs]
+        cmp.verdict = "identical arithmetic, code paths laid out in another order"
     else:
         cmp.arithmetic_differences = _describe_arithmetic_differences(left, right)
         cmp.verdict = "arithmetic differs: " + cmp.arithmetic_differences[0]

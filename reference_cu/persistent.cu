@@ -49,7 +49,10 @@ enum {
     A_OVERSHOOT = ERROR_CODE + 4,
     HEAD_OVERSHOOT = ERROR_CODE + 5,
     GRID_BARRIER = 5 * COUNTER_LINE_WORDS,
-    COUNTER_SLOTS = GRID_BARRIER + 1
+    BARRIER_GROUPS = 64,
+    BARRIER_GROUP_MIN = 32,
+    BARRIER_GROUP_FIRST = 6 * COUNTER_LINE_WORDS,
+    COUNTER_SLOTS = BARRIER_GROUP_FIRST + (BARRIER_GROUPS - 1) * COUNTER_LINE_WORDS + 1
 };
 enum { ERR_NONE = 0, ERR_READY_TIMEOUT = 1, ERR_COMPLETION_TIMEOUT = 2, ERR_INVALID_TASK = 3, ERR_FIFO_OVERFLOW = 4,
        ERR_BARRIER_TIMEOUT = 5 };
@@ -182,9 +185,9 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
                 atomic_add_release_gpu(&counters[C_DONE], c_unflushed);
                 c_unflushed = 0;
             }
-            if (load_acquire_gpu(&counters[C_DONE]) >= n_tiles) {
-                return Decision{KIND_EXIT, -1, ticket};
-            }
+            // Nothing left to claim: every remaining B/C task is held by a live worker's ticket,
+            // so the launch ends only when every C tile is done.
+            return Decision{KIND_EXIT, -1, ticket};
         }
         // Nothing to run yet: only a waiting worker looks for another worker's error.
         if (load_relaxed_gpu(&counters[ERROR_CODE]) != 0) {
@@ -203,27 +206,41 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
     }
 }
 
-// The persistent kernel's own grid barrier (numba_softmax/kernels/persistent.py grid_barrier): a block
-// barrier, thread 0's release fence and one relaxed atomicAdd on a self-resetting word (block 0 adds
-// 2^31 - (workers - 1), the others 1: the top bit flips exactly when the last worker arrives),
-// relaxed polls until it flips, an acquire fence, a block barrier.
+// The persistent kernel's own grid barrier (numba_softmax/kernels/persistent.py grid_barrier):
+// hierarchical, every word self-resetting (the first participant adds 2^31 - (n - 1), the others 1,
+// so the top bit flips exactly when the last of n arrives). A worker arrives on its group's word;
+// the arrival that completes a group arrives on the top word; all poll the top word.
+__device__ __forceinline__ int flip_add(bool first, int participants) {
+    return first ? (int)(0x80000000u - (unsigned)(participants - 1)) : 1;
+}
+__device__ __forceinline__ bool flipped(int before, int after) { return ((before ^ after) & (int)0x80000000) != 0; }
+
 __device__ bool block_then_grid_barrier(int* counters, int workers, int max_polls, int which) {
     __shared__ int ok;
     __syncthreads();
     if (threadIdx.x == 0) {
-        const int add = blockIdx.x == 0 ? (int)(0x80000000u - (unsigned)(workers - 1)) : 1;
+        const int b = blockIdx.x;
+        const int group_size = max(BARRIER_GROUP_MIN, (workers + BARRIER_GROUPS - 1) / BARRIER_GROUPS);
+        const int groups = (workers + group_size - 1) / group_size;
+        const int g = b / group_size;
+        const int in_group = min(group_size, workers - g * group_size);
+        const int before = load_relaxed_gpu(&counters[GRID_BARRIER]);
+        const int add = flip_add(b == g * group_size, in_group);
         fence_acq_rel_gpu();
-        const int old = atomicAdd(&counters[GRID_BARRIER], add);
+        const int old = atomic_add_acq_rel_gpu(&counters[BARRIER_GROUP_FIRST + g * COUNTER_LINE_WORDS], add);
+        if (flipped(old, (int)((unsigned)old + (unsigned)add))) {
+            atomic_add_acq_rel_gpu(&counters[GRID_BARRIER], flip_add(g == 0, groups));
+        }
         int polls = 0;
         ok = 1;
-        while (((old ^ load_relaxed_gpu(&counters[GRID_BARRIER])) & (int)0x80000000) == 0) {
+        while (!flipped(before, load_relaxed_gpu(&counters[GRID_BARRIER]))) {
             polls += 1;
             if (polls > max_polls) {
                 record_error(counters, ERR_BARRIER_TIMEOUT, which, load_relaxed_gpu(&counters[GRID_BARRIER]));
                 ok = 0;
                 break;
             }
-            if (polls > 64) backoff(polls - 64);
+            if (polls > 4096) backoff(polls - 4096);
         }
         fence_acq_rel_gpu();
     }

@@ -36,7 +36,7 @@ from bench.probes import write_results
 from bench.timing import time_batches
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.launch.driver import Invocation, Stream, check
-from numba_softmax.kernels.persistent import register_capped_kernel
+from numba_softmax.kernels.persistent import completion_wait_kernel, register_capped_kernel
 from numba_softmax.tiled import (SCHEDULERS, TiledBuffers, build_layout, floor_launches, tiled_launches,
                                  worker_plan)
 
@@ -111,6 +111,7 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
     plan = worker_plan(buffers)
     results.append({"case": case.name, "what": "workers", **plan.record()})
     variants = [(f"r{cap}", f"max_registers={cap}", register_capped_kernel(cap)) for cap in register_caps]
+    variants.append(("wait", "DAG workers wait for c_done before leaving", completion_wait_kernel()))
     for tag, label, kernel in variants:
         plan = worker_plan(buffers, kernel=kernel)
         results.append({"case": case.name, "what": f"workers, {label}", **plan.record()})

@@ -139,7 +139,8 @@ from numba import cuda, float32, int32, int64
 
 from ..launch_spec import KernelLaunch
 from ..queue import (A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_SLOTS, DEFAULT_MAX_POLLS, ERR_BARRIER_TIMEOUT,
-                     ERR_COMPLETION_TIMEOUT, GRID_BARRIER,
+                     ERR_COMPLETION_TIMEOUT, GRID_BARRIER, BARRIER_GROUP_FIRST, BARRIER_GROUP_MIN, BARRIER_GROUPS,
+                     COUNTER_LINE_WORDS,
                      ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK,
                      ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, HEAD_OVERSHOOT)
 from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE
@@ -239,33 +240,57 @@ def prefetch_next_tile(t, workers, ahead_start, ahead_len, values, tile_start, t
     return int64(0), int32(0)
 
 
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def flip_add(first, participants):
+    """What a participant adds to a self-resetting barrier word: the first ``2**31 - (n - 1)``,
+    every other 1, so the word's top bit flips exactly when the last of ``n`` arrives (in any
+    order) and its low 31 bits come back to 0."""
+    if first:
+        return int32(int64(-2147483648) - int64(participants - 1) + int64(4294967296))
+    return int32(1)
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def flipped(before, after):
+    return ((before ^ after) & int32(-2147483648)) != 0
+
+
 @cuda.jit(device=True, **KERNEL_OPTIONS)
 def grid_barrier(counters, workers, max_polls, which, fenced):
     """Thread 0 of every worker, between two block barriers: all workers' tasks before it,
-    none after.
-
-    The word flips its top bit exactly when the last of ``workers`` arrivals lands (block 0
-    adds ``2**31 - (workers - 1)``, every other block 1), whatever their order, and its low
-    31 bits return to 0: no reset. Returns False (after recording error 5) if it waited
-    more than ``max_polls`` polls.
+    none after. Hierarchical (:data:`numba_softmax.queue.BARRIER_GROUPS`): a worker arrives on
+    its group's word (``atom.acq_rel``, one line per group, so ~32 arrivals queue per line
+    instead of every worker on one); the arrival that completes a group arrives on the top
+    word; every worker polls the top word (relaxed) until its top bit flips, then an acquire
+    fence. Every word resets itself (:func:`flip_add`). Returns False (after recording error
+    5) if it waited more than ``max_polls`` polls.
     """
-    if cuda.blockIdx.x == 0:
-        add = int32(int64(-2147483648) - int64(workers - 1) + int64(4294967296))
-    else:
-        add = int32(1)
+    b = int32(cuda.blockIdx.x)
+    group_size = max(int32(BARRIER_GROUP_MIN), (workers + BARRIER_GROUPS - 1) // BARRIER_GROUPS)
+    groups = (workers + group_size - 1) // group_size
+    g = b // group_size
+    in_group = min(group_size, workers - g * group_size)
+    word = BARRIER_GROUP_FIRST + g * COUNTER_LINE_WORDS
+    # The top word before this barrier: it cannot flip until this worker's group is complete.
+    before = load_relaxed_gpu(counters, GRID_BARRIER)
+    add = flip_add(b == g * group_size, in_group)
     if not fenced:  # negative control: arrive without the release fence, before the block is done
-        cuda.atomic.add(counters, GRID_BARRIER, add)
+        old = cuda.atomic.add(counters, word, add)
+    else:
+        fence_acq_rel_gpu()  # release: this worker's results (ordered before it by the block barrier)
+        old = atomic_add_acq_rel_gpu(counters, word, add)
+    if flipped(old, int32(int64(old) + int64(add))):  # this arrival completed the group
+        atomic_add_acq_rel_gpu(counters, GRID_BARRIER, flip_add(g == 0, groups))
+    if not fenced:
         return True
-    fence_acq_rel_gpu()  # release: this worker's results (ordered before it by the block barrier)
-    old = cuda.atomic.add(counters, GRID_BARRIER, add)
     polls = 0
-    while ((old ^ load_relaxed_gpu(counters, GRID_BARRIER)) & int32(-2147483648)) == 0:
+    while not flipped(before, load_relaxed_gpu(counters, GRID_BARRIER)):
         polls += 1
         if polls > max_polls:
             record_error(counters, ERR_BARRIER_TIMEOUT, which, load_relaxed_gpu(counters, GRID_BARRIER))
             return False
-        if polls > 64:
-            backoff(polls - 64)
+        if polls > 4096:
+            backoff(polls - 4096)
     fence_acq_rel_gpu()  # acquire: every worker's results before what follows
     return True
 
@@ -276,7 +301,7 @@ TICKET_NONE = -1
 TICKET_EXHAUSTED = -2
 
 
-def _make_next_task(acquire_ready):
+def _make_next_task(acquire_ready, completion_wait=False):
     """Thread 0's scheduling decision. ``acquire_ready=False`` only for a negative control.
 
     Claims are tickets (one ``atomicAdd`` each, which always succeeds), not CAS loops:
@@ -342,7 +367,11 @@ def _make_next_task(acquire_ready):
                 if c_unflushed > 0:
                     atomic_add_release_gpu(counters, C_DONE, c_unflushed)
                     c_unflushed = int32(0)
-                if load_acquire_gpu(counters, C_DONE) >= n_tiles:
+                # Nothing left to claim: every A tile is claimed and every B/C task has a worker
+                # holding its ticket, each of which runs it before it leaves, so the launch ends
+                # only when every C tile is done. (``completion_wait``, a diagnostic build: also
+                # wait here until c_done shows every C tile.)
+                if not completion_wait or load_acquire_gpu(counters, C_DONE) >= n_tiles:
                     return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
             # Nothing to run yet: only a waiting worker looks for another worker's error
             # (a worker that keeps finding work needs no exit signal).
@@ -361,7 +390,7 @@ def _make_next_task(acquire_ready):
 
 
 def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build=False, max_registers=None,
-                            fenced_barrier=True):
+                            fenced_barrier=True, completion_wait=False):
     """Build one compilation of the persistent kernel (closure constants select the variant).
 
     ``trace_build`` selects the trace build (:mod:`.tracing`); the performance build takes
@@ -369,7 +398,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
     ``max_registers`` caps ptxas's register allocation (diagnostic builds only, see
     :func:`register_capped_kernel`).
     """
-    next_task = _make_next_task(acquire_ready)
+    next_task = _make_next_task(acquire_ready, completion_wait)
     TRACE = trace_build
     FENCED = fenced_barrier
 
@@ -583,6 +612,15 @@ def persistent_trace_kernel():
 
 
 _capped_builds = {}
+
+
+def completion_wait_kernel():
+    """The performance kernel whose DAG workers also wait, before leaving, until ``c_done``
+    shows every C tile (the earlier termination rule): a diagnostic build for the tiles probe."""
+    if "completion_wait" not in _capped_builds:
+        _capped_builds["completion_wait"] = _make_persistent_kernel(
+            "persistent_tiles_completion_wait", acquire_ready=True, publish_after_last=True, completion_wait=True)
+    return _capped_builds["completion_wait"]
 
 
 def register_capped_kernel(max_registers):
