@@ -60,6 +60,8 @@ GRID_BARRIER = COUNTER_INDEX["grid_barrier"]
 BARRIER_GROUPS = 64
 BARRIER_GROUP_MIN = 32
 BARRIER_GROUP_FIRST = (GRID_BARRIER // COUNTER_LINE_WORDS + 1) * COUNTER_LINE_WORDS
+#: Every word of the grid barrier (the top word and the group words): each must start at 0.
+BARRIER_WORDS = (GRID_BARRIER,) + tuple(BARRIER_GROUP_FIRST + g * COUNTER_LINE_WORDS for g in range(BARRIER_GROUPS))
 COUNTER_NAMES = tuple(COUNTER_INDEX)
 #: Length of the ``counters`` array (int32 words, padding included).
 COUNTER_SLOTS = BARRIER_GROUP_FIRST + (BARRIER_GROUPS - 1) * COUNTER_LINE_WORDS + 1
