@@ -525,35 +525,28 @@ class Comparison:
 MIN_MOVED_RUN = 32
 
 
-def moved_runs(left, right, max_runs=8, min_run=MIN_MOVED_RUN):
-    """If ``right`` is ``left`` with whole runs of operations moved elsewhere, return the runs as
-    (Numba start, nvcc start, length); else []. A run moved as a whole keeps its own order: it is a
-    code path placed elsewhere (e.g. one mode of a persistent kernel), not arithmetic reordered.
-
-    Each run nvcc has where the alignment has nothing is looked up as an exact contiguous run in
-    Numba's sequence such that taking it out of both leaves the two sequences identical (the
-    alignment's own boundaries around a moved run are ambiguous when its edges repeat)."""
+def moved_runs(left, right, min_run=MIN_MOVED_RUN):
+    """If ``right`` is ``left`` with two adjacent code paths swapped -- the differing middle of
+    ``left`` is ``P + Q`` and that of ``right`` is ``Q + P``, each of ``P`` and ``Q`` a run of at
+    least ``min_run`` operations kept in its own order -- return the two runs as (Numba start,
+    nvcc start, length); else []. That is a layout choice (e.g. the modes of a persistent
+    kernel placed in another order), not arithmetic reordered: anything shorter is reordering."""
     left, right = list(left), list(right)
-    runs = []
-    while left != right:
-        if len(runs) == max_runs or sorted(left) != sorted(right):
-            return []
-        opcodes = difflib.SequenceMatcher(None, left, right, autojunk=False).get_opcodes()
-        inserted = next(((j1, j2) for tag, _, _, j1, j2 in opcodes if tag in ("insert", "replace")), None)
-        if inserted is None:
-            return []
-        j1, j2 = inserted
-        run = right[j1:j2]
-        if len(run) < min_run:
-            return []
-        rest = right[:j1] + right[j2:]
-        found = next((p for p in range(len(left) - len(run) + 1)
-                      if left[p:p + len(run)] == run and left[:p] + left[p + len(run):] == rest), None)
-        if found is None:
-            return []
-        runs.append((found, j1, len(run)))
-        left, right = left[:found] + left[found + len(run):], rest
-    return runs
+    if left == right or len(left) != len(right):
+        return []
+    size = len(left)
+    first = next(i for i in range(size) if left[i] != right[i])
+    last = size - next(k for k in range(size) if left[-1 - k] != right[-1 - k])
+    # The two runs may begin (or end) with the same operations, so the swapped window can reach a
+    # little past the first (last) difference: widen it by up to one run on each side.
+    for start in range(first, max(-1, first - min_run), -1):
+        for end in range(last, min(size, last + min_run) + 1):
+            window_left, window_right = left[start:end], right[start:end]
+            n = len(window_left)
+            for p in range(min_run, n - min_run + 1):
+                if window_right[:n - p] == window_left[p:] and window_right[n - p:] == window_left[:p]:
+                    return [(start, start + n - p, p), (start + p, start, n - p)]
+    return []
 
 
 def _describe_arithmetic_differences(left, right):

@@ -9,9 +9,9 @@ import pytest
 
 from numba_softmax.cases import (BALANCED_ROW_LENGTH, EXPERIMENT_B_CASES, RAGGED_LONG_ROW,
                                  RAGGED_SHORT_ROW, TILE_ELEMENTS, row_lengths_for)
-from numba_softmax.queue import (COUNTER_INDEX, COUNTER_INITIAL, COUNTER_NAMES, COUNTER_SLOTS, ERR_COMPLETION_TIMEOUT,
-                                 ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK,
-                                 ERROR_WAITED_ON, ERROR_WORKER)
+from numba_softmax.queue import (BARRIER_WORDS, COUNTER_INDEX, COUNTER_INITIAL, COUNTER_NAMES, COUNTER_SLOTS,
+                                 ERR_COMPLETION_TIMEOUT, ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT,
+                                 ERROR_CODE, ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER)
 from numba_softmax.tiled import (QueueStateError, build_layout, check_layout, describe_error,
                                  expected_counters, verify_counters, verify_queue)
 
@@ -113,7 +113,7 @@ def test_expected_counters_are_exact():
     assert expected_counters(layout) == {
         "a_next": 1024, "fifo_head": 1152, "fifo_tail": 1152, "c_done": 1024,
         "error_code": 0, "error_task": -1, "error_waited_on": -1, "error_worker": -1,
-        "a_overshoot": 0, "head_overshoot": 0,
+        "a_overshoot": 0, "head_overshoot": 0, "grid_barrier": 0,
     }
     # failed ticket claims are counted, so the successful claims stay exact
     with_overshoot = expected_counters(layout, a_overshoot=5, head_overshoot=7)
@@ -126,8 +126,11 @@ def test_expected_counters_are_exact():
 
 
 def test_counter_layout_matches_the_names():
-    assert len(COUNTER_NAMES) == len(COUNTER_INDEX) == 10 and COUNTER_NAMES == tuple(COUNTER_INDEX)
-    assert len(COUNTER_INITIAL) == COUNTER_SLOTS == max(COUNTER_INDEX.values()) + 1
+    assert len(COUNTER_NAMES) == len(COUNTER_INDEX) == 11 and COUNTER_NAMES == tuple(COUNTER_INDEX)
+    # after the named words: the grid barrier's group words, one 128-byte line each
+    assert len(COUNTER_INITIAL) == COUNTER_SLOTS == max(BARRIER_WORDS) + 1
+    assert BARRIER_WORDS[0] == COUNTER_INDEX["grid_barrier"] and len({w * 4 // 128 for w in BARRIER_WORDS}) == len(
+        BARRIER_WORDS)
     assert COUNTER_INDEX["error_code"] == ERROR_CODE
     assert COUNTER_INITIAL[ERROR_TASK:ERROR_WORKER + 1] == (-1, -1, -1)
     assert sum(COUNTER_INITIAL) == -3  # every other word, padding included, starts at 0
@@ -136,6 +139,7 @@ def test_counter_layout_matches_the_names():
     assert len(set(hot)) == 4
     cold = {COUNTER_INDEX[name] * 4 // 128 for name in COUNTER_NAMES[4:]}
     assert cold.isdisjoint(hot)
+    assert {w * 4 // 128 for w in BARRIER_WORDS}.isdisjoint(set(hot) | {COUNTER_INDEX["error_code"] * 4 // 128})
 
 
 def _good_counters(layout):

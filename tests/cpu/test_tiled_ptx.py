@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from numba_softmax.kernels.tiles import TILE_VALUES
@@ -85,20 +86,41 @@ def test_separate_kernels_expf_and_division_counts(compiled):
 
 def test_persistent_kernel_has_device_scope_acquire_release(compiled):
     hist = instruction_histogram(compiled["kernels"]["persistent_tiles"])
-    # ready-flag poll of the claimed slot, c_done termination check
-    assert hist[ACQUIRE] == 2
-    assert hist[FENCE] == 2              # one per publish (B after the last A; a row's C tasks after B) ...
-    assert hist[RELAXED_STORE] >= 2      # ... before that publish's ready flags
-    assert hist[ACQ_REL_ADD] == 1        # row arrival after A
+    assert hist[ACQUIRE] == 1            # the ready-flag poll of the claimed slot (workers leave without
+    #                                      waiting on c_done: every remaining task is held by a live ticket)
+    # one per publish (B after the last A; a row's C tasks after B), and the grid barrier's release
+    # and acquire fences (each inlined at the two barriers)
+    assert hist[FENCE] == 2 + 4
+    assert hist[RELAXED_STORE] >= 2      # the publishes' ready flags
+    # row arrival after A, and the grid barrier's group and top arrivals at each of its two sites
+    assert hist[ACQ_REL_ADD] == 1 + 4
     assert hist[RELEASE_ADD] == 1        # c_done after C
-    assert hist[RELAXED] >= 2            # the ticketed slot (read with its flag), error_code polls
+    assert hist[RELAXED] >= 4            # the ticketed slot, error_code polls, the barrier's top-word polls
     assert hist.get("nanosleep.u32", 0) >= 1  # bounded waits back off
     assert hist.get("cvta.to.global.u64", 0) >= 1
 
 
-def test_persistent_kernel_is_cooperative(compiled):
+def test_persistent_kernel_has_its_own_grid_barrier_and_launches_cooperatively(compiled):
+    from numba_softmax.kernels.persistent import dag_launches, phased_launches
+    from numba_softmax.tiled import TiledBuffers, build_layout
     ptx = compiled["kernels"]["persistent_tiles"]
-    assert "cudaCGGetIntrinsicHandle" in ptx and "cudaCGSynchronize" in ptx
+    # no libcudadevrt grid barrier (and its local-memory calling convention): the kernel's own
+    assert "cudaCGGetIntrinsicHandle" not in ptx and "cudaCGSynchronize" not in ptx
+    assert ".local" not in ptx
+    # so Numba does not mark it cooperative: the launch description asks for a cooperative launch
+    layout = build_layout([1024, 2048])
+
+    class Host:  # the launch lists only read the buffers' attributes
+        pass
+    buffers = Host()
+    for name in ("values", "out", "tile_row", "tile_start", "tile_len", "row_first_tile", "row_tile_count",
+                 "tile_max", "tile_sum", "row_max", "row_sum", "counters", "row_arrivals", "fifo_slots",
+                 "fifo_ready", "trace"):
+        setattr(buffers, name, None)
+    buffers.fifo_slots = np.zeros(layout.fifo_capacity, dtype=np.int32)
+    assert phased_launches(buffers, 4)[0].cooperative and dag_launches(buffers, 4)[1].cooperative
+    assert not dag_launches(buffers, 4)[0].cooperative  # the reset kernel is a plain launch
+    assert TiledBuffers  # the real buffers carry the same attributes
 
 
 def test_plain_kernels_use_no_ordering_instructions(compiled):
