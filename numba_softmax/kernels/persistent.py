@@ -16,11 +16,13 @@ Mode 0, phased (:data:`MODE_PHASED`): the control with cooperative grid barriers
     for t in range(blockIdx.x, n_tiles, gridDim.x):  C(t)         # m, z read directly
 
 The grid barrier is this kernel's own (:func:`grid_barrier`, inside the cooperative launch):
-a block barrier, then thread 0 makes a release fence and one relaxed ``atomicAdd`` on a
-self-resetting word (block 0 adds ``2**31 - (workers - 1)``, every other block 1, so its top
-bit flips exactly when the last worker arrives), polls it relaxed until it flips, makes an
-acquire fence, and a block barrier lets the others go. Numba's ``grid.sync()`` went through
-libcudadevrt with local-memory traffic; this one costs one atomic per worker and no reset.
+a block barrier, then thread 0 makes a release fence and an ``atom.acq_rel`` arrival on its
+group's word (32 workers per group, one 128-byte line each); the arrival that completes a
+group arrives on the top word; every thread 0 polls the top word (relaxed) until its top bit
+flips, makes an acquire fence, and a block barrier lets the others go. Every word resets
+itself (:func:`flip_add`: the first participant adds ``2**31 - (n - 1)``, the others 1).
+Numba's ``grid.sync()`` went through libcudadevrt with local-memory traffic; this one needs
+no reset launch.
 
 (The loops are written as while loops: ``range`` with a run-time step computes its trip
 count with a 64-bit division call, which cost this register-bound kernel two registers.)
@@ -72,10 +74,12 @@ holds at most one FIFO ticket (a slot of the FIFO, published or only reserved):
    work while waiting means every ticketed slot is eventually published: all B and C tasks
    are published exactly once, filling exactly the FIFO's ``rows + n_tiles`` slots.
 3. Otherwise, once nothing is left to claim (no A tile, no ticket), the worker adds the C
-   tiles it finished to ``c_done`` (one release ``atomicAdd`` for all of them) and exits
-   when an acquire load of ``c_done`` shows ``n_tiles``; meanwhile it backs off and polls
-   again. So every worker that exits has one overshoot of each kind: a complete run ends
-   with ``a_overshoot == head_overshoot == workers``.
+   tiles it finished to ``c_done`` (one release ``atomicAdd`` for all of them) and exits:
+   every B and C task still to run is held by a live worker's ticket, and that worker runs
+   it before it leaves, so the launch ends only when every C tile is done. (The diagnostic
+   :func:`completion_wait_kernel` also waits, polling ``c_done`` until it shows ``n_tiles``.)
+   So every worker that exits has one overshoot of each kind: a complete run ends with
+   ``a_overshoot == head_overshoot == workers``.
 
 After A(t) (the announcer wrote tile_max[t], tile_sum[t] inside the task), the announcer
 makes an acq_rel ``atomicAdd(row_arrivals[row], 1)``; the LAST producer (old == row_tile_count - 1)
@@ -103,9 +107,10 @@ make the kernel wrong, never hang the GPU. Error enum (:data:`ERROR_NAMES`):
 code meaning                      error_task             error_waited_on
 ===  ===========================  =====================  =============================
 1    ready flag never set         -1 (not yet written)   FIFO slot whose flag it polled
-2    no work and C not complete   -1                     c_done observed (of n_tiles)
+2    C not complete (wait build)  -1                     c_done observed (of n_tiles)
 3    invalid task id in a slot    the id read            FIFO slot it was read from
 4    FIFO overflow on publish     task being published   slot index >= capacity
+5    grid barrier never flipped   which barrier (0, 1)   the top word (phased)
 ===  ===========================  =====================  =============================
 
 ``error_worker`` is the recording worker's ``blockIdx.x`` (a worker id, not an SM).
