@@ -8,17 +8,19 @@ run summary's "against the byte floor" section (:mod:`bench.report`).
   once, row max / sum written and read once: **24N + 16R**.
 * Experiment B, every scheduler (A -> B -> C): x read by A (4N) + x read again by C (4N) + y written
   (4N) + tile max/sum written by A and read by B (16T) + row max/sum written by B and read by C
-  (16R): **12N + 16T + 16R** (T = tiles, R = rows; layout metadata not counted). 8N is the
-  one-pass bound of a scheduler that kept each row on chip.
+  (16R): **12N + 16T + 16R** (T = tiles, R = rows; layout metadata not counted). A scheduler
+  whose C pass rereads each tile from L2 (the DAG runs a row's C tiles soon after its A tiles) can
+  read x from DRAM once: its one-read floor is **8N + 16T + 16R**. 8N is the one-pass bound of a
+  scheduler that kept each row on chip.
 
-Time = bytes / copy bandwidth (read + write). ``FACTS_COPY_TBS`` is the 1 GiB device-to-device
-copy measured on the H200 (FACTS.md); ``bench perf`` re-measures it in every run.
+Time = bytes / copy bandwidth (read + write). ``H200_COPY_TBS`` is the 1 GiB device-to-device
+copy measured on the H200 (``results/perf``, docs/machine.md); ``bench perf`` re-measures it in every run.
 """
 
 import numpy as np
 
-#: The copy bandwidth measured on the H200 (FACTS.md), for floors computed offline.
-FACTS_COPY_TBS = 4.25
+#: The copy bandwidth measured on the H200 (results/perf, docs/machine.md), for floors computed offline.
+H200_COPY_TBS = 4.25
 
 
 def shape_name(shape):
@@ -48,7 +50,8 @@ def experiment_b_floors(cases=None, tile_elements=None):
         tiles = int(np.sum((lengths + tile - 1) // tile))
         rows = int(lengths.size)
         rows_out.append({"case": case.name, "elements": n, "rows": rows, "tiles": tiles,
-                         "floor_bytes": 12 * n + 16 * tiles + 16 * rows, "one_pass_bytes": 8 * n})
+                         "floor_bytes": 12 * n + 16 * tiles + 16 * rows,
+                         "one_read_bytes": 8 * n + 16 * tiles + 16 * rows, "one_pass_bytes": 8 * n})
     return rows_out
 
 
@@ -57,8 +60,18 @@ def us_at(nbytes, tbs):
     return nbytes / (tbs * 1e12) * 1e6
 
 
+def one_read_floor_bytes(experiment, case):
+    """Experiment B: the floor of a scheduler that reads x from DRAM once (C rereads from L2)."""
+    if experiment != "B":
+        return None
+    floors = {r["case"]: r for r in experiment_b_floors()}
+    return floors[case]["one_read_bytes"] if case in floors else None
+
+
 def variant_floor_bytes(experiment, case, variant):
     """The floor of one timed variant of a run (None for a case or variant without one)."""
+    if str(variant).endswith("-floor"):  # an empty-work floor moves no data
+        return None
     if experiment == "B":
         floors = {r["case"]: r for r in experiment_b_floors()}
         return floors[case]["floor_bytes"] if case in floors else None

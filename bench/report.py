@@ -28,7 +28,7 @@ from tabulate import tabulate
 from bench.artifacts import (NotARunFolder, ProtectedFiles, RunFolder, atomic_write, check_replaceable, read_records,
                              require_run_folder, to_jsonable)
 from bench.environment import PROTOCOL_DEVICE
-from bench.floors import FACTS_COPY_TBS, us_at, variant_floor_bytes
+from bench.floors import H200_COPY_TBS, one_read_floor_bytes, us_at, variant_floor_bytes
 from bench.protocol import BATCH, METRICS, MODES, Measurement
 from bench.stats import paired_ratios, summarize
 from bench.trace_step import trace_summary_lines
@@ -244,9 +244,14 @@ def _floor_section(timings: list[Measurement]) -> list[str]:
         medians = {mode: summarize([m.per_invocation_us for m in g])["median"]
                    for mode, g in _group(group, lambda m: m.mode).items()}
         mode, best = min(medians.items(), key=lambda item: item[1])
-        floor_us = us_at(floor_bytes, FACTS_COPY_TBS)
+        floor_us = us_at(floor_bytes, H200_COPY_TBS)
+        one_read = one_read_floor_bytes(str(experiment), str(case))
+        one_read_cells = ["-", "-"]
+        if one_read is not None:
+            one_read_us = us_at(one_read, H200_COPY_TBS)
+            one_read_cells = [f"{one_read_us:.3g}", f"{best / one_read_us:.2f}x"]
         rows.append([experiment, case, variant, f"{floor_bytes:,}", f"{floor_us:.3g}", mode, f"{best:.2f}",
-                     f"{best / floor_us:.2f}x"])
+                     f"{best / floor_us:.2f}x", *one_read_cells])
     if not rows:
         return []
     order = {name: i for i, name in enumerate(FLOOR_VARIANT_ORDER)}
@@ -254,12 +259,14 @@ def _floor_section(timings: list[Measurement]) -> list[str]:
     rows.sort(key=lambda row: (row[0], cases.index(row[1]), order.get(row[2], len(order))))
     return ["## Against the byte floor", "",
             f"Floor = the fewest bytes the variant must move (bench/floors.py: one-pass 8N for fused and cuDNN, "
-            f"24N + 16R for the stages, 12N + 16T + 16R for every Experiment B scheduler) at {FACTS_COPY_TBS} TB/s, "
+            f"24N + 16R for the stages, 12N + 16T + 16R for every Experiment B scheduler) at {H200_COPY_TBS} TB/s, "
+            "and for Experiment B the one-read floor 8N + 16T + 16R (x read from DRAM once, the C pass rereading "
+            "it from L2), at that bandwidth: "
             "the 1 GiB device-to-device copy of the H200 (results/perf; not re-measured in this run, "
             "`python -m bench perf` does). Best mode = the mode with the lower median event time. Below about "
             "1 us the floor says little: launch and event latency dominate.", "",
             _table(rows, ["experiment", "case", "variant", "floor bytes", "floor us", "best mode",
-                          "median event us", "x floor"]), ""]
+                          "median event us", "x floor", "one-read floor us", "x one-read floor"]), ""]
 
 
 def _graphs_section(records) -> list[str]:

@@ -101,7 +101,7 @@ def log(message):
 
 
 def _parser():
-    from bench.floors import FACTS_COPY_TBS, shape_name
+    from bench.floors import H200_COPY_TBS, shape_name
     from bench.perf.peers import DEFAULT_ROUNDS, DEFAULT_SHAPES, MIN_INPUT_SETS, MIN_ROUNDS
 
     parser = argparse.ArgumentParser(prog="python -m bench perf", description=__doc__,
@@ -121,7 +121,7 @@ def _parser():
     parser.add_argument("--no-triton", action="store_true", help="skip the Triton peer")
     parser.add_argument("--no-launch", action="store_true", help="skip the launch-path section (3)")
     parser.add_argument("--floors", action="store_true", help="print the byte-floor tables and exit (no GPU)")
-    parser.add_argument("--copy-tbs", type=float, default=FACTS_COPY_TBS, help="copy bandwidth for --floors")
+    parser.add_argument("--copy-tbs", type=float, default=H200_COPY_TBS, help="copy bandwidth for --floors")
     return parser
 
 

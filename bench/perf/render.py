@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from bench.floors import FACTS_COPY_TBS, experiment_a_floors, experiment_b_floors
+from bench.floors import H200_COPY_TBS, experiment_a_floors, experiment_b_floors
 from bench.floors import us_at as _us_at
 from bench.perf.goals import evaluate_goals
 from bench.perf.peers import COPIES, FUSED, VARIANTS, WARMUPS
@@ -16,7 +16,7 @@ def _fmt_us(us):
     return f"{us:.2f}" if us >= 1 else f"{us:.3g}"
 
 
-def floors_markdown(copy_tbs=FACTS_COPY_TBS):
+def floors_markdown(copy_tbs=H200_COPY_TBS):
     """The two byte-floor tables of PERFORMANCE.md, timed at ``copy_tbs`` (read + write TB/s)."""
     a_rows = [[r["case"], f"{r['elements']:,}", f"{r['one_pass_bytes']:,}",
                _fmt_us(_us_at(r['one_pass_bytes'], copy_tbs)),

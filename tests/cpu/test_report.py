@@ -157,7 +157,19 @@ def test_best_mode_against_the_byte_floor(summary):
     # Experiment A variant: it has no floor and no row.
     text = summary.split("## Against the byte floor", 1)[1].split("\n## ", 1)[0]
     rows = [r for r in _rows(text) if r[0] == "A"]
-    assert rows == [["A", CASE, "fused", "33,554,432", "7.9", "graph", "9.00", "1.14x"]]
+    assert rows == [["A", CASE, "fused", "33,554,432", "7.9", "graph", "9.00", "1.14x", "-", "-"]]
+
+
+def test_experiment_b_schedulers_get_the_one_read_floor_too():
+    from bench.floors import H200_COPY_TBS, experiment_b_floors, one_read_floor_bytes, us_at, variant_floor_bytes
+    floors = {r["case"]: r for r in experiment_b_floors()}
+    case = floors["balanced-2048"]  # 2048 rows of 8192: N = 16M, T = 16384 tiles
+    n, tiles, rows = 2048 * 8192, 16384, 2048
+    assert one_read_floor_bytes("B", "balanced-2048") == 8 * n + 16 * tiles + 16 * rows == case["one_read_bytes"]
+    assert variant_floor_bytes("B", "balanced-2048", "dag") == 12 * n + 16 * tiles + 16 * rows
+    assert round(us_at(case["one_read_bytes"], H200_COPY_TBS), 1) == 31.7
+    assert variant_floor_bytes("B", "balanced-2048", "dag-floor") is None  # an empty-work floor moves nothing
+    assert one_read_floor_bytes("A", "4096x1024") is None
 
 
 def test_experiment_b_schedulers_share_the_a_b_c_floor(tmp_path):
