@@ -110,6 +110,17 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
         print(f"{case.name:>14} {scheduler} == separate bitwise (output and intermediates): {same}")
     plan = worker_plan(buffers)
     results.append({"case": case.name, "what": "workers", **plan.record()})
+
+    def time_and_compare(label, launches):
+        """Time one invocation of ``launches``, then run it once more and compare its bits with separate's."""
+        invocation = Invocation.from_launches(label, launches)
+        record(f"invocation: {label}", time_batches(stream, enqueue_of(invocation)))
+        invocation.enqueue(stream)
+        stream.synchronize()
+        same = same_bits((buffers.out.copy_to_host(), buffers.intermediates()), outputs["separate"])
+        results.append({"case": case.name, "what": f"bitwise: {label} == separate", "equal": bool(same)})
+        print(f"{case.name:>14} {label} == separate bitwise: {same}", flush=True)
+
     variants = [(f"r{cap}", f"max_registers={cap}", register_capped_kernel(cap)) for cap in register_caps]
     variants.append(("wait", "DAG workers wait for c_done before leaving", completion_wait_kernel()))
     for tag, label, kernel in variants:
@@ -117,14 +128,7 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
         results.append({"case": case.name, "what": f"workers, {label}", **plan.record()})
         print(f"{case.name:>14} {label}: {plan.workers} workers", flush=True)
         for scheduler in ("phased", "dag"):
-            invocation = Invocation.from_launches(
-                f"{scheduler}-{tag}", tiled_launches(scheduler, buffers, plan.workers, kernel=kernel))
-            record(f"invocation: {scheduler} {tag}", time_batches(stream, enqueue_of(invocation)))
-            invocation.enqueue(stream)
-            stream.synchronize()
-            same = same_bits((buffers.out.copy_to_host(), buffers.intermediates()), outputs["separate"])
-            results.append({"case": case.name, "what": f"bitwise: {scheduler} {tag} == separate", "equal": bool(same)})
-            print(f"{case.name:>14} {scheduler} {tag} == separate bitwise: {same}", flush=True)
+            time_and_compare(f"{scheduler} {tag}", tiled_launches(scheduler, buffers, plan.workers, kernel=kernel))
     if other_tree:
         # The other tree's kernels with its OWN launch lists and worker count (its block shape
         # and launch rules may differ from this tree's); the buffers are shared.
@@ -139,13 +143,7 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
                  "phased": other_persistent.phased_launches(buffers, workers),
                  "dag": other_persistent.dag_launches(buffers, workers)}
         for scheduler, launches in lists.items():
-            invocation = Invocation.from_launches(f"{scheduler}-other", launches)
-            record(f"invocation: {scheduler} other", time_batches(stream, enqueue_of(invocation)))
-            invocation.enqueue(stream)
-            stream.synchronize()
-            same = same_bits((buffers.out.copy_to_host(), buffers.intermediates()), outputs["separate"])
-            results.append({"case": case.name, "what": f"bitwise: {scheduler} other == separate", "equal": bool(same)})
-            print(f"{case.name:>14} {scheduler} other == separate bitwise: {same}", flush=True)
+            time_and_compare(f"{scheduler} other", launches)
     return results
 
 

@@ -82,15 +82,9 @@ class PrebuiltKernel:
                                                                      dynamic_shared_bytes))
 
     def resources(self):
-        return {
-            "entry": self.name,
-            "cooperative": self.cooperative,
-            "registers_per_thread": self.registers_per_thread,
-            "local_bytes_per_thread": self.local_bytes_per_thread,
-            "static_shared_bytes": self.static_shared_bytes,
-            "max_threads_per_block": self.max_threads_per_block,
-            "prebuilt": True,
-        }
+        # The same record as a run-time compiled kernel's (the attributes have the same names).
+        from .driver import CompiledKernel
+        return dict(CompiledKernel.resources(self), prebuilt=True)
 
 
 class KernelStore:
