@@ -10,6 +10,7 @@ timed group of invocations (outside the timed intervals).
 
 import numpy as np
 
+from numba_softmax import backend
 from numba_softmax.cases import (EXPERIMENT_B_CASES, EXPERIMENT_B_SCHEDULERS, EXPERIMENT_B_SIM_CASES,
                                  TILE_ELEMENTS)
 from numba_softmax.fixtures import packed_fixture
@@ -51,18 +52,13 @@ class TiledBenchCase:
     experiment = EXPERIMENT
     bitwise_groups = (EXPERIMENT_B_SCHEDULERS,)
 
-    def __init__(self, name, row_lengths, stream, *, gpu, run):
+    def __init__(self, name, row_lengths, stream, *, run):
         self.name = name
         self.row_lengths = np.asarray(row_lengths, dtype=np.int64)
         self.layout = build_layout(self.row_lengths, TILE_ELEMENTS)
         self.bytes_moved = 2 * int(self.row_lengths.sum()) * 4
         self.stream = stream
-        if gpu:
-            from numba_softmax.launch.driver import Invocation
-            make = Invocation.from_launches
-        else:
-            from numba_softmax.launch.plan import DispatcherInvocation
-            make = DispatcherInvocation
+        make = backend.invocation  # the launch layer on a GPU, Numba's dispatcher in the simulator
         self.variants = []
         for scheduler in EXPERIMENT_B_SCHEDULERS:
             buffers = TiledBuffers.allocate(self.layout)
@@ -110,13 +106,10 @@ def _digest(array):
 
 def _plan(args, gpu, metadata, run):
     notes = []
-    if gpu:
-        from numba_softmax.launch.driver import Stream
-        stream = Stream()
+    stream = backend.stream()
+    if not backend.SIMULATOR:
         cases = [(c.name, c.row_lengths()) for c in EXPERIMENT_B_CASES]
     else:
-        from numba_softmax.launch.plan import SimulatorStream
-        stream = SimulatorStream()
         cases = list(EXPERIMENT_B_SIM_CASES)
         notes.append("simulator: Experiment B reduced to small cases with ONE persistent worker "
                      "(the simulator runs blocks one at a time); no graph mode, no timings")
@@ -125,7 +118,7 @@ def _plan(args, gpu, metadata, run):
         cases = [c for c in cases if c[0] in wanted]
         if not cases:
             raise SystemExit(f"--cases matched nothing; known: {[c.name for c in EXPERIMENT_B_CASES]}")
-    factories = [(lambda name=name, lengths=lengths: TiledBenchCase(name, lengths, stream, gpu=gpu, run=run))
+    factories = [(lambda name=name, lengths=lengths: TiledBenchCase(name, lengths, stream, run=run))
                  for name, lengths in cases]
     return stream, factories, notes
 
