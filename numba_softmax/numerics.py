@@ -102,15 +102,10 @@ if SIMULATOR:
     def _combine(a, b, is_max):
         return f32_max(a, b) if is_max else f32_add(a, b)
 
-    @cuda.jit(device=True)
-    def _syncthreads():
-        cuda.syncthreads()
-
-    def _make_sim_reductions(threads, barrier):
+    def _make_sim_reductions(threads):
         """Emulates the GPU helpers below: butterfly inside each warp, then a sequential fold
-        of the warp partials, over the first ``threads`` threads of the block (the ones that
-        call it), synchronized by ``barrier``. The in-place tree follows exactly lane 0's
-        combination path of the xor butterfly."""
+        of the warp partials over a block of ``threads`` threads. The in-place tree follows
+        exactly lane 0's combination path of the xor butterfly."""
         nwarps = threads // WARP_SIZE
 
         @cuda.jit(device=True)
@@ -118,7 +113,7 @@ if SIMULATOR:
             scratch = cuda.shared.array(BLOCK_THREADS, float32)
             tid = cuda.threadIdx.x
             scratch[tid] = value
-            barrier()
+            cuda.syncthreads()
             if tid == 0:
                 for w in range(nwarps):
                     lanes = [scratch[w * WARP_SIZE + i] for i in range(WARP_SIZE)]
@@ -132,9 +127,9 @@ if SIMULATOR:
                 for w in range(1, nwarps):
                     total = _combine(total, partials[w], is_max)
                 scratch[0] = total
-            barrier()
+            cuda.syncthreads()
             result = scratch[0]
-            barrier()
+            cuda.syncthreads()
             return result
 
         @cuda.jit(device=True)
@@ -147,7 +142,7 @@ if SIMULATOR:
 
         return reduce_max, reduce_sum
 
-    block_reduce_max, block_reduce_sum = _make_sim_reductions(BLOCK_THREADS, _syncthreads)
+    block_reduce_max, block_reduce_sum = _make_sim_reductions(BLOCK_THREADS)
 
     @cuda.jit(device=True)
     def warp_reduce_max(value):
@@ -157,11 +152,11 @@ if SIMULATOR:
     def warp_reduce_sum(value):
         raise NotImplementedError("warp shuffles do not exist in the simulator (warp builds are GPU only)")
 
-    def block_reductions(threads, barrier=None):
+    def block_reductions(threads):
         _check_block_threads(threads)
-        if barrier is None and threads == BLOCK_THREADS:
+        if threads == BLOCK_THREADS:
             return block_reduce_max, block_reduce_sum
-        return _make_sim_reductions(threads, barrier or _syncthreads)
+        return _make_sim_reductions(threads)
 
 else:
     # ---- GPU bindings ----------------------------------------------------------------
@@ -186,14 +181,9 @@ else:
     _WARP_SHIFT = np.uint32(5)
     _U32_ZERO = np.uint32(0)
 
-    @cuda.jit(device=True, inline="always")
-    def _syncthreads():
-        cuda.syncthreads()
-
-    def _make_reductions(combine, name, warps=WARPS_PER_BLOCK, barrier=_syncthreads):
+    def _make_reductions(combine, name, warps=WARPS_PER_BLOCK):
         """The warp and block reductions for one combining operation (max, add), one order,
-        for ``warps`` warps (a compile-time constant of the fold) that meet at ``barrier``
-        (``syncthreads`` for a whole block; a named barrier when only some warps reduce)."""
+        for blocks of ``warps`` warps (a compile-time constant of the fold)."""
         WARPS = warps
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -215,13 +205,13 @@ else:
             tid = _u32(cuda.threadIdx.x)
             if tid & _LANE_MASK == _U32_ZERO:
                 partials[tid >> _WARP_SHIFT] = value
-            barrier()
+            cuda.syncthreads()
             total = partials[0]
             for w in range(1, WARPS):
                 total = combine(total, partials[w])
             # The partials array is reused by the next reduction: nobody may overwrite it
             # before every thread has read it.
-            barrier()
+            cuda.syncthreads()
             return total
 
         warp_reduce.__doc__ = f"{name} over the 32 lanes of a warp (xor butterfly); every lane gets it."
@@ -231,17 +221,14 @@ else:
     warp_reduce_max, block_reduce_max = _make_reductions(f32_max, "Max")
     warp_reduce_sum, block_reduce_sum = _make_reductions(f32_add, "Sum")
 
-    def block_reductions(threads, barrier=None):
-        """``(block_reduce_max, block_reduce_sum)`` over ``threads`` threads (a multiple of 32,
-        threads 0 .. threads-1 of the block): the same butterfly and the same sequential fold of
-        the warp partials, warp 0 first, over ``threads // 32`` partials. ``barrier`` is the
-        device function those threads meet at (default ``syncthreads``: the whole block)."""
-        if threads == BLOCK_THREADS and barrier is None:
+    def block_reductions(threads):
+        """``(block_reduce_max, block_reduce_sum)`` for blocks of ``threads`` threads (a
+        multiple of 32): the same butterfly and the same sequential fold of the warp
+        partials, warp 0 first, over ``threads // 32`` partials."""
+        if threads == BLOCK_THREADS:
             return block_reduce_max, block_reduce_sum
         warps = _check_block_threads(threads)
-        barrier = barrier or _syncthreads
-        return (_make_reductions(f32_max, "Max", warps, barrier)[1],
-                _make_reductions(f32_add, "Sum", warps, barrier)[1])
+        return _make_reductions(f32_max, "Max", warps)[1], _make_reductions(f32_add, "Sum", warps)[1]
 
 
 def owned_columns(tid, cols, threads=BLOCK_THREADS):

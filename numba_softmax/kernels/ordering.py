@@ -19,10 +19,6 @@ name                             PTX                                         ret
 ``globaltimer()``                ``mov.u64 %globaltimer`` (trace builds)     uint64 ns
 ``smid()``                       ``mov.u32 %smid`` (trace builds)            uint32
 ``backoff(polls)``               ``nanosleep.u32`` 32, 64, 128, then 256 ns  --
-``fence_acq_rel_cta()``          ``fence.acq_rel.cta``                       --
-``barrier_sync(id, n)``          ``barrier.sync id, n`` (named barrier)       --
-``barrier_arrive(id, n)``        ``barrier.arrive id, n`` (no wait)           --
-``broadcast_lane0(v)``           ``shfl.sync.idx`` from lane 0                lane 0's v
 ===============================  ==========================================  =========
 
 The array primitives accept 1-D arrays of 32-bit integers (int32 / uint32) and an
@@ -37,23 +33,14 @@ across it (the compiler half of the ordering; the ``.acquire``/``.release``
 qualifiers are the hardware half). Relaxed loads are used for polling: a plain
 (weak) load in a spin loop may legally keep returning a stale value.
 
-Named barriers hand work between the warps of one block without stopping the others:
-``barrier_arrive`` signals and goes on, ``barrier_sync`` waits until ``n`` threads (a multiple
-of 32; whole warps take part) have arrived at barrier ``id``; barrier 0 is ``syncthreads``. A
-completed barrier orders the memory accesses each participant made before it for every
-participant after it (the PTX memory model: arrive and sync synchronize with the sync).
-
 Simulator (``NUMBA_ENABLE_CUDASIM=1``): custom intrinsics, ``nanosleep``,
 ``%globaltimer`` and ``%smid`` do not exist there. The same names are bound to plain
 device functions doing ordinary loads/stores and ``cuda.atomic.add`` (the simulator
 runs one block at a time and its fences are no-ops, so ordering is trivially
 satisfied); ``backoff`` is a no-op, ``smid`` returns 0 and ``globaltimer`` the host's
-nanosecond clock (it orders tasks; it does not time them). Named barriers and the lane-0
-broadcast are emulated with Python condition variables over the block's simulated threads
-(the simulator runs every thread of a block as a Python thread, one block at a time).
+nanosecond clock (it orders tasks; it does not time them).
 """
 
-import threading
 import time
 
 from numba import cuda
@@ -103,85 +90,6 @@ if SIMULATOR:
     @cuda.jit(device=True)
     def pause_us(microseconds):
         pass
-
-    @cuda.jit(device=True)
-    def fence_acq_rel_cta():
-        pass
-
-    # (The simulator hands device functions its per-thread ``cuda``; the block and thread
-    # indices are read here and passed to the plain helpers below.)
-    @cuda.jit(device=True)
-    def barrier_sync(barrier_id, threads):
-        block = (cuda.blockIdx.x, cuda.blockIdx.y, cuda.blockIdx.z)
-        _named_barrier(block, barrier_id, threads).sync()
-
-    @cuda.jit(device=True)
-    def barrier_arrive(barrier_id, threads):
-        block = (cuda.blockIdx.x, cuda.blockIdx.y, cuda.blockIdx.z)
-        _named_barrier(block, barrier_id, threads).arrive()
-
-    @cuda.jit(device=True)
-    def broadcast_lane0(value):
-        block = (cuda.blockIdx.x, cuda.blockIdx.y, cuda.blockIdx.z)
-        return _warp_broadcast(block, cuda.threadIdx.x, value)
-
-    class _SimNamedBarrier:
-        """A named barrier of one simulated block: ``threads`` arrivals complete a generation."""
-
-        def __init__(self, threads):
-            self.threads = threads
-            self.arrived = 0
-            self.generation = 0
-            self.condition = threading.Condition()
-
-        def arrive(self):
-            with self.condition:
-                return self._arrive_locked()
-
-        def _arrive_locked(self):
-            self.arrived += 1
-            if self.arrived > self.threads:
-                raise RuntimeError(f"named barrier: {self.arrived} arrivals for {self.threads} threads")
-            if self.arrived == self.threads:
-                self.arrived = 0
-                self.generation += 1
-                self.condition.notify_all()
-                return None
-            return self.generation
-
-        def sync(self):
-            with self.condition:
-                generation = self._arrive_locked()
-                if generation is None:
-                    return
-                if not self.condition.wait_for(lambda: self.generation != generation, timeout=_SIM_WAIT_S):
-                    raise RuntimeError("named barrier: simulated threads never arrived (deadlock)")
-
-    _SIM_WAIT_S = 600.0
-    _sim_barriers = {}
-    _sim_lock = threading.Lock()
-    _sim_broadcast = {}
-
-    def _named_barrier(block, barrier_id, threads):
-        key = (block, int(barrier_id))
-        with _sim_lock:
-            barrier = _sim_barriers.get(key)
-            if barrier is None or barrier.threads != int(threads):
-                barrier = _sim_barriers[key] = _SimNamedBarrier(int(threads))
-        return barrier
-
-    def _warp_broadcast(block, thread, value):
-        key = (block, thread // 32)
-        with _sim_lock:
-            barrier = _sim_barriers.get(("warp",) + key)
-            if barrier is None:
-                barrier = _sim_barriers[("warp",) + key] = threading.Barrier(32, timeout=_SIM_WAIT_S)
-        if thread % 32 == 0:
-            _sim_broadcast[key] = value
-        barrier.wait()
-        result = _sim_broadcast[key]
-        barrier.wait()
-        return result
 
 else:
     from llvmlite import ir
@@ -287,41 +195,6 @@ else:
         return types.void(), codegen
 
     @intrinsic
-    def fence_acq_rel_cta(typingctx):
-        """``fence.acq_rel.cta``: orders this thread's accesses for the other threads of the block."""
-        def codegen(context, builder, sig, args):
-            fnty = ir.FunctionType(ir.VoidType(), [])
-            builder.call(ir.InlineAsm(fnty, "fence.acq_rel.cta;", "~{memory}", side_effect=True), [])
-            return context.get_dummy_value()
-        return types.void(), codegen
-
-    def _make_named_barrier(name, ptx):
-        @intrinsic
-        def named_barrier(typingctx, barrier_id, threads):
-            if not (isinstance(barrier_id, types.Integer) and isinstance(threads, types.Integer)):
-                raise TypingError(f"{name}: expected integer barrier id and thread count")
-
-            def codegen(context, builder, sig, args):
-                ident = context.cast(builder, args[0], sig.args[0], types.uint32)
-                count = context.cast(builder, args[1], sig.args[1], types.uint32)
-                fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(32), ir.IntType(32)])
-                asm = ir.InlineAsm(fnty, f"{ptx} $0, $1;", "r,r,~{memory}", side_effect=True)
-                builder.call(asm, [ident, count])
-                return context.get_dummy_value()
-
-            return types.void(barrier_id, threads), codegen
-
-        return named_barrier
-
-    barrier_sync = _make_named_barrier("barrier_sync", "barrier.sync")
-    barrier_arrive = _make_named_barrier("barrier_arrive", "barrier.arrive")
-
-    @cuda.jit(device=True, inline="always")
-    def broadcast_lane0(value):
-        """Lane 0's ``value`` in every lane of a converged warp."""
-        return cuda.shfl_sync(0xFFFFFFFF, value, 0)
-
-    @intrinsic
     def globaltimer(typingctx):
         """Nanosecond global timer (trace builds only)."""
 
@@ -357,5 +230,4 @@ else:
 
 
 __all__ = ["load_acquire_gpu", "load_relaxed_gpu", "store_relaxed_gpu", "fence_acq_rel_gpu",
-           "atomic_add_acq_rel_gpu", "atomic_add_release_gpu", "globaltimer", "smid", "backoff", "pause_us",
-           "fence_acq_rel_cta", "barrier_sync", "barrier_arrive", "broadcast_lane0"]
+           "atomic_add_acq_rel_gpu", "atomic_add_release_gpu", "globaltimer", "smid", "backoff", "pause_us"]
