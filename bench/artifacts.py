@@ -113,16 +113,11 @@ class RunFolder:
             os.fsync(f.fileno())
 
     def read_jsonl(self, name: str) -> list[dict]:
-        """Read every line as JSON; a malformed line raises with its line number."""
-        records = []
-        with open(self.path_of(name), encoding="utf-8") as f:
-            for lineno, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"read_jsonl: {name} line {lineno} is not valid JSON: {exc}") from exc
+        """Read every line as JSON (``name`` or its ``name.gz``, :func:`read_records`); a malformed
+        line raises with its line number, a missing file with its name."""
+        records = read_records(self.path, name)
+        if records is None:
+            raise FileNotFoundError(f"{self.path}: no {name} (nor {name}.gz)")
         return records
 
     def _atomic_write(self, relpath: str, write: Callable) -> Path:

@@ -37,7 +37,6 @@ SUBCOMMANDS = {
     "sanitize": ("bench.sanitize", "compute-sanitizer memcheck/racecheck/synccheck on every kernel, with "
                                    "negative controls (GPU)"),
     "probe": ("bench.probe", "the measurement probes: fused, tiles, launch (GPU)"),
-    "sass": ("bench.sass_report", "SASS of every kernel, disassembled from the cubin"),
     "index": ("bench.results_index", "results/README.md generated from every results folder's metadata.json"),
 }
 

@@ -30,7 +30,7 @@ def test_help_lists_every_subcommand_and_what_runs_in_the_simulator(tmp_path):
     for name in SUBCOMMANDS:
         assert f"\n  {name} " in proc.stdout, name
     for expected in ("ptx", "build-reference", "report", "bundle", "profile", "perf", "sanitize", "probe",
-                     "index", "sass"):
+                     "index"):
         assert expected in SUBCOMMANDS
     assert "Experiment A runs the shapes 1x128, 7x781" in proc.stdout and "sim-mini" in proc.stdout
     assert list(tmp_path.iterdir()) == []
