@@ -10,6 +10,8 @@ For each representative case and each variant, one profiler process runs
     ncu --target-processes all --profile-from-start off --replay-mode kernel
         --cache-control all --clock-control none --metrics <METRICS> --export X.ncu-rep
 
+(``--cache-control none --replay-mode application`` instead: the timed runs' cache state.)
+
 and exports the report with ``ncu --import X.ncu-rep --csv --page raw --print-units base``.
 The raw ``.ncu-rep``, the CSV, the profiler's stdout/stderr and the driver's JSON record
 are all kept; a failing profiler's stderr is kept and quoted in the summary, never
@@ -69,18 +71,47 @@ METRIC_NAMES = tuple(name for name, _ in METRICS)
 SUMMED_METRICS = ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum",
                   "smsp__sass_inst_executed_op_local_ld.sum", "smsp__sass_inst_executed_op_local_st.sum")
 
-NCU_POLICY = {
-    "replay_mode": "kernel",
-    "cache_control": "all",
-    "clock_control": "none",
-    "profile_from_start": "off (cuProfilerStart/Stop bracket the profiled invocations)",
-    "target_processes": "all",
-    "csv_export": "--import X.ncu-rep --csv --page raw --print-units base",
-    "meaning": ("cache-control all flushes all caches before each replay pass: each kernel starts with a cold L2, "
-                "unlike the timed benchmark, which never flushes; replay-mode kernel replays each kernel "
-                "(restoring the memory it writes) until every metric is collected; clock-control none leaves "
-                "the clocks as the benchmark ran them"),
+#: What each cache policy means for the counters (``--cache-control``).
+CACHE_MEANING = {
+    "all": ("cache-control all flushes all caches before each replay pass: each kernel starts with a cold L2, "
+            "unlike the timed benchmark, which never flushes"),
+    "none": ("cache-control none keeps the caches as the previous work left them, as in the timed benchmark, where "
+             "one invocation follows another: a kernel may find in L2 what the kernel before it left there"),
 }
+#: What each replay mode means (``--replay-mode``).
+REPLAY_MEANING = {
+    "kernel": ("replay-mode kernel replays each kernel (restoring the memory it writes) until every metric is "
+               "collected, so with cache-control none a later pass also finds what the earlier passes of the same "
+               "kernel left in L2"),
+    "application": ("replay-mode application reruns the whole driver once per pass, so every kernel is preceded by "
+                    "exactly what precedes it in a run (with cache-control none: the L2 state of a timed run)"),
+}
+
+
+def ncu_policy(cache_control="all", replay_mode="kernel"):
+    """The profiler policy recorded in profile.json and quoted in the summary.
+
+    The default (cold L2 per kernel) isolates one kernel; ``cache_control="none"`` with
+    ``replay_mode="application"`` matches the timed benchmark's cache state, which is what a
+    comparison of DRAM bytes between schedulers (x read once or twice) needs."""
+    if cache_control not in CACHE_MEANING:
+        raise ValueError(f"cache_control must be one of {sorted(CACHE_MEANING)}, got {cache_control!r}")
+    if replay_mode not in REPLAY_MEANING:
+        raise ValueError(f"replay_mode must be one of {sorted(REPLAY_MEANING)}, got {replay_mode!r}")
+    return {
+        "replay_mode": replay_mode,
+        "cache_control": cache_control,
+        "clock_control": "none",
+        "profile_from_start": "off (cuProfilerStart/Stop bracket the profiled invocations)",
+        "target_processes": "all",
+        "csv_export": "--import X.ncu-rep --csv --page raw --print-units base",
+        "meaning": "; ".join((CACHE_MEANING[cache_control], REPLAY_MEANING[replay_mode],
+                              "clock-control none leaves the clocks as the benchmark ran them")),
+    }
+
+
+#: The default policy.
+NCU_POLICY = ncu_policy()
 DEFAULT_CASES = {"A": ("4096x1024", "4096x4096"), "B": ("balanced-512", "ragged-512")}
 DEFAULT_VARIANTS = {"A": ("fused", "stages", "cudnn"), "B": ("separate", "phased", "dag")}
 #: One graph-mode case per experiment for Nsight Systems node-level graph tracing.
@@ -97,13 +128,13 @@ def driver_command(python: str, experiment: str, case: str, variant: str, *, mod
             "--scratch", str(scratch), "--expect-device", expect_device]
 
 
-def ncu_command(ncu: str, report: Path, driver: list[str], metrics=METRIC_NAMES) -> list[str]:
+def ncu_command(ncu: str, report: Path, driver: list[str], metrics=METRIC_NAMES, policy=NCU_POLICY) -> list[str]:
     """The ncu invocation around one driver run (report path must end in .ncu-rep)."""
     if not str(report).endswith(".ncu-rep"):
         raise ValueError(f"ncu report {report} must end in .ncu-rep")
     return [ncu, "--target-processes", "all", "--profile-from-start", "off",
-            "--replay-mode", NCU_POLICY["replay_mode"], "--cache-control", NCU_POLICY["cache_control"],
-            "--clock-control", NCU_POLICY["clock_control"], "--metrics", ",".join(metrics),
+            "--replay-mode", policy["replay_mode"], "--cache-control", policy["cache_control"],
+            "--clock-control", policy["clock_control"], "--metrics", ",".join(metrics),
             "--export", str(report), "--force-overwrite", *driver]
 
 
@@ -294,8 +325,8 @@ def profile_one(ncu: str, out: Path, experiment: str, case: str, variant: str, a
     report = folder / f"{stem}.ncu-rep"
     result = {"experiment": experiment, "case": case, "variant": variant, "mode": "stream",
               "repeat": args.repeat, "report": report.relative_to(out).as_posix()}
-    result["profile_run"] = _run(ncu_command(ncu, report, driver, metrics), folder / f"{stem}.ncu.stdout.txt",
-                                 folder / f"{stem}.ncu.stderr.txt", args.timeout_s)
+    result["profile_run"] = _run(ncu_command(ncu, report, driver, metrics, args.policy),
+                                 folder / f"{stem}.ncu.stdout.txt", folder / f"{stem}.ncu.stderr.txt", args.timeout_s)
     if not report.exists():
         unknown = unknown_metrics((folder / f"{stem}.ncu.stderr.txt").read_text(encoding="utf-8"), metrics)
         if unknown and len(unknown) < len(metrics):
@@ -306,7 +337,7 @@ def profile_one(ncu: str, out: Path, experiment: str, case: str, variant: str, a
             result["dropped_metrics"] = unknown
             result["first_attempt"] = dict(result["profile_run"], stdout=f"{stem}.ncu.attempt1.stdout.txt",
                                            stderr=f"{stem}.ncu.attempt1.stderr.txt")
-            result["profile_run"] = _run(ncu_command(ncu, report, driver, metrics),
+            result["profile_run"] = _run(ncu_command(ncu, report, driver, metrics, args.policy),
                                          folder / f"{stem}.ncu.stdout.txt", folder / f"{stem}.ncu.stderr.txt",
                                          args.timeout_s)
     if record_path.exists():
@@ -390,9 +421,9 @@ def summary_markdown(info: dict, results: list[dict], nsys_results: list[dict]) 
              f"Experiment {info['experiment']}; profiler runs separate from any timing. "
              "Counters are reported as ncu read them, next to the logical bytes of one invocation "
              "(input read once + output written once); neither is converted into the other.", "",
-             "Policy: " + ", ".join(f"{k.replace('_', '-')} {v}" for k, v in NCU_POLICY.items()
+             "Policy: " + ", ".join(f"{k.replace('_', '-')} {v}" for k, v in info["policy"].items()
                                     if k in ("replay_mode", "cache_control", "clock_control")) + ". "
-             + NCU_POLICY["meaning"] + ".", "",
+             + info["policy"]["meaning"] + ".", "",
              f"ncu: `{info.get('ncu') or 'NOT FOUND'}` ({' '.join(info.get('ncu_version', '-').split())})", ""]
     if info.get("metrics_unknown_to_this_ncu"):
         lines += [f"> **This ncu does not know {info['metrics_unknown_to_this_ncu']}: those metrics were dropped "
@@ -408,9 +439,9 @@ def summary_markdown(info: dict, results: list[dict], nsys_results: list[dict]) 
     if failures:
         lines += [f"> **{len(failures)} profile run(s) FAILED; their profiler output is kept and quoted below.**", ""]
     lines += ["## Per invocation (summed over its kernel launches, divided by the profiled invocations)", "",
-              "| case | variant | launches | logical bytes | DRAM read B | DRAM write B | L2 bytes (lts__t_bytes) | "
-              "local ld/st instr | kernel time under profiler us | output check |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "| case | variant | launches | logical bytes | DRAM read B | DRAM read / input | DRAM write B | "
+              "L2 bytes (lts__t_bytes) | local ld/st instr | kernel time under profiler us | output check |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         if r.get("launches") is None:
             continue
@@ -418,9 +449,12 @@ def summary_markdown(info: dict, results: list[dict], nsys_results: list[dict]) 
         duration = totals["gpu__time_duration.sum"]
         local = (totals["smsp__sass_inst_executed_op_local_ld.sum"], totals["smsp__sass_inst_executed_op_local_st.sum"])
         check = (r.get("driver") or {}).get("check", {}).get("passed")
+        logical = (r.get("driver") or {}).get("bytes_moved_logical")
+        read = totals["dram__bytes_read.sum"]
+        # logical bytes = input read once + output written once, the two the same size
+        read_ratio = f"{read / (logical / 2):.2f}x" if read is not None and logical else "-"
         lines.append(f"| {r['case']} | {r['variant']} | {_fmt(totals['launches'], 1)} | "
-                     f"{_fmt((r.get('driver') or {}).get('bytes_moved_logical'))} | "
-                     f"{_fmt(totals['dram__bytes_read.sum'])} | {_fmt(totals['dram__bytes_write.sum'])} | "
+                     f"{_fmt(logical)} | {_fmt(read)} | {read_ratio} | {_fmt(totals['dram__bytes_write.sum'])} | "
                      f"{_fmt(totals['lts__t_bytes.sum'])} | {_fmt(local[0])} / {_fmt(local[1])} | "
                      f"{_fmt(None if duration is None else duration / 1e3, 1)} | "
                      f"{'passed' if check else ('FAILED' if check is False else '-')} |")
@@ -463,6 +497,15 @@ def summary_markdown(info: dict, results: list[dict], nsys_results: list[dict]) 
 
 # ---------------------------------------------------------------- CLI
 
+def metric_list(text):
+    """``--metrics``: names from :data:`METRICS`, in the order given."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in METRIC_NAMES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown metric(s) {unknown or text!r}; known: {', '.join(METRIC_NAMES)}")
+    return names
+
+
 def parser():
     p = argparse.ArgumentParser(prog="python -m bench profile", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -476,6 +519,15 @@ def parser():
     p.add_argument("--ncu", help="path of ncu (default: PATH, then the usual install folders)")
     p.add_argument("--nsys", help="path of nsys (default: PATH only)")
     p.add_argument("--timeout-s", type=int, default=300, help="limit for each profiler process")
+    p.add_argument("--cache-control", choices=sorted(CACHE_MEANING), default="all",
+                   help="ncu cache policy: all (default) flushes caches before each pass, a cold L2 per kernel; "
+                        "none keeps them, as the timed runs do (use with --replay-mode application to compare "
+                        "DRAM bytes with the timed runs)")
+    p.add_argument("--metrics", type=metric_list,
+                   help="comma-separated subset of the metrics (default: all of them); few metrics fit in one "
+                        "pass, so with --cache-control none nothing is replayed over a warmed cache")
+    p.add_argument("--replay-mode", choices=sorted(REPLAY_MEANING), default="kernel",
+                   help="ncu replay: kernel (default) replays each kernel; application reruns the driver per pass")
     return p
 
 
@@ -502,6 +554,7 @@ def main(argv=None) -> int:
         print(rebuild_summary(Path(argv[1])))
         return 0
     args = parser().parse_args(argv)
+    args.policy = ncu_policy(args.cache_control, args.replay_mode)
     experiment = args.experiment
     out = Path(args.out or os.path.join(
         "runs", datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-profile{experiment}"))
@@ -516,7 +569,7 @@ def main(argv=None) -> int:
     ncu = find_ncu(args.ncu)
     nsys = args.nsys or shutil.which("nsys")
     info = {"experiment": experiment, "cases": cases, "variants": variants, "repeat": args.repeat,
-            "metrics": dict(METRICS), "policy": NCU_POLICY, "git": git_state(), "python": sys.executable,
+            "metrics": dict(METRICS), "policy": args.policy, "git": git_state(), "python": sys.executable,
             "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(), "ncu": ncu, "nsys": nsys,
             "expected_device": args.expect_device, "tails": {}}
     if nsys is None:
@@ -531,7 +584,8 @@ def main(argv=None) -> int:
         info["nsys_version"] = tool_version(nsys)
 
     results = []
-    metrics = list(METRIC_NAMES)
+    requested = list(args.metrics or METRIC_NAMES)
+    metrics = list(requested)
     if ncu is not None:
         for case in cases:
             for variant in variants:
@@ -555,7 +609,7 @@ def main(argv=None) -> int:
                                         mode=r["mode"], repeat=r["repeat"]), sort_keys=True) + "\n")
     info["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
     info["metrics_collected"] = metrics
-    info["metrics_unknown_to_this_ncu"] = [m for m in METRIC_NAMES if m not in metrics]
+    info["metrics_unknown_to_this_ncu"] = [m for m in requested if m not in metrics]
     info["runs"] = [{k: v for k, v in r.items() if k != "launches"} for r in results]
     info["nsys_runs"] = nsys_results
     (out / "profile.json").write_text(json.dumps(info, indent=2, sort_keys=True, default=str) + "\n",

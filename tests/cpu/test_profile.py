@@ -90,6 +90,17 @@ def test_ncu_command_carries_the_recorded_policy_and_every_metric(tmp_path):
     assert _pairs(driver)["--repeat"] == "3" and _pairs(driver)["--mode"] == "stream"
 
 
+def test_the_timed_runs_cache_policy_reaches_the_ncu_command(tmp_path):
+    policy = profile.ncu_policy("none", "application")
+    options = _pairs(profile.ncu_command("ncu", tmp_path / "B.ncu-rep", ["/py"], policy=policy)[:-1])
+    assert options["--cache-control"] == "none" and options["--replay-mode"] == "application"
+    assert "as in the timed benchmark" in policy["meaning"] and "reruns the whole driver" in policy["meaning"]
+    with pytest.raises(ValueError, match="cache_control"):
+        profile.ncu_policy("some")
+    with pytest.raises(ValueError, match="replay_mode"):
+        profile.ncu_policy("none", "range")
+
+
 def test_ncu_report_must_be_an_ncu_rep(tmp_path):
     with pytest.raises(ValueError, match=".ncu-rep"):
         profile.ncu_command("ncu", tmp_path / "A.rep", ["python"])
@@ -218,8 +229,31 @@ def test_profile_run_keeps_raw_files_and_summarises(fake_ncu, tmp_path):
     assert "Nsight Systems" in summary and "NOT RUN: nsys is not on PATH" in summary
     assert "cache-control all" in summary and "replay-mode kernel" in summary
     # per invocation: (16,781,312 + 16,779,264) / 2 DRAM bytes read for the fused kernel
-    assert "| 4096x1024 | fused | 1.0 | - | 16,780,288 | 16,777,216 |" in summary
+    assert "| 4096x1024 | fused | 1.0 | - | 16,780,288 | - | 16,777,216 |" in summary
     assert "`row_sum_stage`" in summary and "FAILED" not in summary
+
+
+def test_profile_records_the_cache_policy_it_was_given(fake_ncu, tmp_path):
+    out = tmp_path / "prof"
+    status = profile.main(["--experiment", "A", "--out", str(out), "--cases", "4096x1024", "--variants", "fused",
+                           "--repeat", "2", "--ncu", str(fake_ncu), "--cache-control", "none",
+                           "--replay-mode", "application", "--metrics", "dram__bytes_read.sum,gpu__time_duration.sum"])
+    assert status == 0
+    info = json.loads((out / "profile.json").read_text())
+    assert info["policy"]["cache_control"] == "none" and info["policy"]["replay_mode"] == "application"
+    summary = (out / "profile_summary.md").read_text()
+    assert "cache-control none" in summary and "replay-mode application" in summary
+    assert "cache-control all" not in summary
+    command = (out / "ncu" / "A_4096x1024_fused.ncu.stdout.txt")
+    assert info["metrics_collected"] == ["dram__bytes_read.sum", "gpu__time_duration.sum"]
+    assert info["metrics_unknown_to_this_ncu"] == [] and command.exists()
+
+
+def test_profile_refuses_a_metric_it_does_not_know(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        profile.main(["--experiment", "B", "--out", str(tmp_path / "p"), "--metrics", "dram__bytes_read.sum,bogus"])
+    assert "unknown metric(s) ['bogus']" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()
 
 
 def test_a_failing_profiler_keeps_and_quotes_its_stderr(fake_ncu, tmp_path, monkeypatch):
