@@ -60,7 +60,8 @@ def kernel_ptx(dispatcher, signature, cc=TARGET_CC):
     with fixed_compute_capability(cc):
         ptx, _ = cuda.compile_ptx(dispatcher.py_func, signature, cc=cc,
                                   fastmath=options.get("fastmath", False),
-                                  lineinfo=options.get("lineinfo", False))
+                                  lineinfo=options.get("lineinfo", False),
+                                  launch_bounds=options.get("launch_bounds"))
     return ptx
 
 

@@ -1,0 +1,636 @@
+"""``method="auto"``: a row softmax whose geometry is chosen per width, any row length, checks on the device.
+
+The protocol's fused kernel (:mod:`.fused_row`) fixes one 256-thread block per row. These kernels keep its
+numerics policy (every add, subtract and multiply through ``f32_add`` / ``f32_sub`` / ``f32_mul``, libdevice
+``expf``, IEEE division, reductions that combine in one fixed order: an xor butterfly, then a sequential fold
+of the warp partials, warp 0 first) and the same oracle tolerance, but choose the geometry per width as
+Triton, QuACK, OneFlow and PyTorch do. docs/auto_kernels.md gives the table, the bytes and the reasons.
+
+Row kernels (``rows_l{L}_q{Q}``): a row held in registers
+    A group of ``L`` threads (a power of two, 4..1024) owns one row; lane ``t`` of the group owns the quads
+    (4 consecutive columns) starting at ``4 * (t + L * q)``, q < Q, so the group reads contiguous 16-byte
+    vectors and holds up to ``4 * L * Q`` columns in registers::
+
+        m = max_j x[j]                 # group reduction
+        e_j = exp(x[j] - m)            # in registers
+        z = sum_j e_j                  # group reduction
+        y[j] = e_j / z
+
+    ``L <= 32``: a 256-thread block holds ``256 / L`` rows; the group reduces with shuffles alone (an xor
+    butterfly over offsets L/2 .. 1 stays inside the group): no shared memory, no barrier. ``L > 32``: one
+    row per ``L``-thread block; the warps' partials meet in shared memory (``L / 32`` floats).
+    Bytes: read ``rows * cols * 4`` once, write the same once.
+
+Long-row kernels (``long_l{L}_q{Q}``): any row length
+    One ``L``-thread block per row walks the row in chunks of ``4 * L * Q`` columns.
+    Pass 1, chunk by chunk: load the chunk into registers, fold it into a running (max, sum) per thread --
+    ``s = s * exp(m_old - m_new) + sum exp(x - m_new)``, one extra ``expf`` per chunk, not per element
+    (the online softmax of Milakov and Gimelshein, as in PyTorch's ``cunn_SoftMaxForward`` and QuACK). Then
+    the row max ``M`` is a block max, each thread rescales its sum to ``M`` and the row sum ``S`` is a block
+    sum. Pass 2 walks the chunks in REVERSE order writing ``exp(x - M) / S``: the last chunk is still in
+    registers (never read twice) and the chunks just before it are the ones most recently read, so the
+    second read of x hits L2 as long as the bytes read by the resident blocks fit in it.
+    Bytes: DRAM read ``rows * cols * 4`` (plus whatever of the second read misses L2), write the same once.
+
+Masks and non-finite values
+    ``-inf`` gets weight exactly 0 (``exp(-inf - m) == 0`` for finite ``m``); a row without a finite entry
+    has ``m = -inf`` and gives NaN (``exp(-inf - (-inf))``), as ``torch.softmax`` does. Unchecked builds let
+    NaN and +inf propagate (the row becomes NaN). Checked builds (``_checked``) produce the same output and
+    record, on the error path only, the smallest flat index ``row * cols + col`` of a NaN or +inf in
+    ``status[0]`` and the smallest fully masked row in ``status[1]`` (``cuda.atomic.min``), then store 1 into
+    ``alarm[0]`` and fence at system scope. A thread visits its columns in increasing order, so its first hit
+    is its smallest; one atomic per offending thread.
+
+Check-only pass (``check_values``): one 256-thread block per row reads x once (16-byte loads where it can)
+and writes nothing but the records above; ``allow_neg_inf=False`` treats -inf like +inf (the protocol's
+``fused`` / ``stages`` paths reject it).
+
+Builds: ``_v4`` (16-byte vector loads and stores; rows a multiple of 4 long, 16-byte aligned arrays) or
+scalar masked loads of the same quads in the same order; the simulator always runs the scalar builds. Every
+build is compiled lazily, on its first launch, and registered for the PTX policy check
+(:data:`AUTO_KERNELS`).
+
+Nothing here allocates, synchronizes or copies: launchers only build :class:`KernelLaunch` values.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda, float32
+
+from ..launch_spec import KernelLaunch
+from ..numerics import (KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARP_SIZE, f32_add, f32_div, f32_exp,
+                        f32_max, f32_mul, f32_sub)
+from .vector_io import load_quad, store_quad
+
+#: Words of the device status record and the value of a clear word (see the module docstring).
+STATUS_WORDS = 2
+STATUS_CLEAR = np.iinfo(np.int64).max
+#: status[0]: smallest flat index of a NaN or +inf (or -inf, in a check that allows no mask).
+STATUS_NONFINITE = 0
+#: status[1]: smallest row index whose entries are all -inf.
+STATUS_MASKED_ROW = 1
+
+POS_INF = float32(np.inf)
+_CLEAR = np.int64(STATUS_CLEAR)
+#: Threads per block of the row kernels whose rows take at most a warp (256 / L rows per block).
+GROUP_BLOCK_THREADS = 256
+#: Threads per block of the check-only pass (one block per row).
+CHECK_BLOCK_THREADS = 256
+
+
+# ---- reductions over the L threads of a row ---------------------------------------------------------------
+
+def _row_reductions(lanes, block):
+    """``(row_max, row_sum)(value, partials)`` over each group of ``lanes`` consecutive threads of a
+    ``block``-thread block (``lanes`` a power of two; ``lanes > 32`` only with ``lanes == block``).
+
+    Order: the xor butterfly over offsets ``min(lanes, 32) / 2 .. 1`` (every lane ends with the same bits:
+    each step combines ``(own, partner)`` and both operations are commutative), then for ``lanes > 32`` a
+    sequential fold of the warp results, warp 0 first -- the order of :mod:`numba_softmax.numerics`.
+    ``partials``: shared float32[max(1, lanes // 32)] (unused when ``lanes <= 32``).
+    """
+    if lanes & (lanes - 1) or not 1 <= lanes <= 1024 or (lanes > WARP_SIZE and lanes != block):
+        raise ValueError(f"a row group needs a power-of-two lane count up to 1024, one row per block above "
+                         f"32 lanes; got {lanes} lanes in a {block}-thread block")
+    WIDTH = min(lanes, WARP_SIZE)
+    WARPS = lanes // WARP_SIZE
+    BLOCK = block
+
+    if SIMULATOR:
+        # No shuffles in the simulator: each butterfly step goes through shared memory, the same operands
+        # in the same order as the GPU's shfl_xor steps.
+        @cuda.jit(device=True)
+        def reduce(value, partials, is_max):
+            scratch = cuda.shared.array(BLOCK, float32)
+            tid = cuda.threadIdx.x
+            offset = WIDTH // 2
+            while offset > 0:
+                scratch[tid] = value
+                cuda.syncthreads()
+                other = scratch[tid ^ offset]
+                cuda.syncthreads()
+                value = f32_max(value, other) if is_max else f32_add(value, other)
+                offset //= 2
+            if WARPS > 1:
+                if tid % WARP_SIZE == 0:
+                    partials[tid // WARP_SIZE] = value
+                cuda.syncthreads()
+                value = partials[0]
+                for w in range(1, WARPS):
+                    value = f32_max(value, partials[w]) if is_max else f32_add(value, partials[w])
+                cuda.syncthreads()
+            return value
+
+        @cuda.jit(device=True)
+        def row_max(value, partials):
+            return reduce(value, partials, True)
+
+        @cuda.jit(device=True)
+        def row_sum(value, partials):
+            return reduce(value, partials, False)
+
+        return row_max, row_sum
+
+    from ..numerics import block_reductions
+
+    if WARPS > 1:
+        return block_reductions(lanes)
+
+    def make(combine):
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def group_reduce(value, partials):
+            offset = WIDTH // 2
+            while offset > 0:
+                value = combine(value, cuda.shfl_xor_sync(0xFFFFFFFF, value, offset))
+                offset //= 2
+            return value
+        return group_reduce
+
+    return make(f32_max), make(f32_add)
+
+
+# ---- the records of the checked builds --------------------------------------------------------------------
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def _record(status, word, value, alarm):
+    """Error path only: keep the smallest ``value`` in ``status[word]``, raise the alarm, make it visible
+    to the host (the alarm may live in mapped host memory)."""
+    cuda.atomic.min(status, word, value)
+    alarm[0] = 1
+    cuda.threadfence_system()
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def _first_bad(first, value, flat):
+    """``flat`` if ``value`` is NaN or +inf and nothing was found before (columns come in increasing
+    order), else ``first``. One comparison on the good path: ``not (v < +inf)`` is NaN or +inf."""
+    if not (value < POS_INF) and first == _CLEAR:
+        return flat
+    return first
+
+
+# ---- row kernels: a row in registers ----------------------------------------------------------------------
+
+def _make_rows_kernel(lanes, quads, vector, checked):
+    LANES = lanes
+    QUADS = quads
+    VALUES = quads * QUAD
+    BLOCK = max(lanes, GROUP_BLOCK_THREADS) if lanes <= WARP_SIZE else lanes
+    ROWS = BLOCK // LANES
+    STRIDE = QUAD * LANES
+    WARPS = max(1, LANES // WARP_SIZE)
+    VECTOR = vector
+    CHECKED = checked
+    row_max_of, row_sum_of = _row_reductions(LANES, BLOCK)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def body(x, y, status, alarm):
+        tid = cuda.threadIdx.x
+        lane = tid % LANES
+        row = cuda.blockIdx.x * ROWS + tid // LANES
+        rows, cols = x.shape
+        live = row < rows  # a group past the last row still takes part in the shuffles and barriers
+        partials = cuda.shared.array(WARPS, float32)
+        values = cuda.local.array(VALUES, float32)
+        first = _CLEAR
+
+        # Load this lane's quads once (independent loads, all in flight together); fold the max in
+        # increasing column order. Columns past the row hold -inf: they add exp(-inf - m) = +0 below.
+        local_max = NEG_INF
+        for q in range(QUADS):
+            base = QUAD * lane + STRIDE * q
+            if VECTOR:
+                a = b = c = d = NEG_INF
+                if live and base < cols:  # cols % 4 == 0: the whole quad is in the row
+                    a, b, c, d = load_quad(x, row, base)
+                    if CHECKED:
+                        flat = row * cols + base
+                        first = _first_bad(first, a, flat)
+                        first = _first_bad(first, b, flat + 1)
+                        first = _first_bad(first, c, flat + 2)
+                        first = _first_bad(first, d, flat + 3)
+                values[QUAD * q] = a
+                values[QUAD * q + 1] = b
+                values[QUAD * q + 2] = c
+                values[QUAD * q + 3] = d
+                local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
+            else:
+                for j in range(QUAD):
+                    v = NEG_INF
+                    if live and base + j < cols:
+                        v = x[row, base + j]
+                        if CHECKED:
+                            first = _first_bad(first, v, row * cols + base + j)
+                    values[QUAD * q + j] = v
+                    local_max = f32_max(local_max, v)
+        if CHECKED:
+            if first != _CLEAR:
+                _record(status, STATUS_NONFINITE, first, alarm)
+        row_max = row_max_of(local_max, partials)
+        if CHECKED:
+            if live and lane == 0 and row_max == NEG_INF:
+                _record(status, STATUS_MASKED_ROW, np.int64(row), alarm)
+
+        local_sum = float32(0.0)
+        if live:  # a group past the last row has nothing to exponentiate (its max is -inf)
+            for k in range(VALUES):
+                e = f32_exp(f32_sub(values[k], row_max))
+                values[k] = e
+                local_sum = f32_add(local_sum, e)
+        row_sum = row_sum_of(local_sum, partials)
+
+        if live:
+            for q in range(QUADS):
+                base = QUAD * lane + STRIDE * q
+                if VECTOR:
+                    if base < cols:
+                        store_quad(y, row, base,
+                                   f32_div(values[QUAD * q], row_sum), f32_div(values[QUAD * q + 1], row_sum),
+                                   f32_div(values[QUAD * q + 2], row_sum), f32_div(values[QUAD * q + 3], row_sum))
+                else:
+                    for j in range(QUAD):
+                        if base + j < cols:
+                            y[row, base + j] = f32_div(values[QUAD * q + j], row_sum)
+
+    return body, BLOCK, ROWS
+
+
+# ---- long-row kernels: any length, two passes, the second in reverse ---------------------------------------
+
+def _make_long_kernel(lanes, quads, vector, checked):
+    LANES = lanes
+    QUADS = quads
+    VALUES = quads * QUAD
+    CHUNK = QUAD * LANES * QUADS
+    STRIDE = QUAD * LANES
+    WARPS = max(1, LANES // WARP_SIZE)
+    VECTOR = vector
+    CHECKED = checked
+    row_max_of, row_sum_of = _row_reductions(LANES, LANES)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def load_chunk(x, row, start, values):
+        """This thread's quads of the chunk at column ``start`` into ``values``; -inf past the row."""
+        cols = x.shape[1]
+        lane = cuda.threadIdx.x
+        for q in range(QUADS):
+            base = start + QUAD * lane + STRIDE * q
+            if VECTOR:
+                a = b = c = d = NEG_INF
+                if base < cols:
+                    a, b, c, d = load_quad(x, row, base)
+                values[QUAD * q] = a
+                values[QUAD * q + 1] = b
+                values[QUAD * q + 2] = c
+                values[QUAD * q + 3] = d
+            else:
+                for j in range(QUAD):
+                    v = NEG_INF
+                    if base + j < cols:
+                        v = x[row, base + j]
+                    values[QUAD * q + j] = v
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def body(x, y, status, alarm):
+        row = cuda.blockIdx.x
+        lane = cuda.threadIdx.x
+        cols = x.shape[1]
+        chunks = (cols + CHUNK - 1) // CHUNK
+        partials = cuda.shared.array(WARPS, float32)
+        values = cuda.local.array(VALUES, float32)
+        first = _CLEAR
+
+        # Pass 1: a running (max, sum) per thread, rescaled once per chunk.
+        run_max = NEG_INF
+        run_sum = float32(0.0)
+        for c in range(chunks):
+            start = c * CHUNK
+            load_chunk(x, row, start, values)
+            chunk_max = NEG_INF
+            for k in range(VALUES):
+                chunk_max = f32_max(chunk_max, values[k])
+                if CHECKED:
+                    col = start + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD
+                    if col < cols:
+                        first = _first_bad(first, values[k], row * cols + col)
+            new_max = f32_max(run_max, chunk_max)
+            # While every value so far is -inf the sum stays 0 (exp(-inf - (-inf)) would be NaN).
+            if new_max != NEG_INF:
+                if run_max != NEG_INF:
+                    run_sum = f32_mul(run_sum, f32_exp(f32_sub(run_max, new_max)))
+                for k in range(VALUES):
+                    run_sum = f32_add(run_sum, f32_exp(f32_sub(values[k], new_max)))
+                run_max = new_max
+        if CHECKED:
+            if first != _CLEAR:
+                _record(status, STATUS_NONFINITE, first, alarm)
+
+        row_max = row_max_of(run_max, partials)
+        scaled = float32(0.0)
+        if run_max != NEG_INF:
+            scaled = f32_mul(run_sum, f32_exp(f32_sub(run_max, row_max)))
+        row_sum = row_sum_of(scaled, partials)
+        if CHECKED:
+            if lane == 0 and row_max == NEG_INF:
+                _record(status, STATUS_MASKED_ROW, np.int64(row), alarm)
+
+        # Pass 2, last chunk first: it is still in registers, and the chunks before it were read last.
+        for step in range(chunks):
+            start = (chunks - 1 - step) * CHUNK
+            if step > 0:
+                load_chunk(x, row, start, values)
+            for q in range(QUADS):
+                base = start + QUAD * lane + STRIDE * q
+                if VECTOR:
+                    if base < cols:
+                        store_quad(y, row, base,
+                                   f32_div(f32_exp(f32_sub(values[QUAD * q], row_max)), row_sum),
+                                   f32_div(f32_exp(f32_sub(values[QUAD * q + 1], row_max)), row_sum),
+                                   f32_div(f32_exp(f32_sub(values[QUAD * q + 2], row_max)), row_sum),
+                                   f32_div(f32_exp(f32_sub(values[QUAD * q + 3], row_max)), row_sum))
+                else:
+                    for j in range(QUAD):
+                        if base + j < cols:
+                            y[row, base + j] = f32_div(f32_exp(f32_sub(values[QUAD * q + j], row_max)), row_sum)
+
+    return body, LANES, 1
+
+
+# ---- the check-only pass ----------------------------------------------------------------------------------
+
+def _make_check_kernel(vector, allow_neg_inf):
+    VECTOR = vector
+    ALLOW_NEG_INF = allow_neg_inf
+    STRIDE = QUAD * CHECK_BLOCK_THREADS
+    row_max_of, _ = _row_reductions(CHECK_BLOCK_THREADS, CHECK_BLOCK_THREADS)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def bad(v):
+        if ALLOW_NEG_INF:
+            return not (v < POS_INF)
+        return not (NEG_INF < v < POS_INF)
+
+    def check_values(x, status, alarm):
+        row = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        cols = x.shape[1]
+        partials = cuda.shared.array(CHECK_BLOCK_THREADS // WARP_SIZE, float32)
+        first = _CLEAR
+        local_max = NEG_INF
+        for base in range(QUAD * tid, cols, STRIDE):
+            if VECTOR:
+                a, b, c, d = load_quad(x, row, base)
+                flat = row * cols + base
+                if first == _CLEAR:
+                    if bad(a):
+                        first = flat
+                    elif bad(b):
+                        first = flat + 1
+                    elif bad(c):
+                        first = flat + 2
+                    elif bad(d):
+                        first = flat + 3
+                if ALLOW_NEG_INF:
+                    local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
+            else:
+                for j in range(QUAD):
+                    if base + j < cols:
+                        v = x[row, base + j]
+                        if first == _CLEAR and bad(v):
+                            first = row * cols + base + j
+                        if ALLOW_NEG_INF:
+                            local_max = f32_max(local_max, v)
+        if first != _CLEAR:
+            _record(status, STATUS_NONFINITE, first, alarm)
+        if ALLOW_NEG_INF:
+            row_max = row_max_of(local_max, partials)
+            if tid == 0 and row_max == NEG_INF:
+                _record(status, STATUS_MASKED_ROW, np.int64(row), alarm)
+
+    check_values.__name__ = check_values.__qualname__ = (
+        f"check_values{'_neg_inf' if allow_neg_inf else '_finite'}{'_v4' if vector else ''}")
+    return cuda.jit(**KERNEL_OPTIONS)(check_values)
+
+
+# ---- builds and the table ---------------------------------------------------------------------------------
+
+_MAKERS = {"rows": _make_rows_kernel, "long": _make_long_kernel}
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One selectable geometry: ``kind`` ``rows`` (a row in registers) or ``long`` (any length)."""
+    kind: str
+    lanes: int      # threads per row
+    quads: int      # quads (4 values) per thread: per row (rows) or per chunk (long)
+
+    @property
+    def name(self):
+        return f"{self.kind}_l{self.lanes}_q{self.quads}"
+
+    @property
+    def max_columns(self):
+        """Widest row it takes (``None``: any)."""
+        return QUAD * self.lanes * self.quads if self.kind == "rows" else None
+
+    @property
+    def block_threads(self):
+        return max(self.lanes, GROUP_BLOCK_THREADS) if self.kind == "rows" and self.lanes <= WARP_SIZE \
+            else self.lanes
+
+    @property
+    def rows_per_block(self):
+        return self.block_threads // self.lanes
+
+    @classmethod
+    def parse(cls, name):
+        try:
+            kind, lanes, quads = name.split("_")
+            geometry = cls(kind, int(lanes.removeprefix("l")), int(quads.removeprefix("q")))
+        except ValueError:
+            geometry = None
+        if geometry is None or geometry.kind not in _MAKERS or geometry.name != name:
+            raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q> or long_l<L>_q<Q>, "
+                             f"e.g. {AUTO_TABLE[0][1]!r}; candidates: {sorted(CANDIDATE_GEOMETRIES)}")
+        return geometry
+
+
+def _build_name(geometry, vector, checked):
+    return f"auto_{geometry.name}{'_v4' if vector else ''}{'_checked' if checked else ''}"
+
+
+def _make_build(geometry, vector, checked):
+    body, block, _ = _MAKERS[geometry.kind](geometry.lanes, geometry.quads, vector, checked)
+    if checked:
+        def kernel(x, y, status, alarm):
+            body(x, y, status, alarm)
+    else:
+        def kernel(x, y):
+            body(x, y, None, None)
+    kernel.__name__ = kernel.__qualname__ = _build_name(geometry, vector, checked)
+    # launch_bounds: ptxas keeps the registers within what a block of this size may use (a 1024-thread
+    # block needs <= 64 per thread) instead of failing the launch.
+    if SIMULATOR:
+        return cuda.jit(**KERNEL_OPTIONS)(kernel)
+    return cuda.jit(launch_bounds=block, **KERNEL_OPTIONS)(kernel)
+
+
+#: Which geometry ``auto`` runs for a row of up to ``max_columns`` (first match); wider rows: the last.
+#: Narrow rows: a group of L <= 32 lanes per row, several rows per block, shuffles only; wide rows: more
+#: threads per row, up to 16 values per thread in registers; beyond 16384 columns the long-row path.
+AUTO_TABLE = (
+    (16, "rows_l4_q1"),
+    (32, "rows_l8_q1"),
+    (64, "rows_l16_q1"),
+    (128, "rows_l32_q1"),
+    (256, "rows_l32_q2"),
+    (512, "rows_l32_q4"),
+    (1024, "rows_l32_q8"),
+    (2048, "rows_l128_q4"),
+    (4096, "rows_l256_q4"),
+    (8192, "rows_l512_q4"),
+    (16384, "rows_l1024_q4"),
+    (None, "long_l1024_q4"),
+)
+#: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
+#: by the widths they are meant for. docs/auto_kernels.md gives the prediction for each.
+CANDIDATES = {
+    128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
+    1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
+    4096: ("rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l128_q8"),
+    32768: ("long_l1024_q4", "long_l512_q8", "rows_l1024_q8"),
+    131072: ("long_l1024_q4", "long_l512_q8", "long_l1024_q8"),
+}
+#: Every geometry that has builds: the table's and the candidates'.
+CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {n for names in CANDIDATES.values() for n in names})
+
+_BUILDS = {}
+
+
+def auto_kernel(geometry, vector, checked):
+    """The dispatcher of one build (made once, compiled by Numba on its first launch)."""
+    if isinstance(geometry, str):
+        geometry = Geometry.parse(geometry)
+    key = (geometry, bool(vector), bool(checked))
+    if key not in _BUILDS:
+        _BUILDS[key] = _make_build(*key)
+    return _BUILDS[key]
+
+
+_CHECK_BUILDS = {}
+
+
+def check_kernel(vector, allow_neg_inf):
+    key = (bool(vector), bool(allow_neg_inf))
+    if key not in _CHECK_BUILDS:
+        _CHECK_BUILDS[key] = _make_check_kernel(*key)
+    return _CHECK_BUILDS[key]
+
+
+def all_builds():
+    """name -> dispatcher of every build of every geometry in :data:`CANDIDATE_GEOMETRIES` and of the
+    check-only pass (what the PTX policy check compiles)."""
+    builds = {}
+    for name in CANDIDATE_GEOMETRIES:
+        for vector in (False, True):
+            for checked in (False, True):
+                kernel = auto_kernel(name, vector, checked)
+                builds[kernel.py_func.__name__] = kernel
+    for vector in (False, True):
+        for allow in (False, True):
+            kernel = check_kernel(vector, allow)
+            builds[kernel.py_func.__name__] = kernel
+    return builds
+
+
+# ---- launchers --------------------------------------------------------------------------------------------
+
+def _aligned16(array):
+    if SIMULATOR:
+        return False
+    return array.__cuda_array_interface__["data"][0] % 16 == 0
+
+
+def _check_matrix(name, array):
+    shape = getattr(array, "shape", None)
+    if shape is None or len(shape) != 2 or shape[0] < 1 or shape[1] < 1:
+        raise ValueError(f"{name}: expected a 2-D array with at least one row and one column, got shape {shape}")
+    if np.dtype(array.dtype) != np.float32:
+        raise ValueError(f"{name}: expected float32, got {array.dtype}")
+    strides = getattr(array, "strides", None)
+    if strides is not None and tuple(strides) != (shape[1] * 4, 4):
+        raise ValueError(f"{name}: expected a C-contiguous array, got strides {tuple(strides)} for shape {shape}")
+
+
+def _check_status(status, alarm):
+    if status is None or alarm is None:
+        raise ValueError("a checked launch needs both status (int64[2]) and alarm (int32[1])")
+    if tuple(status.shape) != (STATUS_WORDS,) or np.dtype(status.dtype) != np.int64:
+        raise ValueError(f"status: expected int64[{STATUS_WORDS}], got {status.dtype}{list(status.shape)}")
+    if tuple(alarm.shape) != (1,) or np.dtype(alarm.dtype) != np.int32:
+        raise ValueError(f"alarm: expected int32[1], got {alarm.dtype}{list(alarm.shape)}")
+
+
+def auto_geometry(cols):
+    """The geometry :data:`AUTO_TABLE` picks for rows of ``cols`` columns."""
+    return next(name for limit, name in AUTO_TABLE if limit is None or cols <= limit)
+
+
+def geometry_launches(geometry, x, y, status=None, alarm=None):
+    """The single launch of one named geometry (``auto`` uses :func:`auto_launches`; ``bench perf``
+    times the candidates through this). A ``rows`` geometry refuses a row it cannot hold."""
+    if isinstance(geometry, str):
+        geometry = Geometry.parse(geometry)
+    _check_matrix("x", x)
+    _check_matrix("y", y)
+    if tuple(x.shape) != tuple(y.shape):
+        raise ValueError(f"x and y must have one shape, got {tuple(x.shape)} and {tuple(y.shape)}")
+    checked = status is not None or alarm is not None
+    if checked:
+        _check_status(status, alarm)
+    rows, cols = x.shape
+    if geometry.max_columns is not None and cols > geometry.max_columns:
+        raise ValueError(f"row too long for geometry {geometry.name}: {cols} columns > {geometry.max_columns}")
+    vector = cols % QUAD == 0 and _aligned16(x) and _aligned16(y)
+    kernel = auto_kernel(geometry, vector, checked)
+    grid = (rows + geometry.rows_per_block - 1) // geometry.rows_per_block
+    args = (x, y, status, alarm) if checked else (x, y)
+    return [KernelLaunch(f"auto_{geometry.name}", kernel, (grid,), (geometry.block_threads,), args)]
+
+
+def auto_launches(x, y, status=None, alarm=None):
+    """``method="auto"``: the launch of the table's geometry for this width (any width: the long-row path
+    beyond the table). ``status is None``: unchecked; else checked (see the module docstring)."""
+    _check_matrix("x", x)
+    return geometry_launches(auto_geometry(x.shape[1]), x, y, status, alarm)
+
+
+def check_launches(x, status, alarm, allow_neg_inf):
+    """The check-only pass over x (one read, records only)."""
+    _check_matrix("x", x)
+    _check_status(status, alarm)
+    rows, cols = x.shape
+    kernel = check_kernel(cols % QUAD == 0 and _aligned16(x), allow_neg_inf)
+    return [KernelLaunch("check_values", kernel, (rows,), (CHECK_BLOCK_THREADS,), (x, status, alarm))]
+
+
+def status_error(status_host, shape, what="input"):
+    """The message naming the first offending element (or fully masked row), None when both words are
+    clear. ``status_host``: the two status words on the host; ``shape``: (rows, cols) of the checked array."""
+    words = [int(w) for w in np.asarray(status_host).reshape(-1)]
+    if len(words) != STATUS_WORDS:
+        raise ValueError(f"status: expected {STATUS_WORDS} words, got {len(words)}")
+    cols = int(shape[1])
+    if words[STATUS_NONFINITE] != STATUS_CLEAR:
+        row, col = divmod(words[STATUS_NONFINITE], cols)
+        return f"{what} has a non-finite value (NaN or infinity) at row {row}, column {col}"
+    if words[STATUS_MASKED_ROW] != STATUS_CLEAR:
+        return (f"{what} row {words[STATUS_MASKED_ROW]} has no finite entry (every value is -inf): its softmax "
+                "is undefined (check=False gives NaN for it, as torch.softmax does)")
+    return None
+
+
+__all__ = ["STATUS_WORDS", "STATUS_CLEAR", "AUTO_TABLE", "CANDIDATES", "CANDIDATE_GEOMETRIES", "Geometry",
+           "auto_geometry", "auto_kernel", "check_kernel", "all_builds", "auto_launches", "geometry_launches",
+           "check_launches", "status_error"]
