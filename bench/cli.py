@@ -27,6 +27,8 @@ DEFAULT_SEED = 20261019
 SUBCOMMANDS = {
     "ptx": ("bench.ptx_report", "every kernel's sm_90 PTX, compiled offline, against the numerics policy "
                                 "(--compare: beside nvcc's)"),
+    "sass": ("bench.sass", "every kernel's sm_90 SASS beside its nvcc twin's, offline (--compare; needs the "
+                           "'sass' extra's nvdisasm)"),
     "build-reference": ("bench.reference_build", "nvcc: reference_cu/*.cu -> PTX + cubin (needs a checkout and nvcc)"),
     "build-kernels": ("bench.kernel_build", "every kernel the main job launches -> PTX, cubin, SASS, on a CPU "
                                             "(for --prebuilt)"),
@@ -123,6 +125,7 @@ def experiment_parser():
 
 #: The checkout's folder a subcommand reads (bench runs from a checkout; docs/install.md), and when.
 CHECKOUT_FOLDERS = {"build-reference": ("reference_cu", None), "ptx": ("reference_cu", "--compare"),
+                    "sass": ("reference_cu", None),
                     "perf": ("reference_cu", None)}
 CHECKOUT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
