@@ -10,7 +10,7 @@ def test_help_lists_every_probe(capsys):
         probe.main(["--help"])
     assert exit_.value.code == 0
     text = capsys.readouterr().out
-    for name in ("fused", "tiles", "launch"):
+    for name in ("fused", "tiles", "launch", "handoff"):
         assert name in text and probe.PROBES[name][1].split()[0] in text
 
 
@@ -32,3 +32,10 @@ def test_the_probe_reads_its_own_options(capsys):
     with pytest.raises(SystemExit) as exit_:
         probe.main(["launch", "--no-such-option"])
     assert exit_.value.code == 2
+
+
+def test_the_handoff_probe_refuses_too_few_rounds(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        probe.main(["handoff", "--rounds", "3"])
+    assert exit_.value.code == 2
+    assert "--rounds must be >= 10" in capsys.readouterr().err
