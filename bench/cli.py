@@ -117,6 +117,10 @@ def experiment_parser():
     parser.add_argument("--prebuilt", metavar="DIR",
                         help="GPU only: load every kernel from DIR (python -m bench build-kernels) and compile none; "
                              "a kernel missing there, or built for another device, stops the run before it starts")
+    parser.add_argument("--twins", action="store_true",
+                        help="GPU only: every Numba variant's nvcc twin (reference_cu/, built by nvcc) joins the same "
+                             "rounds as '<variant>-nvcc', validated and compared bit for bit with its Numba variant "
+                             "first; the summary adds a Numba / nvcc table of paired ratios")
     parser.add_argument("--no-summary", action="store_true",
                         help="write the records only; summary.md and the plots come later from "
                              "python -m bench report DIR (the Modal app draws them on a CPU)")
@@ -243,6 +247,10 @@ def simulator_problem(args):
     EXPERIMENT_A_SIM_SHAPES, EXPERIMENT_B_SIM_CASES = cases.EXPERIMENT_A_SIM_SHAPES, cases.EXPERIMENT_B_SIM_CASES
     EXPERIMENT_B_CASES = cases.EXPERIMENT_B_CASES
 
+    if getattr(args, "twins", False):
+        return ("--twins needs a GPU and nvcc: the twins are nvcc-built cubins (reference_cu/) launched with the "
+                "CUDA driver, which the simulator cannot run; run without --twins here, or on a GPU machine "
+                "(nvcc, or a current reference_cu/build from `python -m bench build-reference`)")
     why = ("the simulator runs one block at a time in Python (about 45 ms per block), so the protocol's sizes "
            "would take hours")
     if args.shapes:

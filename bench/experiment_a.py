@@ -1,4 +1,5 @@
-"""Experiment A: four explicit stages vs one fused row kernel vs cuDNN, per shape.
+"""Experiment A: four explicit stages vs one fused row kernel vs cuDNN, per shape (and, with
+``--twins``, the nvcc twins of fused and stages: bench/twins.py).
 
 Every variant reads the same fixed input buffer and writes its own output buffer;
 all of them are submitted through the launch layer on one non-blocking stream, in
@@ -39,7 +40,7 @@ class MatrixCase:
     experiment = EXPERIMENT
     bitwise_groups = (("fused", "stages"),)
 
-    def __init__(self, shape, stream, *, gpu, cudnn=None):
+    def __init__(self, shape, stream, *, gpu, cudnn=None, twins=None):
         rows, cols = shape
         self.shape = shape
         self.name = f"{rows}x{cols}"
@@ -61,6 +62,10 @@ class MatrixCase:
             {"out": d_y, "row_max": d_max, "row_sum": d_sum}, stream))
         if cudnn is not None:
             self.variants.append(_cudnn_variant(self.d_x, shape, stream, cudnn))
+        if twins is not None:  # --twins: the nvcc twins of fused and stages (bench/twins.py)
+            from bench.twins import bitwise_groups, matrix_twins
+            self.variants += matrix_twins(self, twins, _Variant)
+            self.bitwise_groups = self.bitwise_groups + bitwise_groups(self.variants)
 
     def variant(self, name):
         return next(v for v in self.variants if v.name == name)
@@ -141,7 +146,10 @@ def _plan(args, gpu, metadata, run):
         notes.append("cuDNN variant skipped: no GPU")
     else:
         notes.append("cuDNN variant skipped: --no-cudnn")
-    factories = [(lambda shape=shape: MatrixCase(shape, stream, gpu=gpu, cudnn=cudnn)) for shape in shapes]
+    from bench.twins import plan_library
+    twins = plan_library(args, metadata, notes)
+    factories = [(lambda shape=shape: MatrixCase(shape, stream, gpu=gpu, cudnn=cudnn, twins=twins))
+                 for shape in shapes]
     return stream, factories, notes
 
 

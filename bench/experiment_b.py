@@ -52,7 +52,7 @@ class TiledBenchCase:
     experiment = EXPERIMENT
     bitwise_groups = (EXPERIMENT_B_SCHEDULERS,)
 
-    def __init__(self, name, row_lengths, stream, *, run):
+    def __init__(self, name, row_lengths, stream, *, run, twins=None):
         self.name = name
         self.row_lengths = np.asarray(row_lengths, dtype=np.int64)
         self.layout = build_layout(self.row_lengths, TILE_ELEMENTS)
@@ -79,6 +79,10 @@ class TiledBenchCase:
                                       workers)
             floor.floor = True
             self.variants.append(floor)
+        if twins is not None:  # --twins: each scheduler's nvcc twin (bench/twins.py)
+            from bench.twins import bitwise_groups, tiled_twins
+            self.variants += tiled_twins(self, twins, _SchedulerVariant, stream)
+            self.bitwise_groups = self.bitwise_groups + bitwise_groups(self.variants)
         run.append_jsonl("layouts.jsonl", {
             "case": name, "rows": self.layout.rows, "tiles": self.layout.n_tiles,
             "elements": self.layout.total_elements, "tile_elements": TILE_ELEMENTS,
@@ -118,7 +122,9 @@ def _plan(args, gpu, metadata, run):
         cases = [c for c in cases if c[0] in wanted]
         if not cases:
             raise SystemExit(f"--cases matched nothing; known: {[c.name for c in EXPERIMENT_B_CASES]}")
-    factories = [(lambda name=name, lengths=lengths: TiledBenchCase(name, lengths, stream, run=run))
+    from bench.twins import plan_library
+    twins = plan_library(args, metadata, notes)
+    factories = [(lambda name=name, lengths=lengths: TiledBenchCase(name, lengths, stream, run=run, twins=twins))
                  for name, lengths in cases]
     return stream, factories, notes
 

@@ -79,6 +79,7 @@ def render_summary(run: RunFolder, *, plots: bool = True) -> tuple[str, list[tup
     if not timings:
         lines += _no_timings_notice(metadata)
     lines += _verdict_section(timings, cases or [], metadata)
+    lines += _twins_section(timings)
     if timings:
         lines += _floor_section(timings)
     if timings and plots:
@@ -99,7 +100,7 @@ def terminal_verdict(run: RunFolder) -> str:
     metadata = _read_metadata(run)
     cases = read_records(run.path, "cases.jsonl") or []
     timings = [Measurement.from_record(r) for r in read_records(run.path, "timings.jsonl") or []]
-    lines = _header_lines(metadata) + _verdict_section(timings, cases, metadata)
+    lines = _header_lines(metadata) + _verdict_section(timings, cases, metadata) + _twins_section(timings)
     return "\n".join(lines).rstrip("\n")
 
 
@@ -207,6 +208,38 @@ def _verdict_section(timings: list[Measurement], cases: list[dict], metadata) ->
                       "the variant's better mode. A `<scheduler>-floor` row is that scheduler's empty-work floor: "
                       "the same launches and barriers with no task (the scheduling part of its time).", ""]
     return lines + [count_line, ""]
+
+
+#: A Numba kernel is at parity with its nvcc twin when the median paired ratio is at most this.
+TWIN_PARITY = 1.03
+
+
+def _twins_section(timings: list[Measurement]) -> list[str]:
+    """Each Numba variant against its nvcc twin (``--twins``): paired per-round event-time ratios."""
+    from bench.twins import twin_pairs
+
+    events = [m for m in timings if m.metric == "event_us"]
+    rows = []
+    for (experiment, case), records in _group(events, lambda m: (m.experiment, m.case)).items():
+        pairs = twin_pairs({m.variant for m in records})
+        for mode in MODES:
+            rounds = _rounds_table(records, mode, "event_us")
+            for numba, twin in pairs:
+                if not any(numba in r and twin in r for r in rounds):
+                    continue
+                s = paired_ratios(rounds, numba, twin, "event_us")
+                rows.append([experiment, case, numba, twin, mode, str(s["n"]), f"{s['median']:.4f}",
+                             f"{s['p10']:.4f}", f"{s['p90']:.4f}",
+                             "yes" if s["median"] <= TWIN_PARITY else "**no**"])
+    if not rows:
+        return []
+    return ["## Numba / nvcc", "",
+            "Each Numba variant against its nvcc twin (reference_cu/, `--twins`): per-round ratios of the event "
+            "time, Numba / nvcc, paired by (fixture, round); median, p10, p90. > 1: Numba is slower. Parity: "
+            f"median <= {TWIN_PARITY}. Every twin was checked bit for bit against its Numba variant before timing.",
+            "",
+            _table(rows, ["experiment", "case", "Numba variant", "nvcc twin", "mode", "pairs", "median", "p10",
+                          "p90", f"parity (<= {TWIN_PARITY})"]), ""]
 
 
 def _verdict_ratio(records, variant, reference, mode) -> str:

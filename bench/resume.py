@@ -81,7 +81,7 @@ def run_identity(args, gpu: bool) -> dict:
         "case_names": planned_case_names(args.experiment, args, gpu),
         "protocol": protocol_constants(),
         "options": {"expect_device": args.expect_device, "no_cudnn": bool(getattr(args, "no_cudnn", False)),
-                    "no_arrays": bool(getattr(args, "no_arrays", False))},
+                    "no_arrays": bool(getattr(args, "no_arrays", False)), "twins": bool(getattr(args, "twins", False))},
     }
 
 

@@ -237,6 +237,7 @@ class ReferenceLaunch:
 
         self.name = name
         self.spec = REFERENCE_KERNELS[name]
+        self.cooperative = self.spec.cooperative  # read by Invocation.kernel_resources, like PreparedLaunch's
         self.function = library.function(name)
         self.kernel = _KernelInfo(library, name)
         self.launch = _LaunchName(label or f"{name}[nvcc]")
