@@ -1,53 +1,225 @@
-"""Public API of Experiment A: ``softmax`` (``tiled_softmax`` lives in :mod:`numba_softmax.tiled`)."""
+"""``softmax()``: the library call. Any array kind in place, checks on the device, cached launch plans.
+
+One call:
+
+1. read the input where it lives (:mod:`.arrays`: numpy, Numba, torch, CuPy, any
+   ``__cuda_array_interface__`` or DLPack object) and check kind, dtype, rank, layout and shape on
+   the host (:mod:`.validation`; nothing is copied);
+2. pick the launch stream (the caller's, else the input's own, else the legacy default stream);
+3. take the cached :class:`LaunchPlan` for (method, check, input pointer, output pointer, shape):
+   compiled kernels, arguments packed once, the status words and the alarm of the device-side
+   check allocated once. Nothing is allocated when ``out=`` is given;
+4. enqueue; with ``check=True`` synchronize and read the alarm (pinned host memory the kernel
+   writes only when it finds something), raising ``ValueError`` with the first offending row and
+   column; with ``check=False`` return at once (asynchronous on the stream) unless the result has
+   to come back to a numpy array.
+
+docs/api.md describes what each input kind returns, the checks, masks, streams and caching.
+"""
+
+from collections import OrderedDict
 
 import numpy as np
 from numba import cuda
 
+from . import arrays
+from .arrays import NUMPY, array_kind, kind_error, new_like, resolve_stream
+from .backend import SIMULATOR, gpu_present, invocation
+from .kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches, check_launches, status_error
 from .kernels.fused_row import fused_launches
 from .kernels.row_stages import stages_launches
-from .backend import run_launches
-from .validation import is_device_array, validate_matrix
+from .validation import validate_matrix
 
-METHODS = ("fused", "stages")
+METHODS = ("auto", "fused", "stages")
+#: Launch plans kept (least recently used dropped first): each holds packed arguments and, when
+#: checked, 16 bytes of status and 4 bytes of pinned host memory; a numpy input's plan also holds
+#: its two device staging arrays.
+PLAN_CACHE_SIZE = 64
 
-def softmax(x, method="fused", out=None, stream=None):
-    """Row-wise stable softmax of a float32 C-contiguous 2-D array.
+NO_GPU_MESSAGE = ("no CUDA device: numba_softmax found no CUDA driver or GPU on this machine; to run its "
+                  "kernels on the CPU in the Numba CUDA simulator, set NUMBA_ENABLE_CUDASIM=1 before "
+                  "starting Python")
 
-    ``x`` may be a numpy array (the result is a numpy array) or a CUDA device array
-    (the result stays on the device). Inputs are validated before any launch: wrong
-    dtype, rank or layout, zero rows, empty rows, NaN or infinity raise ``ValueError``.
+
+class NoCudaDeviceError(RuntimeError):
+    """No CUDA driver or GPU, and not the simulator: one line saying so and how to use the simulator."""
+
+
+_gpu_confirmed = False
+
+
+def require_device():
+    """Raise :class:`NoCudaDeviceError` (one line, no driver traceback) unless a GPU or the simulator is there."""
+    global _gpu_confirmed
+    if _gpu_confirmed or SIMULATOR:
+        return
+    if not gpu_present():
+        raise NoCudaDeviceError(NO_GPU_MESSAGE)
+    _gpu_confirmed = True
+
+
+class LaunchPlan:
+    """Everything one (method, check, x, y, shape) needs, prepared once.
+
+    ``x`` and ``y`` are device arrays the plan launches on: on a GPU, views that do not own the
+    memory (the key's pointers are re-read from the caller's arrays on every call, so a hit
+    always launches on memory the caller holds); in the simulator, the arrays themselves.
+    """
+
+    def __init__(self, method, checked, x, y):
+        self.method = method
+        self.shape = tuple(x.shape)
+        self.x, self.y = x, y
+        self.status = self.alarm = None
+        if checked:
+            self.status = cuda.to_device(np.full(STATUS_WORDS, STATUS_CLEAR, dtype=np.int64))
+            # Pinned host memory the device writes through: the good path reads it without a copy.
+            self.alarm = cuda.mapped_array(1, dtype=np.int32)
+            self.alarm[0] = 0
+        self.check_pass = None
+        rows, cols = self.shape
+        if method == "auto":
+            launches = auto_launches(x, y, self.status, self.alarm)
+        else:
+            if checked:
+                # The protocol's kernels are validated before they launch (-inf is refused there).
+                self.check_pass = invocation("softmax-check",
+                                             check_launches(x, self.status, self.alarm, allow_neg_inf=False))
+            if method == "fused":
+                launches = fused_launches(x, y)
+            else:
+                self.intermediates = (cuda.device_array(rows, dtype=np.float32),
+                                      cuda.device_array((rows, cols), dtype=np.float32),
+                                      cuda.device_array(rows, dtype=np.float32))
+                launches = stages_launches(x, y, *self.intermediates)
+        self.kernels = invocation(f"softmax-{method}", launches)
+
+    def run(self, stream, what="input"):
+        """Enqueue on ``stream``; when checked, synchronize and raise what the device recorded."""
+        if self.check_pass is not None:
+            self.check_pass.enqueue(stream)
+            stream.synchronize()
+            self._report(stream, what)
+        self.kernels.enqueue(stream)
+        if self.status is not None:
+            stream.synchronize()
+            self._report(stream, what)
+
+    def _report(self, stream, what):
+        if not self.alarm[0]:
+            return
+        words = self.status.copy_to_host(stream=stream.numba)
+        stream.synchronize()
+        # Clear for the next call before raising (the kernel never clears).
+        self.status.copy_to_device(np.full(STATUS_WORDS, STATUS_CLEAR, dtype=np.int64), stream=stream.numba)
+        stream.synchronize()
+        self.alarm[0] = 0
+        message = status_error(words, self.shape, what)
+        raise ValueError(message or f"{what}: the device check raised its alarm but recorded no position "
+                                    f"(status words {list(words)})")
+
+
+_plans = OrderedDict()
+
+
+def cached_plan(key, make):
+    """The plan for ``key``, made by ``make()`` on a miss; least recently used dropped past the limit."""
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plans[key] = make()
+        if len(_plans) > PLAN_CACHE_SIZE:
+            _plans.popitem(last=False)
+    else:
+        _plans.move_to_end(key)
+    return plan
+
+
+def clear_plans():
+    """Drop every cached plan (their pinned and device memory is freed with them)."""
+    _plans.clear()
+
+
+def softmax(x, method="auto", out=None, stream=None, check=True):
+    """Row-wise softmax of a float32 C-contiguous (rows, cols) array, on the GPU, in place.
+
+    ``x``: a numpy array (result: numpy), a Numba device array (result: Numba device array), a
+    PyTorch CUDA tensor (result: torch tensor), a CuPy array (result: CuPy array), or any other
+    object with ``__cuda_array_interface__`` or DLPack on a CUDA device (result: Numba device
+    array). Device inputs are used in place, never copied to the host.
+
+    ``out``: where to write (returned): same shape, float32, C-contiguous, on the device for a
+    device input (any device kind) or a numpy array for a numpy input; must not overlap ``x``.
+
+    ``method``: ``"auto"`` (the fastest kernel for the width, any row length, ``-inf`` entries
+    get weight 0), or the protocol's ``"fused"`` (rows up to 4096 columns) and ``"stages"``
+    (finite inputs only).
+
+    ``check=True``: NaN or +inf, or (auto) a row with no finite entry, raise ``ValueError`` naming
+    the first offending row and column, found on the device; the call synchronizes its stream to
+    report. ``check=False``: no check (NaN propagates; a fully masked row gives NaN) and, for a
+    device input, no synchronization: the call returns once the work is queued.
+
+    ``stream``: a Numba, cuda-python, cuda.core, torch or CuPy stream or a handle (int). Without
+    one: torch's current stream for a tensor, the stream the input's ``__cuda_array_interface__``
+    names, else the legacy default stream.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
-    on_device = is_device_array(x)
-    host = validate_matrix(x)
-    rows, cols = host.shape
-    d_x = x if on_device else cuda.to_device(host)
-    if out is not None:
-        validate_output(out, host.shape, on_device)
-    d_y = out if (out is not None and on_device) else cuda.device_array((rows, cols), dtype=np.float32)
-    if method == "fused":
-        launches = fused_launches(d_x, d_y)
-    else:
-        launches = stages_launches(d_x, d_y,
-                                   cuda.device_array(rows, dtype=np.float32),
-                                   cuda.device_array((rows, cols), dtype=np.float32),
-                                   cuda.device_array(rows, dtype=np.float32))
-    run_launches(launches, stream, name=f"softmax-{method}")
-    if on_device:
-        return d_y
-    if out is not None:
-        d_y.copy_to_host(out)
-        return out
-    return d_y.copy_to_host()
+    require_device()
+    kind = array_kind(x)
+    if kind is None:
+        raise kind_error(x, "input")
+    if kind == NUMPY:
+        return _softmax_host(x, method, out, stream, check)
+    handle = arrays.stream_handle(stream) if stream is not None and kind == arrays.DLPACK else None
+    kind, x_pointer, shape, array_stream = validate_matrix(x, "input", handle)
+    target = resolve_stream(stream, x, kind, array_stream)
+    result = new_like(x, kind, shape, target.numba) if out is None else out
+    out_kind, y_pointer, out_shape, _ = validate_matrix(result, "out")
+    if out_kind == NUMPY:
+        raise ValueError("out must be a device array for a device input (the result stays on the device)")
+    if out_shape != shape:
+        raise ValueError(f"out must have the input's shape {shape}, got {out_shape}")
+    if SIMULATOR:
+        # No device pointers there: the plan holds the arrays, keyed by their host buffers.
+        x_pointer, y_pointer = _simulated_address(x), _simulated_address(result)
+    plan = cached_plan((method, check, x_pointer, y_pointer, shape),
+                       lambda: _device_plan(method, check, x, result, x_pointer, y_pointer, shape))
+    plan.run(target)
+    return result
 
 
-def validate_output(out, shape, on_device):
-    kind = "device array" if on_device else "numpy array"
-    if is_device_array(out) != on_device:
-        raise ValueError(f"out must be a {kind} like the input")
-    dtype = np.dtype(out.dtype)
-    if dtype != np.float32 or tuple(out.shape) != tuple(shape):
-        raise ValueError(f"out must be float32 with shape {tuple(shape)}, got {dtype} {tuple(out.shape)}")
-    if not on_device and not out.flags.c_contiguous:
-        raise ValueError("out must be C-contiguous")
+def _simulated_address(array):
+    return array.__array_interface__["data"][0]
+
+
+def _device_plan(method, check, x, y, x_pointer, y_pointer, shape):
+    rows, cols = shape
+    nbytes = rows * cols * 4
+    if x_pointer < y_pointer + nbytes and y_pointer < x_pointer + nbytes:
+        raise ValueError("out overlaps the input: softmax never writes its input; pass a separate out")
+    if SIMULATOR:
+        return LaunchPlan(method, check, x, y)
+    return LaunchPlan(method, check, arrays.device_view(x_pointer, shape), arrays.device_view(y_pointer, shape))
+
+
+def _softmax_host(x, method, out, stream, check):
+    """A numpy input: copied into the plan's own device arrays, the result copied back; synchronizes."""
+    kind, _, shape, _ = validate_matrix(x, "input")
+    if out is not None:
+        out_kind, _, out_shape, _ = validate_matrix(out, "out")
+        if out_kind != NUMPY:
+            raise ValueError("out must be a numpy array for a numpy input (the result comes back to the host)")
+        if out_shape != shape:
+            raise ValueError(f"out must have the input's shape {shape}, got {out_shape}")
+        if np.shares_memory(x, out):
+            raise ValueError("out overlaps the input: softmax never writes its input; pass a separate out")
+    target = resolve_stream(stream, x, kind, None)
+    plan = cached_plan((method, check, NUMPY, shape), lambda: LaunchPlan(
+        method, check, cuda.device_array(shape, dtype=np.float32), cuda.device_array(shape, dtype=np.float32)))
+    plan.x.copy_to_device(x, stream=target.numba)
+    plan.run(target)
+    result = np.empty(shape, dtype=np.float32) if out is None else out
+    plan.y.copy_to_host(result, stream=target.numba)
+    target.synchronize()
+    return result

@@ -1,88 +1,58 @@
-"""Input validation, done on the host before anything is launched.
+"""Input checks done on the host: kind, dtype, rank, layout, shape, row lengths. Nothing is copied.
 
-The protocol's scope is finite float32 inputs with non-empty rows. Anything else is
-rejected with a ``ValueError`` that names the problem and, where there is one, the
-first offending row and column.
+The values themselves (NaN, +inf, rows with no finite entry) are checked on the device, by the
+kernel or by one check pass before it (:mod:`numba_softmax.kernels.auto_rows`); the API turns
+what the device recorded into a ``ValueError`` naming the first offending row and column.
+Every check here raises a ``ValueError`` that names what is wrong and where.
 """
 
 import numpy as np
-from numba import cuda
+
+from .arrays import DEVICE_KINDS, FLOAT32, NUMPY, array_kind, c_contiguous, kind_error, read_device
 
 
 def is_device_array(x):
-    """True for a CUDA device array (or the simulator's stand-in for one)."""
-    if hasattr(x, "__cuda_array_interface__"):
-        return True
-    return type(x).__name__ == "FakeCUDAArray"  # NUMBA_ENABLE_CUDASIM=1
+    """True for any device array softmax() takes (Numba, the simulator's, CAI, DLPack, torch CUDA)."""
+    return array_kind(x) in DEVICE_KINDS
 
 
-def _host_view(x, what):
-    """A host numpy view of ``x`` (device arrays are copied back for the value check)."""
-    if type(x).__name__ == "FakeCUDAArray":
-        return x.copy_to_host()
-    if is_device_array(x):
-        iface = x.__cuda_array_interface__
-        dtype = np.dtype(iface["typestr"])
-        shape = tuple(iface["shape"])
-        strides = iface.get("strides")
-        if dtype != np.float32:
-            raise ValueError(f"{what} must be float32, got {dtype}")
-        if strides is not None and strides != _c_strides(shape, dtype.itemsize):
-            raise ValueError(f"{what} must be C-contiguous, got strides {strides} for shape {shape}")
-        if not hasattr(x, "copy_to_host"):
-            x = cuda.as_cuda_array(x)
-        return np.asarray(x.copy_to_host())
-    if not isinstance(x, np.ndarray):
-        raise ValueError(f"{what} must be a numpy array or a CUDA device array, got {type(x).__name__}")
-    return x
-
-
-def _c_strides(shape, itemsize):
-    strides, step = [], itemsize
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= extent
-    return tuple(reversed(strides))
-
-
-def _first_nonfinite(host, what, row_lengths=None):
-    bad = ~np.isfinite(host)
-    if not bad.any():
-        return
-    flat = int(np.flatnonzero(bad.reshape(-1))[0])
-    if row_lengths is None:
-        row, col = divmod(flat, host.shape[1])
-    else:
-        starts = np.concatenate(([0], np.cumsum(row_lengths)[:-1]))
-        row = int(np.searchsorted(starts, flat, side="right") - 1)
-        col = flat - int(starts[row])
-    value = host.reshape(-1)[flat]
-    kind = "NaN" if np.isnan(value) else "infinity"
-    raise ValueError(f"{what} contains {kind} at row {row}, column {col}: "
-                     "only finite inputs are in scope")
-
-
-def _float32_contiguous(x, what, ndim, rank_text):
-    """Host view of ``x`` after the dtype, rank and layout checks shared by every input."""
-    host = _host_view(x, what)
-    if host.dtype != np.float32:
-        raise ValueError(f"{what} must be float32, got {host.dtype}")
-    if host.ndim != ndim:
-        raise ValueError(f"{what} must be {rank_text}, got {host.ndim}-D shape {host.shape}")
-    if not host.flags.c_contiguous:
-        raise ValueError(f"{what} must be C-contiguous, got strides {host.strides} for shape {host.shape}")
-    return host
-
-
-def validate_matrix(x, what="input"):
-    """Validate a (rows, cols) float32 C-contiguous matrix; return its host copy."""
-    host = _float32_contiguous(x, what, 2, "2-D (rows, columns)")
-    if host.shape[0] == 0:
+def check_matrix_layout(shape, dtype, contiguous, what="input"):
+    """A (rows, cols) float32 C-contiguous matrix with rows >= 1 and cols >= 1; returns (rows, cols)."""
+    if dtype != FLOAT32:
+        raise ValueError(f"{what} must be float32, got {dtype}")
+    if len(shape) != 2:
+        raise ValueError(f"{what} must be 2-D (rows, columns), got {len(shape)}-D shape {tuple(shape)}")
+    rows, cols = shape
+    if rows == 0:
         raise ValueError(f"{what} has zero rows")
-    if host.shape[1] == 0:
+    if cols == 0:
         raise ValueError(f"{what} has empty rows (zero columns), first empty row is row 0")
-    _first_nonfinite(host, what)
-    return host
+    if not contiguous:
+        raise ValueError(f"{what} must be C-contiguous (row-major, no gaps), got a strided array of shape "
+                         f"{tuple(shape)}: pass a contiguous copy")
+    return rows, cols
+
+
+def _layout_of_host(x, what):
+    if not isinstance(x, np.ndarray):
+        raise kind_error(x, what)
+    return x.shape, x.dtype, c_contiguous(x.shape, x.strides, x.dtype.itemsize)
+
+
+def validate_matrix(x, what="input", stream_handle=None):
+    """Kind and layout of a matrix of any kind softmax() takes (values are checked on the device).
+
+    Returns ``(kind, pointer, (rows, cols), stream the array names or None)``; a numpy array's
+    pointer is None (it is copied to the device). ``stream_handle``: the launch stream, for a
+    DLPack producer to order its work before."""
+    kind = array_kind(x)
+    if kind is None:
+        raise kind_error(x, what)
+    if kind == NUMPY:
+        shape, dtype, contiguous = _layout_of_host(x, what)
+        return kind, None, check_matrix_layout(shape, dtype, contiguous, what), None
+    pointer, shape, dtype, contiguous, array_stream = read_device(x, kind, stream_handle)
+    return kind, pointer, check_matrix_layout(shape, dtype, contiguous, what), array_stream
 
 
 def validate_row_lengths(row_lengths):
@@ -100,10 +70,32 @@ def validate_row_lengths(row_lengths):
 
 
 def validate_packed(values, row_lengths, what="values"):
-    """Validate packed rows; return (host float32 values, int64 row lengths)."""
-    host = _float32_contiguous(values, what, 1, "1-D packed rows")
+    """Kind and layout of packed rows (1-D float32, contiguous) and their lengths.
+
+    Returns ``(kind, pointer or None for numpy, int64 row lengths)``; the values are checked on
+    the device."""
+    kind = array_kind(values)
+    if kind is None:
+        raise kind_error(values, what)
+    if kind == NUMPY:
+        pointer = None
+        shape, dtype, contiguous = _layout_of_host(values, what)
+    else:
+        pointer, shape, dtype, contiguous, _stream = read_device(values, kind)
+    if dtype != FLOAT32:
+        raise ValueError(f"{what} must be float32, got {dtype}")
+    if len(shape) != 1:
+        raise ValueError(f"{what} must be 1-D packed rows, got {len(shape)}-D shape {tuple(shape)}")
+    if not contiguous:
+        raise ValueError(f"{what} must be contiguous (packed rows back to back), got a strided array")
     lengths = validate_row_lengths(row_lengths)
-    if int(lengths.sum()) != host.size:
-        raise ValueError(f"row lengths sum to {int(lengths.sum())} but {what} holds {host.size} elements")
-    _first_nonfinite(host, what, lengths)
-    return host, lengths
+    if int(lengths.sum()) != shape[0]:
+        raise ValueError(f"row lengths sum to {int(lengths.sum())} but {what} holds {shape[0]} elements")
+    return kind, pointer, lengths
+
+
+def packed_position(flat_index, row_lengths):
+    """(row, column) of a flat index into packed rows."""
+    starts = np.concatenate(([0], np.cumsum(row_lengths)[:-1]))
+    row = int(np.searchsorted(starts, flat_index, side="right") - 1)
+    return row, int(flat_index - starts[row])

@@ -1,11 +1,15 @@
 """Every device array of one Experiment B case, allocated once so pointers stay fixed (the bench
-captures CUDA graphs over them); new inputs are copied into the same ``values`` buffer."""
+captures CUDA graphs over them); new inputs are copied into the same ``values`` buffer (from the
+host, or device to device: a device input never goes through the host). Reusable across calls of
+``tiled_softmax``: the device-side input check's status words and the prepared invocations are
+kept with them too."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import cuda
 
+from ..kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS
 from ..kernels.tracing import TRACE_FIELDS
 from ..queue import BARRIER_WORDS, COUNTER_INITIAL
 from .layout import TiledLayout
@@ -32,6 +36,12 @@ class TiledBuffers:
     #: int64[tasks, TRACE_FIELDS] in trace mode; a 1-row placeholder otherwise (the
     #: performance kernels take the argument but never touch it).
     trace: object
+    #: The input check's status words (int64[2]) and alarm (int32[1], pinned host memory the
+    #: device writes through), made on the first checked call (:meth:`check_words`).
+    status: object = None
+    alarm: object = None
+    #: Prepared invocations of ``tiled_softmax`` on these buffers, by what they launch.
+    invocations: dict = field(default_factory=dict)
 
     @property
     def rows(self):
@@ -75,11 +85,26 @@ class TiledBuffers:
         return buffers
 
     def load_values(self, values, stream=0):
-        """Copy new packed inputs into the SAME device buffer (pointers unchanged)."""
+        """Copy new packed inputs into the SAME device buffer (pointers unchanged): from a host array,
+        or device to device from a Numba device array."""
+        if getattr(values, "__cuda_ndarray__", False):
+            if tuple(values.shape) != (self.layout.total_elements,) or np.dtype(values.dtype) != np.float32:
+                raise ValueError(f"values must be float32 of shape ({self.layout.total_elements},), "
+                                 f"got {values.dtype} {tuple(values.shape)}")
+            self.values.copy_to_device(values, stream=stream)
+            return
         host = np.ascontiguousarray(values, dtype=np.float32)
         if host.shape != (self.layout.total_elements,):
             raise ValueError(f"values must have shape ({self.layout.total_elements},), got {host.shape}")
         self.values.copy_to_device(host, stream=stream)
+
+    def check_words(self):
+        """``(status, alarm)`` of the device-side input check, made once and kept clear between calls."""
+        if self.status is None:
+            self.status = cuda.to_device(np.full(STATUS_WORDS, STATUS_CLEAR, dtype=np.int64))
+            self.alarm = cuda.mapped_array(1, dtype=np.int32)
+            self.alarm[0] = 0
+        return self.status, self.alarm
 
     def poison(self, stream=0):
         """Fill outputs/intermediates with NaN and queue state with junk (tests: proves

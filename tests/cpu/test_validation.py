@@ -15,31 +15,24 @@ def good(rows=3, cols=5):
     (good()[:, ::2], "C-contiguous"),
     (np.zeros((0, 5), np.float32), "zero rows"),
     (np.zeros((3, 0), np.float32), "empty rows"),
-    ([[1.0, 2.0]], "numpy array or a CUDA device array"),
+    ([[1.0, 2.0]], "must be a numpy array, a Numba device array"),
 ])
 def test_bad_matrices_are_rejected_with_the_reason(x, message):
     with pytest.raises(ValueError, match=message):
         validate_matrix(x)
 
 
-@pytest.mark.parametrize("value, kind", [(np.nan, "NaN"), (np.inf, "infinity"), (-np.inf, "infinity")])
-def test_nonfinite_values_name_the_first_offending_row_and_column(value, kind):
-    x = good(4, 6)
-    x[2, 3] = value
-    x[3, 0] = value
-    with pytest.raises(ValueError, match=f"{kind} at row 2, column 3"):
-        validate_matrix(x)
-
-
-def test_good_matrix_passes():
+def test_good_matrix_passes_and_is_not_scanned_on_the_host():
+    """Values are checked on the device (tests/sim/test_api_sim.py): a NaN passes the host checks."""
     x = good()
-    assert validate_matrix(x) is x
+    x[1, 2] = np.nan
+    assert validate_matrix(x) == ("numpy", None, (3, 5), None)
 
 
 def test_packed_rows_validation():
     values = np.arange(10, dtype=np.float32)
-    host, lengths = validate_packed(values, [3, 7])
-    assert lengths.dtype == np.int64
+    kind, pointer, lengths = validate_packed(values, [3, 7])
+    assert (kind, pointer, lengths.dtype) == ("numpy", None, np.int64)
     with pytest.raises(ValueError, match="row 1 is empty"):
         validate_packed(values, [10, 0])
     with pytest.raises(ValueError, match="sum to 9 but values holds 10"):
@@ -48,7 +41,7 @@ def test_packed_rows_validation():
         validate_packed(values, np.array([], dtype=np.int64))
     with pytest.raises(ValueError, match="integer"):
         validate_packed(values, [3.0, 7.0])
-    bad = values.copy()
-    bad[5] = np.nan
-    with pytest.raises(ValueError, match="NaN at row 1, column 2"):
-        validate_packed(bad, [3, 7])
+    with pytest.raises(ValueError, match="must be 1-D"):
+        validate_packed(values.reshape(2, 5), [3, 7])
+    with pytest.raises(ValueError, match="must be contiguous"):
+        validate_packed(np.arange(20, dtype=np.float32)[::2], [3, 7])
