@@ -67,6 +67,9 @@ struct Decision {
 
 // ---- queue helpers (thread 0 only) --------------------------------------------------------
 
+// A waiting worker looks for another worker's error once per this many polls.
+constexpr int ERROR_POLL_EVERY = 32;
+
 // First error wins: CAS error_code from 0, then record the details.
 __device__ __forceinline__ void record_error(int* counters, int code, int task, int waited_on) {
     if (atomicCAS(&counters[ERROR_CODE], 0, code) == 0) {
@@ -189,8 +192,9 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
             // so the launch ends only when every C tile is done.
             return Decision{KIND_EXIT, -1, ticket};
         }
-        // Nothing to run yet: only a waiting worker looks for another worker's error.
-        if (load_relaxed_gpu(&counters[ERROR_CODE]) != 0) {
+        // Nothing to run yet: only a waiting worker looks for another worker's error, once per
+        // ERROR_POLL_EVERY polls (the look is one more dependent L2 round trip per poll).
+        if (polls % ERROR_POLL_EVERY == ERROR_POLL_EVERY - 1 && load_relaxed_gpu(&counters[ERROR_CODE]) != 0) {
             return Decision{KIND_EXIT, -1, ticket};
         }
         backoff(polls);

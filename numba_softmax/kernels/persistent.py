@@ -99,8 +99,8 @@ left right after a C task first decides :data:`KIND_SYNC` (no task, one more bar
 Every wait is bounded by ``max_polls`` (:data:`DEFAULT_MAX_POLLS` = 2**22 polls with
 ``nanosleep`` backoff of at most 256 ns, i.e. on the order of a second); past the bound
 thread 0 records an error (CAS on ``error_code`` from 0, so the first error wins)
-and the worker exits; every worker checks ``error_code`` before it backs off (a worker that
-keeps finding work needs no exit signal). A bug can
+and the worker exits; a waiting worker checks ``error_code`` once per :data:`ERROR_POLL_EVERY`
+polls (a worker that keeps finding work needs no exit signal). A bug can
 make the kernel wrong, never hang the GPU. Error enum (:data:`ERROR_NAMES`):
 
 ===  ===========================  =====================  =============================
@@ -300,6 +300,9 @@ def grid_barrier(counters, workers, max_polls, which, fenced):
     return True
 
 
+#: A waiting worker looks for another worker's error once per this many polls.
+ERROR_POLL_EVERY = 32
+
 #: Thread 0's ticket when it holds no FIFO slot: take one at the next decision ...
 TICKET_NONE = -1
 #: ... or never again: a ticket came back past the capacity (every B/C task has a consumer).
@@ -378,9 +381,11 @@ def _make_next_task(acquire_ready, completion_wait=False):
                 # wait here until c_done shows every C tile.)
                 if not completion_wait or load_acquire_gpu(counters, C_DONE) >= n_tiles:
                     return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
-            # Nothing to run yet: only a waiting worker looks for another worker's error
-            # (a worker that keeps finding work needs no exit signal).
-            if load_relaxed_gpu(counters, ERROR_CODE) != 0:
+            # Nothing to run yet: only a waiting worker looks for another worker's error (a worker
+            # that keeps finding work needs no exit signal), and only every ERROR_POLL_EVERY polls:
+            # the look is one more dependent L2 round trip, which every poll would double the poll
+            # period with, and so the delay before a freshly published task is seen.
+            if polls % ERROR_POLL_EVERY == ERROR_POLL_EVERY - 1 and load_relaxed_gpu(counters, ERROR_CODE) != 0:
                 return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
             backoff(polls)
             polls += 1
