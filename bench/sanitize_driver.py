@@ -34,6 +34,9 @@ FUSED_SHAPES = {
     "fused_row_softmax_q4": (ROWS, 3001),
 }
 STAGES_SHAPE = (ROWS, 781)
+#: Widths that reach every geometry of ``method="auto"``'s table (numba_softmax.kernels.auto_rows),
+#: the long-row path included, plus one width that is not a multiple of 4 (the scalar builds).
+AUTO_WIDTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 20000, 781)
 ROW_COPY_SHAPES = ((ROWS, 128), (ROWS, 1024), (ROWS, 781))
 #: Spin-loop bound of the persistent kernels under a sanitizer (the default bounds about 1 s of
 #: polling; instrumented kernels run far slower, and a timeout would read as a queue failure).
@@ -57,6 +60,14 @@ def _tiled_kernels(scheduler, trace=False):
     return (("init_queue_kernel",) + kernels) if scheduler == "dag" else kernels
 
 
+def _auto_kernels():
+    """The builds the ``auto`` target launches: checked (the default) and unchecked, per width."""
+    from numba_softmax.kernels.auto_rows import auto_geometry, auto_kernel
+
+    return tuple(sorted({auto_kernel(auto_geometry(cols), cols % 4 == 0, checked).py_func.__name__
+                         for cols in AUTO_WIDTHS for checked in (True, False)}))
+
+
 def targets() -> dict[str, Target]:
     """Every target, by name: each fused build, the stages, the row copies, each scheduler (the
     persistent kernel in phased and dag mode, the init kernel), their trace builds and floors, and
@@ -65,6 +76,7 @@ def targets() -> dict[str, Target]:
              for name in FUSED_SHAPES]
     found.append(Target("stages", ("row_max_stage", "exp_stage", "row_sum_stage", "divide_stage"), True))
     found.append(Target("row-copy", ("row_copy",), False))
+    found.append(Target("auto", _auto_kernels(), True))
     for scheduler in ("separate", "phased", "dag"):
         found.append(Target(scheduler, _tiled_kernels(scheduler), True))
         found.append(Target(f"trace-{scheduler}", _tiled_kernels(scheduler, trace=True), True))
@@ -122,6 +134,27 @@ def _run_row_copy():
     return None
 
 
+def _run_auto():
+    import numpy as np
+    from numba import cuda
+
+    from numba_softmax import softmax
+    from numba_softmax.fixtures import matrix_fixture
+    from numba_softmax.oracle import check_matrix
+
+    for cols in AUTO_WIDTHS:
+        host = matrix_fixture(FIXTURE, (ROWS, cols))
+        d_x = cuda.to_device(host)
+        for check in (True, False):
+            d_y = cuda.device_array(host.shape, dtype=np.float32)
+            softmax(d_x, out=d_y, check=check)
+            cuda.synchronize()
+            problem = _problem(check_matrix(d_y.copy_to_host(), host))
+            if problem:
+                return f"auto, {cols} columns, check={check}: {problem}"
+    return None
+
+
 def _sim_case():
     from numba_softmax.cases import EXPERIMENT_B_SIM_CASES
     from numba_softmax.fixtures import packed_fixture
@@ -175,6 +208,8 @@ def run_target(name):
         return _run_stages()
     if name == "row-copy":
         return _run_row_copy()
+    if name == "auto":
+        return _run_auto()
     if name in ("separate", "phased", "dag"):
         return _run_tiled(name, trace=False)
     if name.startswith("trace-"):
