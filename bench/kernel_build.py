@@ -2,8 +2,8 @@
 
     python -m bench build-kernels --out DIR [--arch sm_90]
 
-For each kernel of :func:`run_kernels` (every registered kernel, the trace builds, the empty-work floor), with the
-argument types the launch layer will see: Numba's own compiler (NVVM, the kernel's options)
+For each kernel of :func:`run_kernels` (every registered kernel, method="auto"'s builds, the trace builds, the
+empty-work floor), with the argument types the launch layer will see: Numba's own compiler (NVVM, the kernel's options)
 writes ``DIR/ptx/<name>.ptx``; ptxas (on PATH or from the ``nvidia-cuda-nvcc`` wheel) assembles
 it into ``DIR/cubin/<name>.cubin``; nvdisasm, where installed, writes ``DIR/sass/<name>.sass``.
 ``DIR/kernels.json`` records each kernel's key, PTX entry, files and SHA-256, and the tools.
@@ -30,9 +30,9 @@ def run_kernels():
     """[(dispatcher, Numba signature)] of every kernel the main job can launch (registered kernels,
     trace builds, the empty-work floor); tests/cpu/test_kernel_build.py checks it against the plans' launches."""
     from numba_softmax.kernels import persistent, tiles
-    from numba_softmax.kernels.registry import KERNELS
+    from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
 
-    found = list(KERNELS.values())
+    found = list(KERNELS.values()) + list(AUTO_KERNELS.values())
     found += [(kernel, tiles.SIGNATURES[kernel.py_func.__name__.removesuffix("_trace")])
               for kernel in tiles.separate_trace_kernels()]
     found.append((persistent.persistent_trace_kernel(), persistent.SIGNATURES["persistent_tiles"]))

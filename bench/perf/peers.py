@@ -1,8 +1,13 @@
 """Section 2 of ``python -m bench perf``: the fused kernel against its peers, per shape.
 
 Variants: ``fused`` (one ``cuLaunchKernel`` through the launch layer), ``fused_graph`` (the same
-replayed from a CUDA graph), ``cudnn``, ``torch`` and ``triton`` (optional), ``row_copy`` (a copy
-in the fused kernel's own launch geometry) and ``copy`` (``cuMemcpyDtoDAsync`` of the same bytes).
+replayed from a CUDA graph), ``auto`` (``method="auto"``'s kernel for the width, unchecked, one
+``cuLaunchKernel``) and ``auto:<geometry>`` (the other candidate geometries for the width,
+:data:`numba_softmax.kernels.auto_rows.CANDIDATES`, so that one run can confirm the table), ``cudnn``,
+``torch`` and ``triton`` (optional), ``row_copy`` (a copy in the fused kernel's own launch geometry) and
+``copy`` (``cuMemcpyDtoDAsync`` of the same bytes). Rows longer than the fused kernel holds (the long-row
+shapes) skip ``fused``, ``fused_graph`` and ``row_copy`` with the reason; Triton's tutorial kernel is
+skipped with the reason where it does not compile or run.
 Inputs rotate among enough input sets to defeat L2; every variant is checked before it is timed;
 each round times one invocation of every variant behind a delay kernel
 (:class:`bench.timing.DelaySampler`), in a shuffled order. The package docstring
@@ -21,13 +26,19 @@ from bench.protocol import BATCH, round_orders
 from bench.stats import paired_ratios, summarize
 
 #: The protocol shapes with >= 4096 rows (the peers' shapes).
-DEFAULT_SHAPES = ((4096, 128), (4096, 1024), (4096, 4096), (16384, 1024))
+PROTOCOL_PEER_SHAPES = ((4096, 128), (4096, 1024), (4096, 4096), (16384, 1024))
+#: Rows longer than the fused kernel holds: method="auto"'s long-row path against the peers.
+LONG_SHAPES = ((4096, 32768), (1024, 131072))
+DEFAULT_SHAPES = PROTOCOL_PEER_SHAPES + LONG_SHAPES
 PEER_MIN_ROWS = 4096
 
 FUSED, FUSED_GRAPH, CUDNN, TORCH, TRITON, COPY = "fused", "fused_graph", "cudnn", "torch", "triton", "copy"
 ROW_COPY = "row_copy"
+AUTO = "auto"
+#: Prefix of the candidate geometries' variants: ``auto:rows_l16_q2``.
+AUTO_CANDIDATE_PREFIX = "auto:"
 PEERS = (CUDNN, TORCH, TRITON)
-VARIANTS = (FUSED, FUSED_GRAPH, CUDNN, TORCH, TRITON, ROW_COPY, COPY)
+VARIANTS = (FUSED, FUSED_GRAPH, AUTO, CUDNN, TORCH, TRITON, ROW_COPY, COPY)
 #: Variants checked bit for bit against the input (copies), not against the softmax oracle.
 COPIES = (COPY, ROW_COPY)
 
@@ -118,6 +129,12 @@ def summarize_shape(rounds, variants, nbytes, copy_ceiling_tbs=None):
         for copy in COPIES:
             if copy in out["variants"]:
                 out["ratios"][f"{copy}/{FUSED}"] = paired_ratios(event_rounds, copy, FUSED, "event_us")
+    if AUTO in out["variants"]:  # auto against every other variant, and its fraction of a same-size copy
+        for name in variants:
+            if name != AUTO and name not in COPIES and name in out["variants"]:
+                out["ratios"][f"{AUTO}/{name}"] = paired_ratios(event_rounds, AUTO, name, "event_us")
+        if COPY in out["variants"]:
+            out["ratios"][f"{COPY}/{AUTO}"] = paired_ratios(event_rounds, COPY, AUTO, "event_us")
     if ROW_COPY in out["variants"]:  # could anything in the fused geometry beat this peer?
         for peer in PEERS:
             if peer in out["variants"]:
@@ -152,6 +169,11 @@ def _triton_kernel():
         tl.store(output_row_start_ptr + col_offsets, softmax_output, mask=mask)
 
     return triton, perf_triton_softmax_kernel
+
+
+class PeerCannotRun(Exception):
+    """A peer that cannot run at this shape (e.g. the Triton tutorial kernel at very long rows): skipped,
+    with the reason, not an error."""
 
 
 class _Variant:
@@ -251,6 +273,12 @@ def _triton_variant(sampler, d_x, d_y, shape):
 
     def launch(s, x, y):
         kernel[(rows,)](y, x, x.stride(0), y.stride(0), cols, BLOCK_SIZE=block, num_warps=warps)
+    try:  # the tutorial kernel holds the whole row in one program: very long rows may not compile
+        launch(None, tx[0], ty[0])
+        sampler.stream.synchronize()
+    except Exception as exc:
+        raise PeerCannotRun(f"the tutorial kernel does not compile or run at {cols} columns (BLOCK_SIZE={block}, "
+                            f"num_warps={warps}): {type(exc).__name__}: {str(exc)[:300]}") from exc
     submits = [lambda s, x=x, y=y: launch(s, x, y) for x, y in zip(tx, ty, strict=True)]
     variant = _Variant(TRITON, submits, f"tutorial softmax kernel, grid ({rows},), BLOCK_SIZE={block}, "
                                         f"num_warps={warps} (triton {triton.__version__}; stream checked via "
@@ -262,6 +290,48 @@ def _triton_variant(sampler, d_x, d_y, shape):
 def _note_once(notes, message):
     if message not in notes:
         notes.append(message)
+
+
+def auto_geometries_for(cols, option="table"):
+    """The candidate geometries timed beside ``auto`` at ``cols`` columns: ``option`` "table" (those of
+    ``CANDIDATES`` for this width, except the table's own choice), "none", or comma-separated names."""
+    from numba_softmax.kernels.auto_rows import CANDIDATES, Geometry, auto_geometry
+
+    if option == "none":
+        return []
+    if option == "table":
+        names = [n for n in CANDIDATES.get(cols, ()) if n != auto_geometry(cols)]
+    else:
+        names = [n.strip() for n in option.split(",") if n.strip()]
+    geometries = [Geometry.parse(n) for n in names]
+    return [g.name for g in geometries if g.max_columns is None or cols <= g.max_columns]
+
+
+def _auto_variants(shape, d_x, d_y, args):
+    """``auto`` (the table's geometry) and ``auto:<geometry>`` for each candidate, unchecked builds."""
+    from numba_softmax.kernels.auto_rows import auto_geometry, auto_launches, geometry_launches
+    from numba_softmax.launch.driver import Invocation
+
+    cols = shape[1]
+    pairs = list(zip(d_x, d_y, strict=True))
+    candidates = auto_geometries_for(cols, getattr(args, "auto_geometries", "table"))
+    made = []
+    for name, geometry in [(AUTO, auto_geometry(cols))] + [(AUTO_CANDIDATE_PREFIX + g, g) for g in candidates]:
+        if name == AUTO:
+            launches = [auto_launches(x, y) for x, y in pairs]
+            how = "auto_launches(x, y)"
+        else:
+            launches = [geometry_launches(geometry, x, y) for x, y in pairs]
+            how = f"geometry_launches({geometry!r}, x, y)"
+        invocations = [Invocation.from_launches(f"{name}-{i}", ls) for i, ls in enumerate(launches)]
+        first = launches[0][0]
+        variant = _Variant(name, [inv.enqueue for inv in invocations],
+                           f"geometry {geometry}, grid {first.grid}, block {first.block}: "
+                           f"Invocation.from_launches({how}).enqueue, one cuLaunchKernel, unchecked build")
+        variant.extra["geometry"] = geometry
+        variant.extra["kernel_resources"] = invocations[0].kernel_resources()
+        made.append(variant)
+    return made
 
 
 def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):
@@ -285,8 +355,10 @@ def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):
         fused_graph.extra["graph"] = graphs[0].record()
         fused_graph.keep = graphs
         variants.append(fused_graph)
-    else:
-        errors.append(f"{shape_name(shape)}: {cols} columns > {MAX_FUSED_COLUMNS}, the fused kernel cannot run")
+    else:  # the protocol's kernel holds rows of up to MAX_FUSED_COLUMNS; longer rows are auto's alone
+        for name in (FUSED, FUSED_GRAPH, ROW_COPY):
+            skipped[name] = f"{cols} columns > {MAX_FUSED_COLUMNS}: the fused kernel's geometry does not hold the row"
+    variants += _auto_variants(shape, d_x, d_y, args)
     if args.no_cudnn:
         skipped[CUDNN] = "--no-cudnn"
         _note_once(notes, "cuDNN peer skipped: --no-cudnn")
@@ -318,6 +390,9 @@ def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):
         except ImportError as exc:
             skipped[name] = f"not installed ({exc})"
             _note_once(notes, f"{name} peer skipped: not installed ({exc})")
+        except PeerCannotRun as exc:
+            skipped[name] = str(exc)
+            notes.append(f"{shape_name(shape)}: {name} skipped: {exc}")
         except Exception as exc:  # installed but unusable: say so loudly (exit status 1)
             skipped[name] = f"set-up failed: {type(exc).__name__}: {exc}"
             errors.append(f"{shape_name(shape)}: {name} is installed but could not be set up, not timed "
@@ -374,7 +449,8 @@ def measure_shape(sampler, shape, index, args, notes, errors):
             record["status"] = "failed check"
             record["reason"] = check.get("description") or check.get("error") or "output differs"
             message = f"{entry['name']}: {variant.name} failed its check before timing, not timed: {record['reason']}"
-            (errors if variant.name in (FUSED, FUSED_GRAPH, *COPIES) else notes).append(message)
+            ours = variant.name in (FUSED, FUSED_GRAPH, AUTO, *COPIES) or variant.name.startswith(AUTO_CANDIDATE_PREFIX)
+            (errors if ours else notes).append(message)
             log(message)
             continue
         record["status"] = "timed"

@@ -38,8 +38,9 @@ Masks and non-finite values
     NaN and +inf propagate (the row becomes NaN). Checked builds (``_checked``) produce the same output and
     record, on the error path only, the smallest flat index ``row * cols + col`` of a NaN or +inf in
     ``status[0]`` and the smallest fully masked row in ``status[1]`` (``cuda.atomic.min``), then store 1 into
-    ``alarm[0]`` and fence at system scope. A thread visits its columns in increasing order, so its first hit
-    is its smallest; one atomic per offending thread.
+    ``alarm[0]`` and fence at system scope. A thread keeps one bit per value it holds (its columns in
+    increasing order), so the lowest set bit is its first offending column; one atomic per offending thread
+    (per chunk in the long-row path).
 
 Check-only pass (``check_values``): one 256-thread block per row reads x once (16-byte loads where it can)
 and writes nothing but the records above; ``allow_neg_inf=False`` treats -inf like +inf (the protocol's
@@ -56,7 +57,7 @@ Nothing here allocates, synchronizes or copies: launchers only build :class:`Ker
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 
 from ..launch_spec import KernelLaunch
 from ..numerics import (KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARP_SIZE, f32_add, f32_div, f32_exp,
@@ -72,11 +73,17 @@ STATUS_NONFINITE = 0
 STATUS_MASKED_ROW = 1
 
 POS_INF = float32(np.inf)
+_U32_ZERO = np.uint32(0)
+_U32_ONE = np.uint32(1)
 _CLEAR = np.int64(STATUS_CLEAR)
 #: Threads per block of the row kernels whose rows take at most a warp (256 / L rows per block).
 GROUP_BLOCK_THREADS = 256
+#: Resident threads per SM every build must allow (launch bounds): 64 registers per thread at most.
+MIN_THREADS_PER_SM = 1024
 #: Threads per block of the check-only pass (one block per row).
 CHECK_BLOCK_THREADS = 256
+#: Warps of a check block (a module constant: Numba needs a shared array's size as one, not an expression).
+CHECK_WARPS = CHECK_BLOCK_THREADS // WARP_SIZE
 
 
 # ---- reductions over the L threads of a row ---------------------------------------------------------------
@@ -162,12 +169,20 @@ def _record(status, word, value, alarm):
 
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-def _first_bad(first, value, flat):
-    """``flat`` if ``value`` is NaN or +inf and nothing was found before (columns come in increasing
-    order), else ``first``. One comparison on the good path: ``not (v < +inf)`` is NaN or +inf."""
-    if not (value < POS_INF) and first == _CLEAR:
-        return flat
-    return first
+def _bad_bit(value, k):
+    """Bit ``k`` set when ``value`` is NaN or +inf: one comparison on the good path (``not (v < +inf)``).
+    A thread's values k = 0, 1, ... are its columns in increasing order, so the lowest set bit of the
+    mask is its first offending column; the mask costs one register where an int64 index cost two
+    and the index arithmetic (the 1024-lane checked builds spilled with it)."""
+    if value < POS_INF:
+        return _U32_ZERO
+    return _U32_ONE << uint32(k)
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def _lowest_bit(mask):
+    """Index of the lowest set bit of a non-zero mask."""
+    return cuda.ffs(mask) - 1
 
 
 # ---- row kernels: a row in registers ----------------------------------------------------------------------
@@ -193,7 +208,7 @@ def _make_rows_kernel(lanes, quads, vector, checked):
         live = row < rows  # a group past the last row still takes part in the shuffles and barriers
         partials = cuda.shared.array(WARPS, float32)
         values = cuda.local.array(VALUES, float32)
-        first = _CLEAR
+        bad = _U32_ZERO
 
         # Load this lane's quads once (independent loads, all in flight together); fold the max in
         # increasing column order. Columns past the row hold -inf: they add exp(-inf - m) = +0 below.
@@ -205,11 +220,8 @@ def _make_rows_kernel(lanes, quads, vector, checked):
                 if live and base < cols:  # cols % 4 == 0: the whole quad is in the row
                     a, b, c, d = load_quad(x, row, base)
                     if CHECKED:
-                        flat = row * cols + base
-                        first = _first_bad(first, a, flat)
-                        first = _first_bad(first, b, flat + 1)
-                        first = _first_bad(first, c, flat + 2)
-                        first = _first_bad(first, d, flat + 3)
+                        bad |= (_bad_bit(a, QUAD * q) | _bad_bit(b, QUAD * q + 1) | _bad_bit(c, QUAD * q + 2)
+                                | _bad_bit(d, QUAD * q + 3))
                 values[QUAD * q] = a
                 values[QUAD * q + 1] = b
                 values[QUAD * q + 2] = c
@@ -221,12 +233,13 @@ def _make_rows_kernel(lanes, quads, vector, checked):
                     if live and base + j < cols:
                         v = x[row, base + j]
                         if CHECKED:
-                            first = _first_bad(first, v, row * cols + base + j)
+                            bad |= _bad_bit(v, QUAD * q + j)
                     values[QUAD * q + j] = v
                     local_max = f32_max(local_max, v)
         if CHECKED:
-            if first != _CLEAR:
-                _record(status, STATUS_NONFINITE, first, alarm)
+            if bad != _U32_ZERO:
+                k = _lowest_bit(bad)
+                _record(status, STATUS_NONFINITE, row * cols + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD, alarm)
         row_max = row_max_of(local_max, partials)
         if CHECKED:
             if live and lane == 0 and row_max == NEG_INF:
@@ -299,7 +312,6 @@ def _make_long_kernel(lanes, quads, vector, checked):
         chunks = (cols + CHUNK - 1) // CHUNK
         partials = cuda.shared.array(WARPS, float32)
         values = cuda.local.array(VALUES, float32)
-        first = _CLEAR
 
         # Pass 1: a running (max, sum) per thread, rescaled once per chunk.
         run_max = NEG_INF
@@ -308,12 +320,17 @@ def _make_long_kernel(lanes, quads, vector, checked):
             start = c * CHUNK
             load_chunk(x, row, start, values)
             chunk_max = NEG_INF
+            bad = _U32_ZERO
             for k in range(VALUES):
                 chunk_max = f32_max(chunk_max, values[k])
                 if CHECKED:
-                    col = start + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD
-                    if col < cols:
-                        first = _first_bad(first, values[k], row * cols + col)
+                    bad |= _bad_bit(values[k], k)  # columns past the row hold -inf: never bad
+            if CHECKED:
+                # Error path: one record per chunk of an offending thread; atomic min keeps the smallest.
+                if bad != _U32_ZERO:
+                    k = _lowest_bit(bad)
+                    _record(status, STATUS_NONFINITE,
+                            row * cols + start + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD, alarm)
             new_max = f32_max(run_max, chunk_max)
             # While every value so far is -inf the sum stays 0 (exp(-inf - (-inf)) would be NaN).
             if new_max != NEG_INF:
@@ -322,9 +339,6 @@ def _make_long_kernel(lanes, quads, vector, checked):
                 for k in range(VALUES):
                     run_sum = f32_add(run_sum, f32_exp(f32_sub(values[k], new_max)))
                 run_max = new_max
-        if CHECKED:
-            if first != _CLEAR:
-                _record(status, STATUS_NONFINITE, first, alarm)
 
         row_max = row_max_of(run_max, partials)
         scaled = float32(0.0)
@@ -375,7 +389,7 @@ def _make_check_kernel(vector, allow_neg_inf):
         row = cuda.blockIdx.x
         tid = cuda.threadIdx.x
         cols = x.shape[1]
-        partials = cuda.shared.array(CHECK_BLOCK_THREADS // WARP_SIZE, float32)
+        partials = cuda.shared.array(CHECK_WARPS, float32)
         first = _CLEAR
         local_max = NEG_INF
         for base in range(QUAD * tid, cols, STRIDE):
@@ -469,11 +483,12 @@ def _make_build(geometry, vector, checked):
         def kernel(x, y):
             body(x, y, None, None)
     kernel.__name__ = kernel.__qualname__ = _build_name(geometry, vector, checked)
-    # launch_bounds: ptxas keeps the registers within what a block of this size may use (a 1024-thread
-    # block needs <= 64 per thread) instead of failing the launch.
     if SIMULATOR:
         return cuda.jit(**KERNEL_OPTIONS)(kernel)
-    return cuda.jit(launch_bounds=block, **KERNEL_OPTIONS)(kernel)
+    # Launch bounds: at least 1024 resident threads per SM, i.e. ptxas keeps <= 64 registers per thread
+    # (a 1024-thread block could not launch with more; smaller blocks would otherwise take up to 128 and
+    # halve the warps in flight that hide DRAM latency).
+    return cuda.jit(launch_bounds=(block, max(1, MIN_THREADS_PER_SM // block)), **KERNEL_OPTIONS)(kernel)
 
 
 #: Which geometry ``auto`` runs for a row of up to ``max_columns`` (first match); wider rows: the last.
@@ -499,8 +514,8 @@ CANDIDATES = {
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
     4096: ("rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l128_q8"),
-    32768: ("long_l1024_q4", "long_l512_q8", "rows_l1024_q8"),
-    131072: ("long_l1024_q4", "long_l512_q8", "long_l1024_q8"),
+    32768: ("long_l1024_q4", "long_l512_q4", "rows_l1024_q8"),
+    131072: ("long_l1024_q4", "long_l512_q4", "long_l256_q4"),
 }
 #: Every geometry that has builds: the table's and the candidates'.
 CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {n for names in CANDIDATES.values() for n in names})
@@ -528,20 +543,30 @@ def check_kernel(vector, allow_neg_inf):
     return _CHECK_BUILDS[key]
 
 
-def all_builds():
-    """name -> dispatcher of every build of every geometry in :data:`CANDIDATE_GEOMETRIES` and of the
-    check-only pass (what the PTX policy check compiles)."""
-    builds = {}
-    for name in CANDIDATE_GEOMETRIES:
+MATRIX = "float32[:, ::1]"
+#: Numba signature of each kind of build (the launchers pass C-contiguous device arrays).
+UNCHECKED_SIGNATURE = f"void({MATRIX}, {MATRIX})"
+CHECKED_SIGNATURE = f"void({MATRIX}, {MATRIX}, int64[::1], int32[::1])"
+CHECK_SIGNATURE = f"void({MATRIX}, int64[::1], int32[::1])"
+#: The geometries ``auto`` launches (the table's).
+TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE})
+
+
+def builds(geometries=TABLE_GEOMETRIES):
+    """name -> (dispatcher, Numba signature) of every build (vector or scalar, checked or not) of
+    ``geometries`` and of the check-only pass: what the PTX policy check compiles. The registry holds the
+    table's (what the library launches); the CPU tests check every candidate's too."""
+    found = {}
+    for name in geometries:
         for vector in (False, True):
             for checked in (False, True):
                 kernel = auto_kernel(name, vector, checked)
-                builds[kernel.py_func.__name__] = kernel
+                found[kernel.py_func.__name__] = (kernel, CHECKED_SIGNATURE if checked else UNCHECKED_SIGNATURE)
     for vector in (False, True):
         for allow in (False, True):
             kernel = check_kernel(vector, allow)
-            builds[kernel.py_func.__name__] = kernel
-    return builds
+            found[kernel.py_func.__name__] = (kernel, CHECK_SIGNATURE)
+    return found
 
 
 # ---- launchers --------------------------------------------------------------------------------------------
@@ -631,6 +656,6 @@ def status_error(status_host, shape, what="input"):
     return None
 
 
-__all__ = ["STATUS_WORDS", "STATUS_CLEAR", "AUTO_TABLE", "CANDIDATES", "CANDIDATE_GEOMETRIES", "Geometry",
-           "auto_geometry", "auto_kernel", "check_kernel", "all_builds", "auto_launches", "geometry_launches",
+__all__ = ["STATUS_WORDS", "STATUS_CLEAR", "AUTO_TABLE", "CANDIDATES", "CANDIDATE_GEOMETRIES", "TABLE_GEOMETRIES",
+           "Geometry", "auto_geometry", "auto_kernel", "check_kernel", "builds", "auto_launches", "geometry_launches",
            "check_launches", "status_error"]

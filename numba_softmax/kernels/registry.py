@@ -4,6 +4,7 @@ The PTX tools (``python -m bench ptx``) and the policy tests iterate over this t
 so a new kernel is checked as soon as it is registered here.
 """
 
+from .auto_rows import builds as auto_builds
 from .fused_row import FUSED_KERNELS
 from .row_stages import divide_stage, exp_stage, row_max_stage, row_sum_stage
 from .persistent import SIGNATURES as PERSISTENT_SIGNATURES
@@ -28,3 +29,8 @@ KERNELS = {
     "persistent_tiles": (persistent_tiles, PERSISTENT_SIGNATURES["persistent_tiles"]),
     "init_queue_kernel": (init_queue_kernel, PERSISTENT_SIGNATURES["init_queue_kernel"]),
 }
+
+#: method="auto"'s kernels (the table's geometries, every build, and the check-only pass): name ->
+#: (dispatcher, Numba signature). Apart from KERNELS because they are the library's, not the protocol's
+#: (no nvcc twins, not in the experiments); tests/cpu/test_auto_kernels_ptx.py checks their policy.
+AUTO_KERNELS = auto_builds()

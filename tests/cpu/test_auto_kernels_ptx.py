@@ -1,0 +1,145 @@
+"""method="auto"'s kernels on the CPU: the numerics policy in their sm_90 PTX, registers without spills, the
+registry, and the perf tool's auto goals and candidate selection (no GPU needed)."""
+
+import re
+
+import pytest
+
+from numba_softmax.kernels.auto_rows import (AUTO_TABLE, CANDIDATE_GEOMETRIES, CANDIDATES, TABLE_GEOMETRIES,
+                                             Geometry, builds)
+from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
+from numba_softmax.ptx import check_policy, kernel_ptx, ptxas_resources
+
+ALL_BUILDS = builds(CANDIDATE_GEOMETRIES)
+_ptx = {}
+
+
+def ptx_of(name):
+    if name not in _ptx:
+        dispatcher, signature = ALL_BUILDS[name]
+        _ptx[name] = kernel_ptx(dispatcher, signature)
+    return _ptx[name]
+
+
+@pytest.mark.parametrize("name", sorted(ALL_BUILDS))
+def test_build_obeys_the_numerics_policy_and_holds_its_values_in_registers(name):
+    ptx = ptx_of(name)
+    report = check_policy(name, ptx)
+    assert report.ok, report.violations
+    assert not report.local_memory
+    dispatcher, _ = ALL_BUILDS[name]
+    assert dispatcher.targetoptions.get("fastmath") is False
+    resources = ptxas_resources(ptx)
+    if resources is None:
+        pytest.skip("ptxas is not installed: registers and spills not checked")
+    assert "error" not in resources, resources
+    # Launch bounds keep every build at <= 64 registers (>= 1024 resident threads per SM) ...
+    assert resources["registers"] <= 64, resources
+    # ... and nothing spills to local memory under that cap.
+    assert resources["spill_store_bytes"] == 0 and resources["stack_frame_bytes"] == 0, resources
+
+
+def _values(geometry):
+    return 4 * geometry.quads
+
+
+@pytest.mark.parametrize("name", ["auto_rows_l32_q2_v4", "auto_rows_l256_q4", "auto_rows_l1024_q8_v4_checked"])
+def test_row_build_arithmetic_is_one_exp_and_one_division_per_value(name):
+    geometry = Geometry.parse(name.removeprefix("auto_").split("_v4")[0].removesuffix("_checked"))
+    report = check_policy(name, ptx_of(name))
+    values = _values(geometry)
+    assert report.expf_count == values and report.fma_count == 4 * values
+    assert report.divisions == {"div.rn.f32": values}
+    assert report.rounded_arith["sub"] == values
+
+
+def test_long_build_arithmetic():
+    """Pass 1: one exp per value and one rescale per chunk; one more rescale to the row max; pass 2: one exp
+    and one division per value (one loop body for the register chunk and the re-read ones)."""
+    for name in ("auto_long_l1024_q4_v4", "auto_long_l1024_q4"):
+        report = check_policy(name, ptx_of(name))
+        values = 16
+        assert report.divisions == {"div.rn.f32": values}
+        assert report.expf_count == values + 1 + 1 + values
+        assert report.rounded_arith["mul"] == 2  # the two rescales: the sum is never multiplied per value
+
+
+def test_launch_bounds_are_in_the_ptx():
+    ptx = ptx_of("auto_long_l1024_q4_v4")
+    assert re.search(r"\.maxntid\s+1024", ptx)
+
+
+def test_registry_holds_the_table_builds_apart_from_the_protocol_kernels():
+    table = {f"auto_{g}" for g in TABLE_GEOMETRIES}
+    names = set(AUTO_KERNELS)
+    assert {n.split("_v4")[0].removesuffix("_checked") for n in names if not n.startswith("check_values")} == table
+    assert len(names) == 4 * len(TABLE_GEOMETRIES) + 4
+    assert not names & set(KERNELS)
+
+
+def test_run_kernels_include_the_auto_builds():
+    from bench.kernel_build import run_kernels
+    names = {d.py_func.__name__ for d, _ in run_kernels()}
+    assert set(AUTO_KERNELS) <= names
+
+
+def test_candidates_fit_their_widths():
+    for width, names in CANDIDATES.items():
+        for name in names:
+            geometry = Geometry.parse(name)
+            assert geometry.max_columns is None or geometry.max_columns >= width, (width, name)
+    assert {name for _, name in AUTO_TABLE} <= set(CANDIDATE_GEOMETRIES)
+
+
+# ---- bench perf: candidates and goals ---------------------------------------------------------------------
+
+def test_auto_geometries_for_a_width():
+    from bench.perf.peers import auto_geometries_for
+    assert auto_geometries_for(128) == ["rows_l16_q2", "rows_l8_q4"]        # the table's own is `auto`
+    assert auto_geometries_for(4096, "none") == []
+    assert auto_geometries_for(300) == []                                   # no candidates listed there
+    assert auto_geometries_for(4096, "rows_l32_q1,rows_l1024_q4,long_l32_q1") == ["rows_l1024_q4", "long_l32_q1"]
+    with pytest.raises(ValueError, match="unknown auto geometry 'rows_l3'"):
+        auto_geometries_for(4096, "rows_l3")
+
+
+def _auto_report(auto_us, peers_us, shape=(4096, 4096), copy_tbs=4.25):
+    from bench.floors import shape_name
+    from bench.perf.ceilings import logical_bytes
+    from bench.perf.peers import AUTO, summarize_shape
+    medians = {AUTO: auto_us, **peers_us}
+    rounds = [{"round": r, "order": list(medians),
+               "samples": {v: {"event_us": m * (1 + 0.01 * (r % 3)), "starved": False} for v, m in medians.items()}}
+              for r in range(30)]
+    entry = {"name": shape_name(shape), "shape": list(shape), "logical_bytes": logical_bytes(shape),
+             "variants": {v: {"status": "timed"} for v in medians},
+             "analysis": summarize_shape(rounds, list(medians), logical_bytes(shape), copy_tbs)}
+    entry["variants"][AUTO]["geometry"] = "rows_l256_q4"
+    return {"copy_ceiling": {"bandwidth_tbs": copy_tbs}, "shapes": [entry]}
+
+
+def test_auto_goals_pass_miss_and_not_measured():
+    from bench.perf.goals import MISS, NOT_MEASURED, PASS, evaluate_goals
+    report = _auto_report(33.0, {"cudnn": 43.0, "torch": 57.0, "triton": 32.0})
+    goals = {g["goal"]: g for g in evaluate_goals(report)}
+    copy_goal = goals["auto >= 0.92 of copy bandwidth at 4096x4096"]
+    # 134 MB / 33 us (drift: median 33.3 us) = 4.03 TB/s = 0.95 of 4.25
+    assert copy_goal["status"] == PASS and copy_goal["value"] == pytest.approx(0.95, abs=0.01)
+    assert "auto (rows_l256_q4)" in copy_goal["detail"]
+    assert goals["auto faster than cudnn at 4096x4096"]["status"] == PASS
+    assert goals["auto faster than triton at 4096x4096"]["status"] == MISS
+    assert goals["auto faster than triton at 4096x4096"]["value"] == pytest.approx(33.0 / 32.0, rel=0.01)
+    assert goals["auto >= 0.92 of copy bandwidth at 16384x1024"]["status"] == NOT_MEASURED
+    for shape in ("4096x32768", "1024x131072", "4096x128"):
+        assert goals[f"auto faster than torch at {shape}"]["status"] == NOT_MEASURED
+    # the fused kernel has no goals at the long rows it cannot hold
+    assert not any(g.startswith("fused") and "32768" in g for g in goals)
+
+
+def test_auto_goal_at_a_long_shape_with_fewer_rows_than_the_peer_shapes():
+    from bench.perf.goals import MISS, PASS, evaluate_goals
+    report = _auto_report(300.0, {"cudnn": 420.0, "torch": 299.0}, shape=(1024, 131072))
+    goals = {g["goal"]: g for g in evaluate_goals(report)}
+    assert goals["auto faster than cudnn at 1024x131072"]["status"] == PASS
+    assert goals["auto faster than torch at 1024x131072"]["status"] == MISS
+    assert "triton not run" in goals["auto faster than triton at 1024x131072"]["detail"]

@@ -1,0 +1,349 @@
+"""method="auto" kernels (numba_softmax/kernels/auto_rows.py), in the simulator and on a GPU, against float64.
+
+The simulator runs every geometry's logic on a few rows (each width of the table, non-multiples of 4, the
+long-row path with small chunks so that many chunks are crossed, one row of 262,144 columns); a GPU runs
+more rows, every candidate geometry, the vector builds and the long-row perf shapes, and reports the
+registers and local memory of each build.
+"""
+
+import numpy as np
+import pytest
+from backends import skip_on_cudasim
+from numba import cuda, float32
+
+from numba_softmax.backend import SIMULATOR, invocation, run_launches
+from numba_softmax.fixtures import matrix_fixture
+from numba_softmax.kernels.auto_rows import (AUTO_TABLE, CANDIDATE_GEOMETRIES, STATUS_CLEAR, STATUS_WORDS,
+                                             Geometry, auto_geometry, auto_launches, check_launches,
+                                             geometry_launches, status_error)
+from numba_softmax.launch_spec import KernelLaunch
+from numba_softmax.numerics import KERNEL_OPTIONS, NEG_INF, f32_add, f32_div, f32_exp, f32_max, f32_sub
+from numba_softmax.oracle import check_matrix
+
+GPU_ONLY = skip_on_cudasim("too slow for the simulator (one Python thread per CUDA thread); a GPU runs it")
+#: Rows per test matrix: a few in the simulator; on a GPU enough that narrow geometries fill several
+#: blocks and leave a partial last block (67 is no multiple of any rows-per-block).
+ROWS = 3 if SIMULATOR else 67
+
+#: Every boundary of the table, one either side, and non-multiples of 4 (the scalar builds).
+WIDTHS = (1, 2, 3, 4, 7, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1023,
+          1024, 1025)
+#: The same for the block-per-row widths, with one fixture family (each costs 10-30 s in the simulator).
+BLOCK_WIDTHS = (2047, 2048, 2049, 4095, 4096, 4097)
+#: Wider rows: one row in the simulator, ROWS on a GPU.
+WIDE = (8191, 8192, 8193, 16383, 16384, 16385)
+GPU_WIDE = (32767, 32768, 32769, 100003, 131072)
+
+
+def _param(width, gpu_only=False):
+    return pytest.param(width, id=str(width), marks=GPU_ONLY if gpu_only else ())
+
+
+def _device(x):
+    return cuda.to_device(x)
+
+
+def _status():
+    return (cuda.to_device(np.full(STATUS_WORDS, STATUS_CLEAR, dtype=np.int64)),
+            cuda.to_device(np.zeros(1, dtype=np.int32)))
+
+
+def run(x, geometry=None, checked=False):
+    """softmax(x) through one geometry (None: the table's); y starts as NaN so that a value not written
+    shows. Returns (y, status words, alarm) on the host (status and alarm None when unchecked)."""
+    d_x = _device(x)
+    d_y = cuda.to_device(np.full(x.shape, np.nan, dtype=np.float32))
+    status, alarm = _status() if checked else (None, None)
+    launches = (auto_launches(d_x, d_y, status, alarm) if geometry is None
+                else geometry_launches(geometry, d_x, d_y, status, alarm))
+    with np.errstate(invalid="ignore", over="ignore"):  # the simulator computes on the host: -inf - -inf
+        run_launches(launches)
+    if not checked:
+        return d_y.copy_to_host(), None, None
+    return d_y.copy_to_host(), status.copy_to_host(), alarm.copy_to_host()
+
+
+def expect_softmax(y, x):
+    """y is softmax(x) as torch defines it: within the oracle's tolerance on every row with a finite entry,
+    exactly 0 where x is -inf, and NaN on every row without a finite entry."""
+    has_finite = np.isfinite(x).any(axis=1)
+    assert np.isnan(y[~has_finite]).all(), "a row without a finite entry must give NaN"
+    if has_finite.any():
+        result = check_matrix(y[has_finite], x[has_finite])
+        assert result.passed, result.describe()
+        masked = np.isneginf(x) & has_finite[:, None]
+        assert (y[masked] == 0).all(), f"-inf got a nonzero weight at {np.argwhere(masked & (y != 0))[:4]}"
+
+
+def with_masks(x, seed, fraction=0.3):
+    """x with about ``fraction`` of its entries -inf, every row keeping at least one finite entry."""
+    rng = np.random.default_rng(seed)
+    x = x.copy()
+    x[rng.random(x.shape) < fraction] = -np.inf
+    keep = rng.integers(0, x.shape[1], size=x.shape[0])
+    x[np.arange(x.shape[0]), keep] = np.float32(rng.standard_normal())
+    return x
+
+
+# ---- the table against float64 ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("width", "family"), [pytest.param(w, f, id=f"{w}-{f}") for w in WIDTHS
+                                                for f in ("random", "offset")]
+                         + [pytest.param(w, "offset", id=f"{w}-offset") for w in BLOCK_WIDTHS])
+def test_auto_against_float64(width, family):
+    x = matrix_fixture(family, (ROWS, width))
+    y, _, _ = run(x)
+    expect_softmax(y, x)
+    # The checked build gives the same bits and records nothing on a clean input.
+    y_checked, status, alarm = run(x, checked=True)
+    assert np.array_equal(y.view(np.uint32), y_checked.view(np.uint32))
+    assert list(status) == [STATUS_CLEAR] * STATUS_WORDS and alarm[0] == 0
+
+
+@pytest.mark.parametrize("width", [_param(w) for w in WIDE] + [_param(w, gpu_only=True) for w in GPU_WIDE])
+def test_wide_rows_against_float64(width):
+    x = with_masks(matrix_fixture("offset", (1 if SIMULATOR else ROWS, width)), seed=width, fraction=0.1)
+    y, _, _ = run(x)
+    expect_softmax(y, x)
+
+
+def test_262144_columns_against_float64():
+    """The longest row the issue asks for: one row in the simulator (about two minutes), four on a GPU."""
+    x = matrix_fixture("random", (1 if SIMULATOR else 4, 262144))
+    x[0, ::7] = -np.inf
+    y, status, alarm = run(x, checked=True)
+    assert auto_geometry(262144).startswith("long_")
+    expect_softmax(y, x)
+    assert list(status) == [STATUS_CLEAR] * STATUS_WORDS and alarm[0] == 0
+
+
+@GPU_ONLY
+@pytest.mark.parametrize("shape", [(3, 262143), (4096, 32768), (1024, 131072)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_long_row_shapes_on_the_gpu(shape):
+    x = matrix_fixture("offset", shape)
+    y, _, _ = run(x)
+    expect_softmax(y, x)
+
+
+def test_the_table_covers_every_width_once():
+    limits = [limit for limit, _ in AUTO_TABLE]
+    assert limits[-1] is None and limits[:-1] == sorted(limits[:-1])
+    for limit, name in AUTO_TABLE[:-1]:
+        geometry = Geometry.parse(name)
+        assert geometry.max_columns == limit, name   # no entry takes a row it cannot hold
+        assert auto_geometry(limit) == name and auto_geometry(limit + 1) != name
+    assert auto_geometry(10**7) == AUTO_TABLE[-1][1]
+
+
+# ---- every candidate geometry -----------------------------------------------------------------------------
+
+def _candidate_params():
+    params = []
+    for name in CANDIDATE_GEOMETRIES:
+        geometry = Geometry.parse(name)
+        if geometry.kind == "rows":
+            widths = (geometry.max_columns, geometry.max_columns - 1, geometry.max_columns // 2 + 3)
+        else:
+            chunk = 4 * geometry.lanes * geometry.quads
+            widths = (2 * chunk, 3 * chunk + 5)
+        slow = geometry.lanes >= 512 or max(widths) > 4100
+        params += [pytest.param(name, w, id=f"{name}-{w}", marks=GPU_ONLY if slow else ()) for w in widths]
+    return params
+
+
+@pytest.mark.parametrize(("geometry", "width"), _candidate_params())
+def test_candidate_geometry_against_float64(geometry, width):
+    x = with_masks(matrix_fixture("random", (ROWS, width)), seed=width)
+    y, status, alarm = run(x, geometry, checked=True)
+    expect_softmax(y, x)
+    assert list(status) == [STATUS_CLEAR] * STATUS_WORDS and alarm[0] == 0
+
+
+def test_a_rows_geometry_refuses_a_row_it_cannot_hold():
+    x = np.zeros((2, 129), dtype=np.float32)
+    with pytest.raises(ValueError, match="row too long for geometry rows_l32_q1: 129 columns > 128"):
+        geometry_launches("rows_l32_q1", x, x.copy())
+    with pytest.raises(ValueError, match="unknown auto geometry 'rows_32'"):
+        geometry_launches("rows_32", x, x.copy())
+
+
+# ---- the long-row path's chunks, cheaply: small blocks, small chunks --------------------------------------
+
+SMALL_LONG = ("long_l32_q1", "long_l64_q2")   # chunks of 128 and 512 columns
+
+
+@pytest.mark.parametrize("geometry", SMALL_LONG)
+@pytest.mark.parametrize("width", [1, 5, 127, 128, 129, 1000, 1031])
+def test_long_path_crosses_chunks(geometry, width):
+    x = matrix_fixture("offset", (ROWS, width))
+    if width > 200:
+        x[0, :200] = -np.inf          # the first chunk(s) all -inf: the running sum starts late
+        x[1, -3:] = np.float32(80.0)  # the maximum in the last chunk: every earlier sum is rescaled
+    y, _, _ = run(x, geometry)
+    expect_softmax(y, x)
+
+
+@pytest.mark.parametrize("geometry", [None, *SMALL_LONG])
+def test_nonfinite_recorded_at_the_first_row_and_column(geometry):
+    width = 700
+    x = matrix_fixture("random", (ROWS, width))
+    x[ROWS - 1, 650] = np.nan
+    x[ROWS - 1, 433] = np.inf
+    x[ROWS - 1, 9] = -np.inf        # a mask, not an error
+    x[ROWS - 2, 5] = np.nan
+    y, status, alarm = run(x, geometry, checked=True)
+    assert status[0] == (ROWS - 2) * width + 5 and status[1] == STATUS_CLEAR and alarm[0] == 1
+    assert status_error(status, x.shape) == \
+        f"input has a non-finite value (NaN or infinity) at row {ROWS - 2}, column 5"
+    # check=False: the same outputs, NaN and +inf propagate to their rows (as torch.softmax), others are right.
+    y_unchecked, _, _ = run(x, geometry)
+    assert np.array_equal(y.view(np.uint32), y_unchecked.view(np.uint32))
+    assert np.isnan(y[ROWS - 2:]).all()
+    expect_softmax(y[:ROWS - 2], x[:ROWS - 2])
+
+
+@pytest.mark.parametrize("geometry", [None, "rows_l8_q1", *SMALL_LONG])
+@pytest.mark.parametrize("width", [3, 40, 300])
+def test_masks_weight_zero_and_fully_masked_rows(geometry, width):
+    if geometry is not None and geometry.startswith("rows") and width > Geometry.parse(geometry).max_columns:
+        pytest.skip(f"{geometry} holds rows of up to {Geometry.parse(geometry).max_columns} columns")
+    x = with_masks(matrix_fixture("random", (ROWS, width)), seed=width)
+    x[ROWS - 1] = -np.inf           # no finite entry
+    y, _, _ = run(x, geometry)
+    expect_softmax(y, x)            # that row NaN, -inf elsewhere exactly 0
+    y_checked, status, alarm = run(x, geometry, checked=True)
+    assert status[0] == STATUS_CLEAR and status[1] == ROWS - 1 and alarm[0] == 1
+    assert np.array_equal(y.view(np.uint32), y_checked.view(np.uint32))
+    assert status_error(status, x.shape).startswith(f"input row {ROWS - 1} has no finite entry")
+
+
+def test_a_single_finite_entry_gets_weight_exactly_one():
+    x = np.full((ROWS, 37), -np.inf, dtype=np.float32)
+    x[:, 11] = np.float32(-3.5)
+    y, _, _ = run(x)
+    assert (y[:, 11] == 1).all() and (np.delete(y, 11, axis=1) == 0).all()
+
+
+# ---- the check-only pass ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("width", [7, 256, 1030])
+def test_check_pass_records_and_writes_nothing_else(width):
+    x = matrix_fixture("random", (ROWS, width))
+    x[ROWS - 1, width - 1] = -np.inf
+    x[ROWS - 2] = -np.inf
+    d_x = _device(x)
+    for allow_neg_inf, expected in ((True, [STATUS_CLEAR, ROWS - 2]), (False, [(ROWS - 2) * width, STATUS_CLEAR])):
+        status, alarm = _status()
+        run_launches(check_launches(d_x, status, alarm, allow_neg_inf))
+        assert list(status.copy_to_host()) == expected and alarm.copy_to_host()[0] == 1, allow_neg_inf
+    assert np.array_equal(d_x.copy_to_host().view(np.uint32), x.view(np.uint32))
+    x[ROWS - 1, 3] = np.nan
+    status, alarm = _status()
+    run_launches(check_launches(_device(x), status, alarm, True))
+    assert list(status.copy_to_host()) == [(ROWS - 1) * width + 3, ROWS - 2]
+    clean = matrix_fixture("offset", (ROWS, width))
+    status, alarm = _status()
+    run_launches(check_launches(_device(clean), status, alarm, False))
+    assert list(status.copy_to_host()) == [STATUS_CLEAR] * STATUS_WORDS and alarm.copy_to_host()[0] == 0
+
+
+def test_status_error_messages():
+    clear = np.full(STATUS_WORDS, STATUS_CLEAR, dtype=np.int64)
+    assert status_error(clear, (4, 10)) is None
+    assert status_error(np.array([23, STATUS_CLEAR]), (4, 10), "x") == \
+        "x has a non-finite value (NaN or infinity) at row 2, column 3"
+    assert status_error(np.array([STATUS_CLEAR, 3]), (4, 10)).startswith("input row 3 has no finite entry")
+    with pytest.raises(ValueError, match="expected 2 words"):
+        status_error(np.zeros(3, np.int64), (4, 10))
+
+
+def test_bad_arguments_are_named():
+    x = np.zeros((4, 8), dtype=np.float32)
+    with pytest.raises(ValueError, match="x: expected float32, got float64"):
+        auto_launches(np.zeros((4, 8)), x)
+    with pytest.raises(ValueError, match="y: expected a C-contiguous array"):
+        auto_launches(x, np.zeros((4, 16), np.float32)[:, ::2])
+    with pytest.raises(ValueError, match="x and y must have one shape"):
+        auto_launches(x, np.zeros((4, 9), np.float32))
+    with pytest.raises(ValueError, match="status: expected int64"):
+        auto_launches(x, x.copy(), np.zeros(2, np.int32), np.zeros(1, np.int32))
+    with pytest.raises(ValueError, match="needs both status"):
+        auto_launches(x, x.copy(), np.zeros(2, np.int64))
+    with pytest.raises(ValueError, match="at least one row and one column"):
+        auto_launches(np.zeros((0, 8), np.float32), np.zeros((0, 8), np.float32))
+
+
+# ---- negative controls: wrong kernels the checks above must reject ----------------------------------------
+
+DROP_TAIL, MASK_LEAK = 1, 2
+
+
+@cuda.jit(**KERNEL_OPTIONS)
+def _wrong_softmax(x, y, mode):
+    """One thread per row. DROP_TAIL: the last partial quad is neither read nor written (what a vector
+    build that forgot the tail would do). MASK_LEAK: -inf counts as max - 20, a weight of about 2e-9 --
+    inside the oracle's absolute tolerance, so only the exact-zero test catches it."""
+    row = cuda.grid(1)
+    if row >= x.shape[0]:
+        return
+    cols = x.shape[1]
+    used = cols - cols % 4 if mode == DROP_TAIL else cols
+    m = NEG_INF
+    for c in range(used):
+        m = f32_max(m, x[row, c])
+    s = float32(0.0)
+    for c in range(used):
+        v = x[row, c]
+        if mode == MASK_LEAK and v == NEG_INF:
+            v = f32_sub(m, float32(20.0))
+        s = f32_add(s, f32_exp(f32_sub(v, m)))
+    for c in range(used):
+        v = x[row, c]
+        if mode == MASK_LEAK and v == NEG_INF:
+            v = f32_sub(m, float32(20.0))
+        y[row, c] = f32_div(f32_exp(f32_sub(v, m)), s)
+
+
+def _run_wrong(x, mode):
+    d_y = cuda.to_device(np.full(x.shape, np.nan, dtype=np.float32))
+    run_launches([KernelLaunch("wrong_softmax", _wrong_softmax, ((x.shape[0] + 31) // 32,), (32,),
+                               (_device(x), d_y, mode))])
+    return d_y.copy_to_host()
+
+
+def test_negative_control_dropping_the_last_partial_quad_is_rejected():
+    x = matrix_fixture("random", (ROWS, 130))
+    with pytest.raises(AssertionError, match="failed|finite and non-negative: False"):
+        expect_softmax(_run_wrong(x, DROP_TAIL), x)
+
+
+def test_negative_control_giving_minus_inf_a_weight_is_rejected():
+    x = with_masks(matrix_fixture("random", (ROWS, 64)), seed=1)
+    y = _run_wrong(x, MASK_LEAK)
+    assert check_matrix(y, x).passed  # the tolerance alone would accept it ...
+    with pytest.raises(AssertionError, match="-inf got a nonzero weight"):
+        expect_softmax(y, x)          # ... the exact-zero test does not
+
+
+# ---- what only a GPU has ----------------------------------------------------------------------------------
+
+@skip_on_cudasim("no driver to report registers and local memory")
+@pytest.mark.parametrize("checked", [False, True], ids=["unchecked", "checked"])
+def test_every_build_holds_its_values_in_registers(checked, evidence):
+    """local memory 0 for every geometry's vector and scalar build (the value array must not spill)."""
+    records = []
+    for name in CANDIDATE_GEOMETRIES:
+        geometry = Geometry.parse(name)
+        width = geometry.max_columns or 4 * geometry.lanes * geometry.quads * 2
+        for cols in (width, width - 1):  # vector and scalar builds
+            d_x = cuda.device_array((1, cols), np.float32)
+            status, alarm = _status() if checked else (None, None)
+            launches = geometry_launches(name, d_x, cuda.device_array((1, cols), np.float32), status, alarm)
+            records += invocation(name, launches).kernel_resources()
+    evidence[f"auto_kernel_resources_{'checked' if checked else 'unchecked'}"] = records
+    spilled = [r for r in records if r["local_bytes_per_thread"] != 0]
+    assert not spilled, spilled
+
+
+def test_the_process_runs_the_backend_its_half_names(backend_name):
+    assert SIMULATOR == (backend_name == "sim")
