@@ -49,7 +49,7 @@ identical bits whichever build runs.
 
 from dataclasses import dataclass
 
-from numba import cuda, float32
+from numba import cuda, float32, uint64
 
 from ..launch_spec import KernelLaunch
 from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARPS_PER_BLOCK,
@@ -87,6 +87,10 @@ def _make_fused_kernel(quads, vector, prefetch=False):
         row = cuda.blockIdx.x
         tid = cuda.threadIdx.x
         cols = x.shape[1]
+        # The scalar builds index with unsigned copies: no negative-index (wraparound) code from
+        # Numba's array model, no sign extension (the vector builds' load_quad skips wraparound already).
+        urow = uint64(row)
+        ucols = uint64(cols)
         if PREFETCH:
             # The block one wave later (8 resident blocks per SM) loads row `ahead`: start
             # its DRAM read now, while this block spends its time in barriers and shuffles.
@@ -112,8 +116,8 @@ def _make_fused_kernel(quads, vector, prefetch=False):
                     local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
             else:
                 for j in range(QUAD):
-                    if base + j < cols:
-                        v = x[row, base + j]
+                    if uint64(base + j) < ucols:
+                        v = x[urow, uint64(base + j)]
                         values[QUAD * q + j] = v
                         local_max = f32_max(local_max, v)
         row_max = block_reduce_max(local_max, partials)
@@ -147,8 +151,8 @@ def _make_fused_kernel(quads, vector, prefetch=False):
                                f32_div(values[QUAD * q + 2], row_sum), f32_div(values[QUAD * q + 3], row_sum))
             else:
                 for j in range(QUAD):
-                    if base + j < cols:
-                        y[row, base + j] = f32_div(values[QUAD * q + j], row_sum)
+                    if uint64(base + j) < ucols:
+                        y[urow, uint64(base + j)] = f32_div(values[QUAD * q + j], row_sum)
 
     fused_row_softmax.__name__ = fused_row_softmax.__qualname__ = (
         f"fused_row_softmax_q{quads}{'_v4' if vector else ''}")

@@ -21,9 +21,15 @@ order and the block reduction of :mod:`numba_softmax.numerics`
 combines the per-thread values, exactly as the fused kernel does; the elementwise
 stages use the same ``exp(x - m)`` and IEEE division. So this path reproduces the
 fused kernel's output bit for bit (tested on the GPU).
+
+Array indices are unsigned 64-bit (``uint64``): an unsigned index needs no negative-index
+(wraparound) code from Numba's array model and no sign extension. Only addresses change,
+never which element is read or in what order, so the bits are those of signed indices
+(docs/numba_vs_nvcc.md has the SASS counts). The row loops stay ``range`` loops: NVVM then
+unrolls them as nvcc unrolls the twin's, so the PTX arithmetic stays identical to nvcc's.
 """
 
-from numba import cuda, float32
+from numba import cuda, float32, uint64
 
 from ..launch_spec import KernelLaunch
 from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, WARPS_PER_BLOCK,
@@ -33,15 +39,16 @@ from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, WARPS_PER_
 
 @cuda.jit(**KERNEL_OPTIONS)
 def row_max_stage(x, row_max):
-    row = cuda.blockIdx.x
+    row = uint64(cuda.blockIdx.x)
     tid = cuda.threadIdx.x
     partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
     cols = x.shape[1]
+    ucols = uint64(cols)
     local_max = NEG_INF
     for base in range(QUAD * tid, cols, QUAD * BLOCK_THREADS):  # the ownership rule
         for j in range(QUAD):
-            if base + j < cols:
-                local_max = f32_max(local_max, x[row, base + j])
+            if uint64(base + j) < ucols:
+                local_max = f32_max(local_max, x[row, uint64(base + j)])
     m = block_reduce_max(local_max, partials)
     if tid == 0:
         row_max[row] = m
@@ -49,9 +56,9 @@ def row_max_stage(x, row_max):
 
 @cuda.jit(**KERNEL_OPTIONS)
 def exp_stage(x, row_max, exps):
-    i = cuda.grid(1)
-    cols = x.shape[1]
-    if i < x.shape[0] * cols:
+    i = uint64(cuda.grid(1))
+    cols = uint64(x.shape[1])
+    if i < uint64(x.shape[0]) * cols:
         row = i // cols
         col = i - row * cols
         exps[row, col] = f32_exp(f32_sub(x[row, col], row_max[row]))
@@ -59,15 +66,16 @@ def exp_stage(x, row_max, exps):
 
 @cuda.jit(**KERNEL_OPTIONS)
 def row_sum_stage(exps, row_sum):
-    row = cuda.blockIdx.x
+    row = uint64(cuda.blockIdx.x)
     tid = cuda.threadIdx.x
     partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
     cols = exps.shape[1]
+    ucols = uint64(cols)
     local_sum = float32(0.0)
     for base in range(QUAD * tid, cols, QUAD * BLOCK_THREADS):  # the ownership rule
         for j in range(QUAD):
-            if base + j < cols:
-                local_sum = f32_add(local_sum, exps[row, base + j])
+            if uint64(base + j) < ucols:
+                local_sum = f32_add(local_sum, exps[row, uint64(base + j)])
     z = block_reduce_sum(local_sum, partials)
     if tid == 0:
         row_sum[row] = z
@@ -75,9 +83,9 @@ def row_sum_stage(exps, row_sum):
 
 @cuda.jit(**KERNEL_OPTIONS)
 def divide_stage(exps, row_sum, y):
-    i = cuda.grid(1)
-    cols = exps.shape[1]
-    if i < exps.shape[0] * cols:
+    i = uint64(cuda.grid(1))
+    cols = uint64(exps.shape[1])
+    if i < uint64(exps.shape[0]) * cols:
         row = i // cols
         col = i - row * cols
         y[row, col] = f32_div(exps[row, col], row_sum[row])
