@@ -71,6 +71,10 @@ What is measured, and how
    (goal <= 1.3). Without nvcc, (b) is skipped and said so. (c) host completion (enqueue +
    synchronize) of ONE replay of the fused (1, 128) graph vs an empty-kernel graph captured the same
    way, 200 shuffled rounds after 20 warm-ups; ratio = median of per-round ratios (goal <= 1.2).
+   (d) the API's overhead: host completion of ``softmax(x, out=y, stream=s)`` (auto, checked) on Numba
+   arrays against the launch layer's own enqueue + synchronize of the same kernel, at 1x128 and
+   4096x4096 (goals <= 1.3 and <= 1.05), and the same call on torch tensors against Numba arrays
+   (goal <= 1.1); 200 shuffled paired rounds after 20 warm-ups (``launch_path.measure_api_overhead``).
 
 4. Goals (printed last): fused >= 0.90 of the copy ceiling at 4096x4096 and 16384x1024 (fused =
    the stream-launched variant, like the peers, declared before any run; the detail also gives
@@ -153,7 +157,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     from bench.floors import shape_name
     from bench.perf.ceilings import measure_copy_ceiling, measure_event_floor
-    from bench.perf.launch_path import measure_graph_completion, measure_launch
+    from bench.perf.launch_path import measure_api_overhead, measure_graph_completion, measure_launch
     from bench.perf.peers import DEFAULT_SHAPES, L2_TRAFFIC_FACTOR, MIN_INPUT_SETS, MIN_ROUNDS, WARMUPS, \
         measure_shape, parse_shapes
     from bench.perf.render import floors_markdown
@@ -251,6 +255,8 @@ def main(argv=None):
         section("launch path", lambda: measure_launch(sampler, args, report, notes, errors))
         log("(1,128) graph completion")
         section("graph completion", lambda: measure_graph_completion(sampler, args, report, errors))
+        log("API overhead: softmax() against the launch layer, torch tensors against Numba arrays")
+        section("API overhead", lambda: measure_api_overhead(sampler, args, report, errors))
     report["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
     markdown = _write(out_dir, report)
     print(markdown)

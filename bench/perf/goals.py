@@ -6,7 +6,7 @@ Each goal is PASS, MISS or NOT MEASURED (with the reason).
 """
 
 from bench.floors import shape_name
-from bench.perf.launch_path import LAUNCH_GOAL_METRIC
+from bench.perf.launch_path import LAUNCH_GOAL_METRIC, api_goals
 from bench.perf.peers import DEFAULT_SHAPES, FUSED, PEER_MIN_ROWS, PEERS, ROW_COPY
 
 COPY_GOAL_SHAPES = ((4096, 4096), (16384, 1024))
@@ -107,6 +107,7 @@ def evaluate_goals(report, expected_shapes=DEFAULT_SHAPES):
                                f"fused/{peer} median of {ratio['n']} paired rounds (p10 {ratio['p10']:.3f}, "
                                f"p90 {ratio['p90']:.3f}); medians {variants[FUSED]['event_us']['median']:.2f} vs "
                                f"{variants[peer]['event_us']['median']:.2f} us" + _peer_reach_note(entry, peer)))
+    goals.extend(api_goals(report))
     launch = report.get("launch") or {}
     label = f"launch: our enqueue per launch / C++ cuLaunchKernel <= {LAUNCH_RATIO_GOAL}"
     comparison = launch.get("comparison")

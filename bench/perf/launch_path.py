@@ -1,10 +1,17 @@
-"""Section 3 of ``python -m bench perf``: the launch path, ours against C++.
+"""Section 3 of ``python -m bench perf``: the launch path, ours against C++, and the API's own cost.
 
 (a) Host enqueue per launch of an empty kernel <<<1, 32>>> through the harness
 (``Invocation.enqueue``), launch + synchronize, and the same for a 1-node graph replay;
 (b) the same with ``reference_cu/launch_timer.cu``, a C++ program built at run time with nvcc
 that launches its empty kernel with ``cuLaunchKernel``; (a) and (b) alternate. (c) Host
 completion of ONE replay of the fused (1, 128) graph against an empty-kernel graph.
+(d) The API's overhead: host completion (call + synchronize) of ``softmax(x, out=y, stream=s)``
+on Numba device arrays (``method="auto"``, ``check=True``, the defaults) against the launch
+layer's own host completion of the same kernel (``auto_launches`` with its status words and
+alarm, one ``Invocation.enqueue`` + synchronize), at 1x128 and 4096x4096; and the same call on
+PyTorch CUDA tensors against it on Numba arrays. Shuffled paired rounds; each ratio is the median
+of the per-round ratios (goals: API / launch layer <= 1.3 at 1x128 and <= 1.05 at 4096x4096;
+torch / Numba <= 1.1).
 """
 
 import ctypes
@@ -354,3 +361,136 @@ def measure_graph_completion(sampler, args, report, errors):
     section["ratio"] = paired_ratios(values, "fused", "empty", "host_completion_us")
     fused.close()
     empty.close()
+
+
+API_OVERHEAD_GOALS = {(1, 128): 1.3, (4096, 4096): 1.05}
+TORCH_API_GOAL = 1.1
+API_ROUNDS = 200
+API_WARMUPS = 20
+
+
+def measure_api_overhead(sampler, args, report, errors):
+    """(d): ``softmax()`` against the launch layer, and a torch tensor against a Numba array."""
+    section = report["api_overhead"] = {"rounds": API_ROUNDS, "warmups": API_WARMUPS, "shapes": [],
+                                        "api_call": "softmax(x, out=y, stream=s) + s.synchronize()",
+                                        "launch_layer_call": "Invocation(auto_launches(x, y, status, alarm))"
+                                                             ".enqueue(s) + s.synchronize()"}
+    torch = None
+    if args.no_torch:
+        section["torch_skipped"] = "--no-torch"
+    else:
+        try:
+            import torch
+            if not torch.cuda.is_available():
+                raise RuntimeError("torch.cuda.is_available() is False")
+        except Exception as exc:
+            torch = None
+            section["torch_skipped"] = f"torch unavailable: {type(exc).__name__}: {exc}"
+    for shape in API_OVERHEAD_GOALS:
+        entry = {"shape": list(shape)}
+        section["shapes"].append(entry)
+        _api_overhead_shape(entry, shape, sampler.stream, torch, args.seed + 2000 + shape[1], errors)
+
+
+def _api_overhead_shape(entry, shape, stream, torch, seed, errors):
+    from numba import cuda
+
+    from numba_softmax import softmax
+    from numba_softmax.fixtures import matrix_fixture
+    from numba_softmax.kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches
+    from numba_softmax.launch.driver import Invocation
+    from numba_softmax.oracle import check_matrix
+
+    host = matrix_fixture("random-0", shape)
+    d_x = cuda.to_device(host, stream=stream.numba)
+    d_y = cuda.device_array(shape, dtype=np.float32, stream=stream.numba)
+    d_ref = cuda.device_array(shape, dtype=np.float32, stream=stream.numba)
+    status = cuda.to_device(np.full(STATUS_WORDS, STATUS_CLEAR, dtype=np.int64), stream=stream.numba)
+    alarm = cuda.mapped_array(1, dtype=np.int32)
+    alarm[0] = 0
+    stream.synchronize()
+    launch_layer = Invocation.from_launches("auto-checked", auto_launches(d_x, d_ref, status, alarm))
+    calls = {"api": lambda: softmax(d_x, out=d_y, stream=stream),
+             "launch_layer": lambda: launch_layer.enqueue(stream)}
+    read = {"api": d_y.copy_to_host, "launch_layer": d_ref.copy_to_host}
+    if torch is not None:
+        t_x = torch.as_tensor(host, device="cuda")
+        t_y = torch.empty(shape, dtype=torch.float32, device="cuda")
+        torch.cuda.synchronize()
+        calls["torch_api"] = lambda: softmax(t_x, out=t_y, stream=stream)
+        read["torch_api"] = lambda: t_y.cpu().numpy()
+    entry["variants"] = sorted(calls)
+    checks = entry["checks"] = {}
+    for name, call in calls.items():
+        call()
+        stream.synchronize()
+        check = check_matrix(read[name](), host)
+        checks[name] = dict(check.record(), description=check.describe())
+        if not check.passed:
+            entry["error"] = f"{name} at {shape_text(shape)} failed the oracle check: {check.describe()}"
+            errors.append(entry["error"])
+            return
+    if alarm[0]:
+        entry["error"] = f"the launch layer's checked kernel raised its alarm at {shape_text(shape)}"
+        errors.append(entry["error"])
+        return
+    for _ in range(API_WARMUPS):
+        for call in calls.values():
+            call()
+            stream.synchronize()
+    rounds = []
+    for order in round_orders(list(calls), API_ROUNDS, seed=seed):
+        values = {}
+        for name in order:
+            t0 = _now_us()
+            calls[name]()
+            stream.synchronize()
+            values[name] = _now_us() - t0
+        rounds.append({"order": order, "host_completion_us": values})
+    entry["samples"] = rounds
+    for name in calls:
+        entry[name] = summarize([r["host_completion_us"][name] for r in rounds])
+    values = [r["host_completion_us"] for r in rounds]
+    entry["ratio"] = paired_ratios(values, "api", "launch_layer", "host_completion_us")
+    if "torch_api" in calls:
+        entry["torch_ratio"] = paired_ratios(values, "torch_api", "api", "host_completion_us")
+
+
+def shape_text(shape):
+    return f"{shape[0]}x{shape[1]}"
+
+
+def api_goals(report):
+    """The API goals as rows of the goals table (``{goal, status, value, threshold, detail}``)."""
+    section = report.get("api_overhead") or {}
+    entries = {tuple(e["shape"]): e for e in section.get("shapes", [])}
+    goals = []
+
+    def goal(label, ratio, threshold, detail, missing):
+        if ratio is None:
+            return {"goal": label, "status": "NOT MEASURED", "value": None, "threshold": threshold,
+                    "detail": missing}
+        return {"goal": label, "status": "PASS" if ratio["median"] <= threshold else "MISS",
+                "value": ratio["median"], "threshold": threshold, "detail": detail}
+
+    for shape, threshold in API_OVERHEAD_GOALS.items():
+        entry = entries.get(shape, {})
+        ratio = entry.get("ratio")
+        detail = missing = entry.get("error") or ("not run" if not section else "shape not measured")
+        if ratio:
+            detail = (f"softmax() {entry['api']['median']:.2f} us vs launch layer {entry['launch_layer']['median']:.2f}"
+                      f" us host completion, median of {ratio['n']} paired rounds (p10 {ratio['p10']:.3f}, "
+                      f"p90 {ratio['p90']:.3f})")
+        goals.append(goal(f"API overhead: softmax(device array, out=) / launch layer, host completion at "
+                          f"{shape_text(shape)} <= {threshold}", ratio, threshold, detail, missing))
+    for shape in API_OVERHEAD_GOALS:
+        entry = entries.get(shape, {})
+        ratio = entry.get("torch_ratio")
+        detail = missing = (section.get("torch_skipped") or entry.get("error")
+                            or ("not run" if not section else "shape not measured"))
+        if ratio:
+            detail = (f"torch tensor {entry['torch_api']['median']:.2f} us vs Numba array {entry['api']['median']:.2f}"
+                      f" us host completion through auto, median of {ratio['n']} paired rounds")
+        goals.append(goal(f"torch: softmax(torch tensor) / softmax(Numba array) at {shape_text(shape)} "
+                          f"<= {TORCH_API_GOAL}", ratio, TORCH_API_GOAL, detail, missing))
+    return goals
