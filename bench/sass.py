@@ -596,7 +596,7 @@ def run_compare(names, out, build_dir=None, nvcc=None):
     versions = {"ptxas": tool_version(found["ptxas"]), "nvdisasm": tool_version(found["nvdisasm"]),
                 "nvcc": build.manifest.get("nvcc_version", {}).get("version")}
     folder.write_json("sass_compare.json", {
-        "arch": ARCH, "tools": dict(found, versions=versions), "nvcc_flags": build.manifest.get("flags"),
+        "arch": ARCH, "tools": versions, "nvcc_flags": build.manifest.get("flags"),
         "kernels": [c.record() for c in comparisons]})
     folder.write_text("sass_summary.md", render_summary(comparisons, versions))
     return comparisons
