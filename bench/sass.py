@@ -363,12 +363,40 @@ NAMED_DIFFERENCES = (
     ("barriers", "block barriers (BAR)", lambda c, f, r: c.get("barrier", 0),
      "Block-wide synchronizations; each is a stall for the whole block."),
     ("registers", "registers per thread (ptxas -v)", lambda c, f, r: r.get("registers"),
-     "More registers can lower occupancy (blocks per SM) at 256 threads per block above 64 registers."),
+     "Extra registers hold the extra index words; they matter where they change how many blocks an SM holds "
+     "(next line)."),
+    ("blocks_per_sm", "blocks per SM the registers allow (sm_90, at the launch's block size)",
+     lambda c, f, r: register_limited_blocks(r.get("registers"), r.get("block_threads")),
+     "Fewer resident blocks per SM means fewer loads in flight to hide DRAM latency: a likely time gap in a "
+     "memory-bound kernel. (Registers only; shared memory limits nothing here.)"),
     ("stack", "stack frame bytes (ptxas -v)", lambda c, f, r: r.get("stack_frame_bytes"),
      "A stack frame means local memory traffic (spills or arrays the compiler could not keep in registers)."),
     ("total", "instructions (static, no NOP)", lambda c, f, r: c.get("instructions (no NOP)", 0),
      "Code size; with the loop bodies below it says where the extra instructions are."),
 )
+
+
+#: sm_90 register file and scheduling limits (CUDA occupancy rules: registers per thread allocated in
+#: multiples of 8, per warp in units of 256; 64 warps and 32 blocks per SM).
+SM_REGISTERS, SM_WARPS, SM_BLOCKS = 65536, 64, 32
+
+
+def register_limited_blocks(registers, block_threads):
+    """Resident blocks per SM allowed by registers and the warp and block limits (None when unknown)."""
+    if not registers or not block_threads:
+        return None
+    per_warp = -(-(-(-registers // 8) * 8 * 32) // 256) * 256
+    warps_per_block = -(-block_threads // 32)
+    warps = min(SM_WARPS, SM_REGISTERS // per_warp)
+    return min(SM_BLOCKS, warps // warps_per_block)
+
+
+def block_threads_of(reference_kernel):
+    """The launch's threads per block, from the twin's geometry text (e.g. "grid (rows,), block (256,)")."""
+    match = re.search(r"block \((\d+),?\)", reference_kernel.geometry)
+    if match is None:
+        raise ValueError(f"{reference_kernel.entry}: no 'block (N,)' in its geometry {reference_kernel.geometry!r}")
+    return int(match.group(1))
 
 
 # ---- one kernel -----------------------------------------------------------------------------
@@ -493,9 +521,10 @@ def render_markdown(cmp):
     hot_n, hot_v = cmp.numba_hot_loop, cmp.nvcc_hot_loop
     lines += ["", "## Registers and stack (ptxas -v)", "",
               tabulate([[side, r.get("registers"), r.get("stack_frame_bytes"), r.get("spill_store_bytes"),
-                         r.get("shared_bytes")] for side, r in (("Numba", cmp.numba_resources),
-                                                                 ("nvcc", cmp.nvcc_resources))],
-                       headers=["", "registers", "stack B", "spill stores B", "shared B"], tablefmt="github"),
+                         r.get("block_threads"), register_limited_blocks(r.get("registers"), r.get("block_threads"))]
+                        for side, r in (("Numba", cmp.numba_resources), ("nvcc", cmp.nvcc_resources))],
+                       headers=["", "registers", "stack B", "spill stores B", "threads per block",
+                                "blocks per SM (registers)"], tablefmt="github"),
               "", "## Instruction counts by class (whole kernel)", "",
               tabulate(rows, headers=["class", "Numba", "nvcc", ""], tablefmt="github"), "",
               "## Hot loop", "",
@@ -587,6 +616,7 @@ def run_compare(names, out, build_dir=None, nvcc=None):
             nvcc_fn = nvcc_functions[ref.module][ref.entry]
             numba_fn, numba_resources, _ = numba_side(name, found["ptxas"], found["nvdisasm"], workdir)
             nvcc_resources = {k: v for k, v in build.resources().get(ref.entry, {}).items() if k != "module"}
+            numba_resources["block_threads"] = nvcc_resources["block_threads"] = block_threads_of(ref)
             cmp = compare_functions(name, numba_fn, nvcc_fn, numba_resources, nvcc_resources, ref.entry,
                                     ref.source)
             folder.write_text(f"{name}.numba.sass", numba_fn.text())

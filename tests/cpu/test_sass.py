@@ -191,3 +191,13 @@ def test_missing_nvdisasm_says_how_to_install(tmp_path):
     assert proc.returncode == 2
     assert 'pip install -e ".[sass]"' in proc.stderr and "nvdisasm" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_register_limited_blocks_follow_the_allocation_rules():
+    # sm_90: 64K registers, 8-register steps per thread, 256-register units per warp, 64 warps, 32 blocks.
+    assert sass.register_limited_blocks(32, 256) == 8      # 1024 per warp -> 64 warps -> 8 blocks
+    assert sass.register_limited_blocks(33, 256) == 6      # 40 -> 1280 per warp -> 51 warps -> 6 blocks
+    assert sass.register_limited_blocks(46, 256) == 5      # 48 -> 1536 -> 42 warps -> 5 blocks
+    assert sass.register_limited_blocks(36, 128) == 12     # 40 -> 51 warps -> 12 blocks of 4 warps
+    assert sass.register_limited_blocks(16, 32) == 32      # the block limit
+    assert sass.register_limited_blocks(None, 256) is None
