@@ -23,12 +23,12 @@ import numpy as np
 from numba import cuda
 
 from . import arrays
-from .arrays import NUMPY, array_kind, kind_error, new_like, resolve_stream
+from .arrays import FLOAT32, NUMPY, array_kind, kind_error, new_like, read_device, resolve_stream
 from .backend import SIMULATOR, gpu_present, invocation
 from .kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches, check_launches, status_error
 from .kernels.fused_row import fused_launches
 from .kernels.row_stages import stages_launches
-from .validation import validate_matrix
+from .validation import check_matrix_layout, validate_matrix
 
 METHODS = ("auto", "fused", "stages")
 #: Launch plans kept (least recently used dropped first): each holds packed arguments and, when
@@ -165,26 +165,38 @@ def softmax(x, method="auto", out=None, stream=None, check=True):
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
-    require_device()
+    if not _gpu_confirmed:
+        require_device()
     kind = array_kind(x)
     if kind is None:
         raise kind_error(x, "input")
     if kind == NUMPY:
         return _softmax_host(x, method, out, stream, check)
     handle = arrays.stream_handle(stream) if stream is not None and kind == arrays.DLPACK else None
-    kind, x_pointer, shape, array_stream = validate_matrix(x, "input", handle)
+    x_pointer, shape, dtype, contiguous, array_stream = read_device(x, kind, handle)
+    if not (contiguous and dtype is FLOAT32 and len(shape) == 2 and shape[0] and shape[1]):
+        shape = check_matrix_layout(shape, dtype, contiguous, "input")   # raises, naming the reason
     target = resolve_stream(stream, x, kind, array_stream)
     result = new_like(x, kind, shape, target.numba) if out is None else out
-    out_kind, y_pointer, out_shape, _ = validate_matrix(result, "out")
+    out_kind = array_kind(result)
     if out_kind == NUMPY:
         raise ValueError("out must be a device array for a device input (the result stays on the device)")
+    if out_kind is None:
+        raise kind_error(result, "out")
+    y_pointer, out_shape, dtype, contiguous, _ = read_device(result, out_kind)
+    if not (contiguous and dtype is FLOAT32 and len(out_shape) == 2 and out_shape[0] and out_shape[1]):
+        out_shape = check_matrix_layout(out_shape, dtype, contiguous, "out")
     if out_shape != shape:
         raise ValueError(f"out must have the input's shape {shape}, got {out_shape}")
     if SIMULATOR:
         # No device pointers there: the plan holds the arrays, keyed by their host buffers.
         x_pointer, y_pointer = _simulated_address(x), _simulated_address(result)
-    plan = cached_plan((method, check, x_pointer, y_pointer, shape),
-                       lambda: _device_plan(method, check, x, result, x_pointer, y_pointer, shape))
+    key = (method, check, x_pointer, y_pointer, shape)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = cached_plan(key, lambda: _device_plan(method, check, x, result, x_pointer, y_pointer, shape))
+    else:
+        _plans.move_to_end(key)
     plan.run(target)
     return result
 

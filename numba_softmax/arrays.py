@@ -75,6 +75,8 @@ def kind_error(x, what):
 
 def c_contiguous(shape, strides, itemsize):
     """C order, ignoring the strides of extent-1 dimensions (as numpy, Numba and torch do)."""
+    if len(shape) == 2 and strides[1] == itemsize and strides[0] == shape[1] * itemsize:
+        return True          # the common case, without the loop (this runs on every call)
     step = itemsize
     for extent, stride in zip(reversed(shape), reversed(strides), strict=True):
         if extent > 1 and stride != step:
@@ -96,9 +98,8 @@ def _dtype_of_typestr(typestr):
 def _read_numba(x):
     if SIMULATOR:
         return 0, x.shape, x.dtype, c_contiguous(x.shape, x.strides, x.dtype.itemsize), None
-    dtype = x.dtype
-    stream = x.stream
-    return (x.device_ctypes_pointer.value or 0, x.shape, dtype,
+    dtype, data, stream = x.dtype, x.gpu_data, x.stream
+    return (int(data.device_pointer) if data is not None else 0, x.shape, dtype,
             c_contiguous(x.shape, x.strides, dtype.itemsize), int(stream.handle) if stream else None)
 
 
