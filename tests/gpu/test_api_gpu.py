@@ -157,7 +157,11 @@ def _stream_kinds():
         return s, s.ptr
 
     def cuda_core():
-        core = pytest.importorskip("cuda.core.experimental", reason="cuda.core is not installed")
+        try:
+            from cuda import core
+            core.Device  # noqa: B018  (cuda.core >= 0.4; older releases have it under .experimental)
+        except (ImportError, AttributeError):
+            core = pytest.importorskip("cuda.core.experimental", reason="cuda.core is not installed")
         device = core.Device()
         device.set_current()
         s = device.create_stream()
@@ -236,3 +240,29 @@ def test_repeated_calls_reuse_the_plan_and_never_copy_to_the_host(monkeypatch):
         d_y.copy_to_host()            # the patch is live
     monkeypatch.undo()
     assert check_matrix(d_y.copy_to_host(), x).passed
+
+
+def test_tiled_softmax_keeps_a_device_input_on_the_device(monkeypatch):
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    from numba_softmax import tiled_softmax
+    from numba_softmax.fixtures import packed_fixture
+    from numba_softmax.tiled import TiledBuffers, build_layout
+    torch = _torch()
+    lengths = np.array([5000, 1, 20000, 777])
+    values = packed_fixture("random", lengths)
+    buffers = TiledBuffers.allocate(build_layout(lengths))
+    tiled_softmax(torch.from_numpy(values).cuda(), lengths, "separate", buffers=buffers)   # prepared once
+
+    def no_host_copy(self, *args, **kwargs):
+        raise AssertionError("copied to the host")
+
+    monkeypatch.setattr(DeviceNDArray, "copy_to_host", no_host_copy)
+    for scheduler in ("separate", "phased"):
+        result = tiled_softmax(torch.from_numpy(values).cuda(), lengths, scheduler, buffers=buffers)
+        assert result.out is buffers.out
+    monkeypatch.undo()
+    assert check_packed(result.out.copy_to_host(), values, lengths).passed
+    values[5000 + 1 + 123] = np.nan
+    with pytest.raises(ValueError, match="at row 2, column 123"):
+        tiled_softmax(torch.from_numpy(values).cuda(), lengths, "dag", buffers=buffers)
