@@ -53,6 +53,10 @@ from .backend import SIMULATOR
 BLOCK_THREADS = 256
 WARP_SIZE = 32
 WARPS_PER_BLOCK = BLOCK_THREADS // WARP_SIZE
+#: Byte alignment of a block reduction's shared ``partials``: 16-byte aligned, the fold reads the
+#: warp partials four at a time (LDS.128), as nvcc does for its twins' ``__shared__`` arrays. The
+#: simulator refuses an alignment (and has no shared-memory instructions to save).
+PARTIALS_ALIGNMENT = None if SIMULATOR else 16
 #: Consecutive columns a thread owns in a row reduction (one 16-byte vector).
 QUAD = 4
 #: Identity of the max reduction. Rows are never empty, so it never survives.

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from numba import cuda, float32, uint64
 
 from ..launch_spec import KernelLaunch
-from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARPS_PER_BLOCK,
+from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARPS_PER_BLOCK,
                         block_reduce_max, block_reduce_sum, f32_add, f32_div,
                         f32_exp, f32_max, f32_sub, warp_reduce_max, warp_reduce_sum)
 from .prefetch import BLOCKS_PER_SM_WAVE, prefetch_l2, sm_id_bound
@@ -98,7 +98,7 @@ def _make_fused_kernel(quads, vector, prefetch=False):
                 ahead = row + BLOCKS_PER_SM_WAVE * sm_id_bound()
                 if ahead < x.shape[0]:
                     prefetch_l2(x, ahead * cols * 4, cols * 4)  # cols % 4 == 0: 16-byte multiples
-        partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+        partials = cuda.shared.array(WARPS_PER_BLOCK, float32, alignment=PARTIALS_ALIGNMENT)
         values = cuda.local.array(VALUES, float32)
 
         # Pass 1: load this thread's quads once (independent loads, all in flight

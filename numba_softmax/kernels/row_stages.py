@@ -32,7 +32,7 @@ unrolls them as nvcc unrolls the twin's, so the PTX arithmetic stays identical t
 from numba import cuda, float32, uint64
 
 from ..launch_spec import KernelLaunch
-from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, WARPS_PER_BLOCK,
+from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, WARPS_PER_BLOCK,
                         block_reduce_max, block_reduce_sum, f32_add, f32_div,
                         f32_exp, f32_max, f32_sub)
 
@@ -41,7 +41,7 @@ from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD, WARPS_PER_
 def row_max_stage(x, row_max):
     row = uint64(cuda.blockIdx.x)
     tid = cuda.threadIdx.x
-    partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+    partials = cuda.shared.array(WARPS_PER_BLOCK, float32, alignment=PARTIALS_ALIGNMENT)
     cols = x.shape[1]
     ucols = uint64(cols)
     local_max = NEG_INF
@@ -68,7 +68,7 @@ def exp_stage(x, row_max, exps):
 def row_sum_stage(exps, row_sum):
     row = uint64(cuda.blockIdx.x)
     tid = cuda.threadIdx.x
-    partials = cuda.shared.array(WARPS_PER_BLOCK, float32)
+    partials = cuda.shared.array(WARPS_PER_BLOCK, float32, alignment=PARTIALS_ALIGNMENT)
     cols = exps.shape[1]
     ucols = uint64(cols)
     local_sum = float32(0.0)
