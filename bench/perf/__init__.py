@@ -2,6 +2,7 @@
 
     python -m bench perf [--out DIR] [--expect-device H200] [--shapes 4096x1024,...] [--rounds N]
                          [--input-sets auto|N] [--no-cudnn] [--no-torch] [--no-triton] [--no-launch]
+                         [--auto-geometries table|none|NAME,NAME]
     python -m bench perf --floors [--copy-tbs 4.25]      (byte floors table only; no GPU)
 
 Prints a report (goals table last) and writes ``DIR/perf.json`` (every raw sample, the device
@@ -19,9 +20,14 @@ What is measured, and how
    time = 2 GiB / time. The CUDA-event interval with nothing between the two events is recorded
    as the floor of every event figure (never subtracted).
 
-2. Peers, per shape (default: the protocol shapes with >= 4096 rows). Variants:
+2. Peers, per shape (default: the protocol shapes with >= 4096 rows, and the long rows 4096x32768 and
+   1024x131072). Variants:
    ``fused`` (our fused row kernel through ``Invocation.from_launches(fused_launches(...))``, one
-   ``cuLaunchKernel``), ``fused_graph`` (the same, stream-captured into a CUDA graph and replayed),
+   ``cuLaunchKernel``; skipped, with the reason, for rows longer than it holds), ``fused_graph`` (the
+   same, stream-captured into a CUDA graph and replayed), ``auto`` (``method="auto"``'s kernel for the
+   width, unchecked: ``auto_launches``), ``auto:<geometry>`` (each other candidate geometry for the width,
+   ``--auto-geometries``: the table's candidates by default, so that one run confirms or corrects the
+   table; docs/auto_kernels.md),
    ``cudnn`` (``CudnnSoftmax``: ACCURATE / INSTANCE), ``torch`` (``torch.softmax`` on float32
    CUDA tensors; optional), ``triton`` (the tutorial one-row-per-program kernel below; optional),
    ``row_copy`` (``numba_softmax.kernels.row_copy``: a copy in the fused kernel's own launch geometry,
@@ -76,7 +82,9 @@ What is measured, and how
    4096x4096 (goals <= 1.3 and <= 1.05), and the same call on torch tensors against Numba arrays
    (goal <= 1.1); 200 shuffled paired rounds after 20 warm-ups (``launch_path.measure_api_overhead``).
 
-4. Goals (printed last): fused >= 0.90 of the copy ceiling at 4096x4096 and 16384x1024 (fused =
+4. Goals (printed last): auto >= 0.92 of the copy ceiling at 4096x4096 and 16384x1024, and auto faster
+   than each peer at every peer shape and the long rows; fused >= 0.90 of the copy ceiling at 4096x4096
+   and 16384x1024 (fused =
    the stream-launched variant, like the peers, declared before any run; the detail also gives
    row_copy's fraction, i.e. whether the fused geometry can reach the goal at all); fused faster than each
    peer at every shape with >= 4096 rows (median paired ratio fused / peer < 1; the detail also gives
@@ -124,6 +132,10 @@ def _parser():
     parser.add_argument("--no-torch", action="store_true", help="skip the torch peer")
     parser.add_argument("--no-triton", action="store_true", help="skip the Triton peer")
     parser.add_argument("--no-launch", action="store_true", help="skip the launch-path section (3)")
+    parser.add_argument("--auto-geometries", default="table",
+                        help="candidate geometries timed beside auto: table (the candidates for each width in "
+                             "numba_softmax/kernels/auto_rows.py), none, or comma-separated names such as "
+                             "rows_l16_q2,long_l512_q4")
     parser.add_argument("--floors", action="store_true", help="print the byte-floor tables and exit (no GPU)")
     parser.add_argument("--copy-tbs", type=float, default=H200_COPY_TBS, help="copy bandwidth for --floors")
     return parser
@@ -169,6 +181,10 @@ def main(argv=None):
         return 0
     try:
         shapes = parse_shapes(args.shapes) if args.shapes else list(DEFAULT_SHAPES)
+        if args.auto_geometries not in ("table", "none"):
+            from numba_softmax.kernels.auto_rows import Geometry
+            for name in args.auto_geometries.split(","):
+                Geometry.parse(name.strip())
         if args.rounds < MIN_ROUNDS:
             raise ValueError(f"--rounds {args.rounds}: at least {MIN_ROUNDS} rounds are required")
         if args.input_sets == "auto":

@@ -1,16 +1,19 @@
 """Section 4 of ``python -m bench perf``: the goals, evaluated from a report (pure; tested on the CPU).
 
 fused >= 0.90 of the copy ceiling at 4096x4096 and 16384x1024; fused faster than each peer at
-every shape with >= 4096 rows; launch ratio <= 1.3; (1, 128) graph completion ratio <= 1.2.
+every protocol shape with >= 4096 rows; auto >= 0.92 of the copy ceiling at the same two shapes and
+faster than each peer at those shapes and the long rows; launch ratio <= 1.3; the API's overhead and
+torch / Numba ratios (:func:`bench.perf.launch_path.api_goals`); (1, 128) graph completion ratio <= 1.2.
 Each goal is PASS, MISS or NOT MEASURED (with the reason).
 """
 
 from bench.floors import shape_name
 from bench.perf.launch_path import LAUNCH_GOAL_METRIC, api_goals
-from bench.perf.peers import DEFAULT_SHAPES, FUSED, PEER_MIN_ROWS, PEERS, ROW_COPY
+from bench.perf.peers import AUTO, DEFAULT_SHAPES, FUSED, LONG_SHAPES, PEER_MIN_ROWS, PEERS, ROW_COPY
 
 COPY_GOAL_SHAPES = ((4096, 4096), (16384, 1024))
 COPY_FRACTION_GOAL = 0.90
+AUTO_COPY_FRACTION_GOAL = 0.92
 LAUNCH_RATIO_GOAL = 1.3
 GRAPH_COMPLETION_GOAL = 1.2
 
@@ -63,6 +66,55 @@ def _peer_reach_note(entry, peer):
     return f"; row_copy/{peer} {reach['median']:.3f}: {verdict}"
 
 
+def _auto_goals(report, ceiling, expected_shapes):
+    """auto >= 0.92 of the copy ceiling at the copy shapes; auto faster than each peer at every peer shape
+    and at the long rows."""
+    goals = []
+    ceiling_tbs = ceiling.get("bandwidth_tbs")
+    for shape in COPY_GOAL_SHAPES:
+        label = f"auto >= {AUTO_COPY_FRACTION_GOAL:.2f} of copy bandwidth at {shape_name(shape)}"
+        entry = _shape_entry(report, shape)
+        if entry is None:
+            goals.append(_goal(label, NOT_MEASURED, threshold=AUTO_COPY_FRACTION_GOAL, detail=SHAPE_MISSING))
+            continue
+        if not ceiling_tbs:
+            goals.append(_goal(label, NOT_MEASURED, threshold=AUTO_COPY_FRACTION_GOAL,
+                               detail=f"no copy ceiling: {ceiling.get('error', 'not measured')}"))
+            continue
+        problem = _variant_problem(entry, AUTO)
+        if problem:
+            goals.append(_goal(label, NOT_MEASURED, threshold=AUTO_COPY_FRACTION_GOAL, detail=problem))
+            continue
+        auto = entry["analysis"]["variants"][AUTO]
+        fraction = auto["bandwidth_tbs"] / ceiling_tbs
+        goals.append(_goal(label, PASS if fraction >= AUTO_COPY_FRACTION_GOAL else MISS, fraction,
+                           AUTO_COPY_FRACTION_GOAL,
+                           f"auto ({entry['variants'][AUTO].get('geometry', '?')}) "
+                           f"{auto['event_us']['median']:.2f} us = "
+                           f"{auto['bandwidth_tbs']:.2f} TB/s; copy ceiling {ceiling_tbs:.2f} TB/s"))
+    measured_shapes = [tuple(e["shape"]) for e in report.get("shapes", [])]
+    for shape in [s for s in expected_shapes if s not in measured_shapes] + measured_shapes:
+        if shape[0] < PEER_MIN_ROWS and shape not in LONG_SHAPES:
+            continue
+        entry = _shape_entry(report, shape)
+        for peer in PEERS:
+            label = f"auto faster than {peer} at {shape_name(shape)}"
+            if entry is None:
+                goals.append(_goal(label, NOT_MEASURED, threshold=1.0, detail=SHAPE_MISSING))
+                continue
+            problem = _variant_problem(entry, AUTO) or _variant_problem(entry, peer)
+            if problem:
+                goals.append(_goal(label, NOT_MEASURED, threshold=1.0, detail=problem))
+                continue
+            ratio = entry["analysis"]["ratios"][f"{AUTO}/{peer}"]
+            variants = entry["analysis"]["variants"]
+            goals.append(_goal(label, PASS if ratio["median"] < 1.0 else MISS, ratio["median"], 1.0,
+                               f"auto/{peer} median of {ratio['n']} paired rounds (p10 {ratio['p10']:.3f}, "
+                               f"p90 {ratio['p90']:.3f}); medians {variants[AUTO]['event_us']['median']:.2f} vs "
+                               f"{variants[peer]['event_us']['median']:.2f} us"))
+    return goals
+
+
 def evaluate_goals(report, expected_shapes=DEFAULT_SHAPES):
     """The goals table: a list of ``{goal, status, value, threshold, detail}`` (PASS / MISS / NOT MEASURED)."""
     goals = []
@@ -89,7 +141,7 @@ def evaluate_goals(report, expected_shapes=DEFAULT_SHAPES):
                            f"copy ceiling {ceiling_tbs:.2f} TB/s" + _geometry_note(entry, ceiling_tbs)))
     measured_shapes = [tuple(e["shape"]) for e in report.get("shapes", [])]
     for shape in [s for s in expected_shapes if s not in measured_shapes] + measured_shapes:
-        if shape[0] < PEER_MIN_ROWS:
+        if shape[0] < PEER_MIN_ROWS or shape in LONG_SHAPES:   # the fused kernel holds rows up to 4096
             continue
         entry = _shape_entry(report, shape)
         for peer in PEERS:
@@ -107,6 +159,7 @@ def evaluate_goals(report, expected_shapes=DEFAULT_SHAPES):
                                f"fused/{peer} median of {ratio['n']} paired rounds (p10 {ratio['p10']:.3f}, "
                                f"p90 {ratio['p90']:.3f}); medians {variants[FUSED]['event_us']['median']:.2f} vs "
                                f"{variants[peer]['event_us']['median']:.2f} us" + _peer_reach_note(entry, peer)))
+    goals.extend(_auto_goals(report, ceiling, expected_shapes))
     goals.extend(api_goals(report))
     launch = report.get("launch") or {}
     label = f"launch: our enqueue per launch / C++ cuLaunchKernel <= {LAUNCH_RATIO_GOAL}"

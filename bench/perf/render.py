@@ -106,7 +106,9 @@ def render_markdown(report):
                   f"sets of {entry.get('set_bytes', 0) / 2**20:.1f} MiB (x + y) rotating; "
                   f"L2 {entry.get('l2_bytes', 0) / 2**20:.0f} MiB", ""]
         rows = []
-        for name in VARIANTS:
+        # The fixed variants, then the candidate geometries timed beside auto (``auto:<geometry>``).
+        names = [*VARIANTS, *(n for n in entry.get("variants", {}) if n not in VARIANTS)]
+        for name in names:
             info = entry.get("variants", {}).get(name)
             if info is None:
                 continue
@@ -122,6 +124,9 @@ def render_markdown(report):
             else:
                 r = analysis["ratios"].get(f"{FUSED}/{name}")
                 ratio_text = _spread(r, 3) if r else "-"
+                auto_ratio = analysis["ratios"].get(f"auto/{name}")
+                if auto_ratio:  # auto against this variant: the table's choice against the candidates and peers
+                    ratio_text += f"; auto/{name} {_spread(auto_ratio, 3)}"
             starved = f"{stats['starved_samples']}/{stats['samples']}"
             if "batch_starved_samples" in stats:
                 starved += f", batch {stats['batch_starved_samples']}/{stats['samples']}"
@@ -131,7 +136,7 @@ def render_markdown(report):
         lines += [markdown_table(["variant", "status", "event us: median [p10, p90]", "logical TB/s",
                                   "of copy ceiling", "fused / variant (paired)", f"batch of {BATCH}: us per invocation",
                                   "starved samples"], rows), ""]
-        for name in VARIANTS:
+        for name in names:
             info = entry.get("variants", {}).get(name) or {}
             if info.get("call"):
                 lines.append(f"- {name}: {info['call']}")

@@ -493,7 +493,9 @@ def _make_build(geometry, vector, checked):
 
 #: Which geometry ``auto`` runs for a row of up to ``max_columns`` (first match); wider rows: the last.
 #: Narrow rows: a group of L <= 32 lanes per row, several rows per block, shuffles only; wide rows: more
-#: threads per row, up to 16 values per thread in registers; beyond 16384 columns the long-row path.
+#: threads per row, 16-32 values per thread in registers; beyond 16384 columns the long-row path, two
+#: 512-thread blocks per SM while their re-read fits L2, one 1024-thread block per SM beyond
+#: (docs/auto_kernels.md).
 AUTO_TABLE = (
     (16, "rows_l4_q1"),
     (32, "rows_l8_q1"),
@@ -503,9 +505,10 @@ AUTO_TABLE = (
     (512, "rows_l32_q4"),
     (1024, "rows_l32_q8"),
     (2048, "rows_l128_q4"),
-    (4096, "rows_l256_q4"),
+    (4096, "rows_l128_q8"),
     (8192, "rows_l512_q4"),
     (16384, "rows_l1024_q4"),
+    (32768, "long_l512_q4"),
     (None, "long_l1024_q4"),
 )
 #: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
@@ -513,8 +516,8 @@ AUTO_TABLE = (
 CANDIDATES = {
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
-    4096: ("rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l128_q8"),
-    32768: ("long_l1024_q4", "long_l512_q4", "rows_l1024_q8"),
+    4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1"),
+    32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8"),
     131072: ("long_l1024_q4", "long_l512_q4", "long_l256_q4"),
 }
 #: Every geometry that has builds: the table's and the candidates'.
@@ -584,7 +587,9 @@ def _check_matrix(name, array):
     if np.dtype(array.dtype) != np.float32:
         raise ValueError(f"{name}: expected float32, got {array.dtype}")
     strides = getattr(array, "strides", None)
-    if strides is not None and tuple(strides) != (shape[1] * 4, 4):
+    # A dimension of length 1 is never stepped over: its stride does not matter (torch may report any).
+    contiguous = (shape[1] * 4, 4)
+    if strides is not None and any(n > 1 and s != c for n, s, c in zip(shape, strides, contiguous, strict=True)):
         raise ValueError(f"{name}: expected a C-contiguous array, got strides {tuple(strides)} for shape {shape}")
 
 

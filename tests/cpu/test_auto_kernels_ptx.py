@@ -143,3 +143,12 @@ def test_auto_goal_at_a_long_shape_with_fewer_rows_than_the_peer_shapes():
     assert goals["auto faster than cudnn at 1024x131072"]["status"] == PASS
     assert goals["auto faster than torch at 1024x131072"]["status"] == MISS
     assert "triton not run" in goals["auto faster than triton at 1024x131072"]["detail"]
+
+
+def test_perf_md_lists_the_candidates_with_auto_against_each():
+    from bench.perf.render import render_markdown
+    report = _auto_report(33.0, {"cudnn": 43.0, "auto:rows_l256_q4": 35.0})
+    text = render_markdown(report)
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| auto")}
+    assert "auto:rows_l256_q4" in rows and "auto/auto:rows_l256_q4 0.94" in rows["auto:rows_l256_q4"]
+    assert "auto/cudnn 0.7" in next(line for line in text.splitlines() if line.startswith("| cudnn"))
