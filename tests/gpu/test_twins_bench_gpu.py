@@ -3,7 +3,8 @@
 Every twin must be validated by the oracle in both modes, compared bit for bit with its Numba variant
 (bitwise.jsonl), timed in the same rounds, and summarized in the Numba / nvcc table. The negative control:
 a twin whose output differs from its Numba variant by one ulp (within the oracle's tolerance) must stop
-the case before anything is timed. Needs nvcc or a current reference_cu/build (skipped otherwise).
+the case before anything is timed. Needs a current reference_cu/build (`python -m bench build-reference`;
+skipped with the reason otherwise).
 """
 
 import json
@@ -26,7 +27,11 @@ def _records(path):
 
 @pytest.fixture(scope="module")
 def twins_library():
+    from bench.reference_build import BUILD_DIR, stale_reason
     from bench.twins import TwinsUnavailable, load_library
+    reason = stale_reason(BUILD_DIR)
+    if reason is not None:  # --twins loads the checkout's build; a test never writes into the checkout
+        pytest.skip(f"reference_cu/build is not current ({reason}): run `python -m bench build-reference` first")
     metadata = {}
     try:
         library = load_library(metadata)
