@@ -249,6 +249,18 @@ def run_one(sanitizer, run: SanitizerRun, log_path, timeout_s) -> int | None:
             return None
 
 
+def in_order(execute, runs, jobs=1) -> list:
+    """``execute(run)`` for every run, at most ``jobs`` at once, the results in the runs' order."""
+    if jobs < 1:
+        raise SanitizeError(f"--jobs must be at least 1, got {jobs}")
+    if jobs == 1:
+        return [execute(run) for run in runs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(execute, runs))
+
+
 def sanitizer_version(sanitizer) -> str:
     proc = subprocess.run([sanitizer, "--version"], capture_output=True, text=True, check=False)
     return " ".join(line.strip() for line in proc.stdout.splitlines() if line.strip())
@@ -264,6 +276,8 @@ def parser():
     p.add_argument("--isolate", action="store_true", help="one process per target and tool (slower)")
     p.add_argument("--sanitizer", help="compute-sanitizer executable (default: PATH, then the CUDA toolkit)")
     p.add_argument("--timeout-s", type=int, default=DEFAULT_TIMEOUT_S, help="limit per process")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="tool processes run at once (default 1); each has the GPU to itself only with 1")
     p.add_argument("--expect-device", metavar="MODEL", help="require this GPU model (default: any sm_90+ GPU)")
     return p
 
@@ -320,10 +334,10 @@ def _run_all(args, argv, runs, sanitizer) -> int:
     folder = RunFolder(out)
     folder.write_json("metadata.json", metadata)
     known = driver_targets()
-    records = []
-    for run in tqdm(runs, desc="compute-sanitizer", unit="run"):
+    folder.path_of("logs").mkdir(parents=True, exist_ok=True)
+
+    def execute(run):
         log_rel = f"logs/{run.name}.log"
-        folder.path_of("logs").mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         returncode = run_one(sanitizer, run, folder.path_of(log_rel), args.timeout_s)
         seconds = time.monotonic() - started
@@ -331,10 +345,18 @@ def _run_all(args, argv, runs, sanitizer) -> int:
         reading = parse_log(folder.path_of(log_rel).read_text(encoding="utf-8", errors="replace"), kernels)
         control_kernels = kernels if run.expect == "caught" else ()
         passed, why = judge(run, reading, returncode, control_kernels)
-        records.append({**asdict(run), "log": log_rel, "returncode": returncode, "seconds": round(seconds, 1),
-                        "errors": reading.errors, "error_summary": reading.error_summary,
-                        "racecheck_summary": reading.racecheck_summary, "results": reading.results,
-                        "reports": reading.reports, "passed": passed, "why": why})
+        return {**asdict(run), "log": log_rel, "returncode": returncode, "seconds": round(seconds, 1),
+                "errors": reading.errors, "error_summary": reading.error_summary,
+                "racecheck_summary": reading.racecheck_summary, "results": reading.results,
+                "reports": reading.reports, "passed": passed, "why": why}
+
+    with tqdm(total=len(runs), desc="compute-sanitizer", unit="run") as progress:
+        def execute_and_count(run):
+            record = execute(run)
+            progress.update(1)  # as each tool process ends, in whatever order they end
+            return record
+
+        records = in_order(execute_and_count, runs, args.jobs)
     metadata["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
     folder.write_json("metadata.json", metadata)
     document = {"passed": all(r["passed"] for r in records), "runs": records,

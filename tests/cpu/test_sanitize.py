@@ -250,3 +250,28 @@ def test_metadata_carries_the_results_index_fields(tmp_path):
                                          "command": "python -m bench sanitize --out DIR", "commit": "c" * 40,
                                          "date": "2026-12-01"}
     assert metadata["device_record"]["compute_capability"] == [9, 0] and "device" in base
+
+
+def test_runs_at_once_keep_their_order_and_really_overlap():
+    import threading
+    import time
+
+    from bench.sanitize import SanitizeError, in_order
+
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def execute(run):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05 * (5 - run))  # the first runs finish last
+        with lock:
+            running[0] -= 1
+        return run * 10
+
+    assert in_order(execute, range(5), jobs=3) == [0, 10, 20, 30, 40]
+    assert peak[0] == 3
+    peak[0] = 0
+    assert in_order(execute, range(3), jobs=1) == [0, 10, 20] and peak[0] == 1
+    with pytest.raises(SanitizeError, match="--jobs must be at least 1"):
+        in_order(execute, range(2), jobs=0)
