@@ -41,9 +41,11 @@ def twins_library():
     library.close()
 
 
-def _bench(args, tmp_path):
+def _bench(args):
+    # From the test's own working directory (the checkout), as a user runs it: `bench` is imported from
+    # there when the package is not installed; every output goes to the --out folder under tmp_path.
     return subprocess.run([sys.executable, "-m", "bench", *args, "--expect-device", _device_token(), "--no-arrays"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900)
 
 
 def _check_twin_run(out, pairs):
@@ -67,15 +69,14 @@ def _check_twin_run(out, pairs):
 
 def test_experiment_a_with_twins(tmp_path, twins_library):
     out = tmp_path / "runA"
-    proc = _bench(["--experiment", "A", "--twins", "--shapes", "1x128,7x781", "--no-cudnn", "--out", str(out)],
-                  tmp_path)
+    proc = _bench(["--experiment", "A", "--twins", "--shapes", "1x128,7x781", "--no-cudnn", "--out", str(out)])
     assert proc.returncode == 0, proc.stderr[-4000:]
     _check_twin_run(out, [("fused", "fused-nvcc"), ("stages", "stages-nvcc")])
 
 
 def test_experiment_b_with_twins(tmp_path, twins_library):
     out = tmp_path / "runB"
-    proc = _bench(["--experiment", "B", "--twins", "--cases", "balanced-128", "--out", str(out)], tmp_path)
+    proc = _bench(["--experiment", "B", "--twins", "--cases", "balanced-128", "--out", str(out)])
     assert proc.returncode == 0, proc.stderr[-4000:]
     _check_twin_run(out, [("separate", "separate-nvcc"), ("phased", "phased-nvcc"), ("dag", "dag-nvcc")])
     assert "dag-floor-nvcc" not in (out / "timings.jsonl").read_text()
