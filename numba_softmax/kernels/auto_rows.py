@@ -48,8 +48,9 @@ and writes nothing but the records above; ``allow_neg_inf=False`` treats -inf li
 
 Builds: ``_v4`` (16-byte vector loads and stores; rows a multiple of 4 long, 16-byte aligned arrays) or
 scalar masked loads of the same quads in the same order; the simulator always runs the scalar builds. Every
-build is compiled lazily, on its first launch, and registered for the PTX policy check
-(:data:`AUTO_KERNELS`).
+build has launch bounds that hold it to <= 64 registers per thread (>= 1024 resident threads per SM; checked
+with ptxas: no spills), is compiled lazily, on its first launch, and the table's builds are registered for the
+PTX policy check (``registry.AUTO_KERNELS``; tests/cpu/test_auto_kernels_ptx.py checks every candidate's).
 
 Nothing here allocates, synchronizes or copies: launchers only build :class:`KernelLaunch` values.
 """
@@ -60,8 +61,8 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from ..launch_spec import KernelLaunch
-from ..numerics import (KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARP_SIZE, f32_add, f32_div, f32_exp,
-                        f32_max, f32_mul, f32_sub)
+from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, f32_add, f32_div,
+                        f32_exp, f32_max, f32_mul, f32_sub)
 from .vector_io import load_quad, store_quad
 
 #: Words of the device status record and the value of a clear word (see the module docstring).
@@ -76,6 +77,8 @@ POS_INF = float32(np.inf)
 _U32_ZERO = np.uint32(0)
 _U32_ONE = np.uint32(1)
 _CLEAR = np.int64(STATUS_CLEAR)
+#: Most quads per thread of any build: a checked build keeps one bit per value in a 32-bit mask.
+MAX_QUADS = 8
 #: Threads per block of the row kernels whose rows take at most a warp (256 / L rows per block).
 GROUP_BLOCK_THREADS = 256
 #: Resident threads per SM every build must allow (launch bounds): 64 registers per thread at most.
@@ -206,7 +209,7 @@ def _make_rows_kernel(lanes, quads, vector, checked):
         row = cuda.blockIdx.x * ROWS + tid // LANES
         rows, cols = x.shape
         live = row < rows  # a group past the last row still takes part in the shuffles and barriers
-        partials = cuda.shared.array(WARPS, float32)
+        partials = cuda.shared.array(WARPS, float32, alignment=PARTIALS_ALIGNMENT)
         values = cuda.local.array(VALUES, float32)
         bad = _U32_ZERO
 
@@ -310,7 +313,7 @@ def _make_long_kernel(lanes, quads, vector, checked):
         lane = cuda.threadIdx.x
         cols = x.shape[1]
         chunks = (cols + CHUNK - 1) // CHUNK
-        partials = cuda.shared.array(WARPS, float32)
+        partials = cuda.shared.array(WARPS, float32, alignment=PARTIALS_ALIGNMENT)
         values = cuda.local.array(VALUES, float32)
 
         # Pass 1: a running (max, sum) per thread, rescaled once per chunk.
@@ -389,7 +392,7 @@ def _make_check_kernel(vector, allow_neg_inf):
         row = cuda.blockIdx.x
         tid = cuda.threadIdx.x
         cols = x.shape[1]
-        partials = cuda.shared.array(CHECK_WARPS, float32)
+        partials = cuda.shared.array(CHECK_WARPS, float32, alignment=PARTIALS_ALIGNMENT)
         first = _CLEAR
         local_max = NEG_INF
         for base in range(QUAD * tid, cols, STRIDE):
@@ -439,6 +442,15 @@ class Geometry:
     lanes: int      # threads per row
     quads: int      # quads (4 values) per thread: per row (rows) or per chunk (long)
 
+    def __post_init__(self):
+        if self.kind not in _MAKERS:
+            raise ValueError(f"geometry kind {self.kind!r}: expected one of {sorted(_MAKERS)}")
+        if self.lanes & (self.lanes - 1) or not 1 <= self.lanes <= 1024:
+            raise ValueError(f"geometry {self.name}: lanes must be a power of two from 1 to 1024")
+        if not 1 <= self.quads <= MAX_QUADS:
+            # A checked build keeps one bit per value in a 32-bit mask.
+            raise ValueError(f"geometry {self.name}: quads must be 1 to {MAX_QUADS} (at most 32 values per thread)")
+
     @property
     def name(self):
         return f"{self.kind}_l{self.lanes}_q{self.quads}"
@@ -462,9 +474,11 @@ class Geometry:
         try:
             kind, lanes, quads = name.split("_")
             geometry = cls(kind, int(lanes.removeprefix("l")), int(quads.removeprefix("q")))
-        except ValueError:
+        except ValueError as exc:
+            if "geometry" in str(exc):
+                raise
             geometry = None
-        if geometry is None or geometry.kind not in _MAKERS or geometry.name != name:
+        if geometry is None or geometry.name != name:
             raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q> or long_l<L>_q<Q>, "
                              f"e.g. {AUTO_TABLE[0][1]!r}; candidates: {sorted(CANDIDATE_GEOMETRIES)}")
         return geometry
