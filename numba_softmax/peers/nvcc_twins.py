@@ -241,6 +241,9 @@ class ReferenceLaunch:
         self.function = library.function(name)
         self.kernel = _KernelInfo(library, name)
         self.launch = _LaunchName(label or f"{name}[nvcc]")
+        # The launch holds its arrays: the packed values are raw device pointers, and an array freed
+        # while a launch (or a graph captured from it) still points at it is a write into freed memory.
+        self.args = tuple(args)
         self._values = pack_arguments(self.spec, args)
         self._pointers = (ctypes.c_void_p * len(self._values))(*[ctypes.addressof(v) for v in self._values])
         self._params = ctypes.addressof(self._pointers)

@@ -305,3 +305,31 @@ def test_reference_resources(reference, evidence):
             attrs = reference.attributes(name)
             assert attrs["local_bytes_per_thread"] == 0, (name, attrs)
     assert reference.cooperative_limit() >= 1
+
+
+def test_a_reference_launch_keeps_its_arrays_alive(reference, stream):
+    """A twin's packed arguments are raw device pointers: the launch must hold the arrays it was given.
+    Negative control of the bug this guards: the stages twin's intermediate freed after packing (its only
+    reference gone, Numba's pending frees flushed) and the launch then writing into freed memory."""
+    import gc
+    import weakref
+
+    from numba import cuda
+
+    from numba_softmax.peers.nvcc_twins import reference_invocation, reference_stages_launches
+
+    shape = (64, 1024)
+    x = matrix_fixture("random", shape)
+    d_x = cuda.to_device(x, stream=stream.numba)
+    d_y = cuda.device_array(shape, dtype=np.float32)
+    exps = cuda.device_array(shape, dtype=np.float32)
+    exps_alive = weakref.ref(exps)
+    launches = reference_stages_launches(reference, d_x, d_y, cuda.device_array(shape[0], dtype=np.float32), exps,
+                                         cuda.device_array(shape[0], dtype=np.float32))
+    del exps
+    gc.collect()
+    cuda.current_context().memory_manager.deallocations.clear()
+    assert exps_alive() is not None, "the launch let go of an array it writes"
+    reference_invocation("stages[nvcc]", launches).enqueue(stream)
+    stream.synchronize()
+    assert check_matrix(d_y.copy_to_host(), x).passed
