@@ -66,100 +66,74 @@ def _peer_reach_note(entry, peer):
     return f"; row_copy/{peer} {reach['median']:.3f}: {verdict}"
 
 
-def _auto_goals(report, ceiling, expected_shapes):
-    """auto >= 0.92 of the copy ceiling at the copy shapes; auto faster than each peer at every peer shape
-    and at the long rows."""
+def _copy_fraction_goals(report, ceiling, variant, threshold, describe):
+    """``variant >= threshold`` of the copy ceiling at each copy-goal shape; ``describe(entry, timing)``
+    words the measured time."""
     goals = []
     ceiling_tbs = ceiling.get("bandwidth_tbs")
     for shape in COPY_GOAL_SHAPES:
-        label = f"auto >= {AUTO_COPY_FRACTION_GOAL:.2f} of copy bandwidth at {shape_name(shape)}"
+        label = f"{variant} >= {threshold:.2f} of copy bandwidth at {shape_name(shape)}"
         entry = _shape_entry(report, shape)
         if entry is None:
-            goals.append(_goal(label, NOT_MEASURED, threshold=AUTO_COPY_FRACTION_GOAL, detail=SHAPE_MISSING))
+            goals.append(_goal(label, NOT_MEASURED, threshold=threshold, detail=SHAPE_MISSING))
             continue
         if not ceiling_tbs:
-            goals.append(_goal(label, NOT_MEASURED, threshold=AUTO_COPY_FRACTION_GOAL,
+            goals.append(_goal(label, NOT_MEASURED, threshold=threshold,
                                detail=f"no copy ceiling: {ceiling.get('error', 'not measured')}"))
             continue
-        problem = _variant_problem(entry, AUTO)
+        problem = _variant_problem(entry, variant)
         if problem:
-            goals.append(_goal(label, NOT_MEASURED, threshold=AUTO_COPY_FRACTION_GOAL, detail=problem))
+            goals.append(_goal(label, NOT_MEASURED, threshold=threshold, detail=problem))
             continue
-        auto = entry["analysis"]["variants"][AUTO]
-        fraction = auto["bandwidth_tbs"] / ceiling_tbs
-        goals.append(_goal(label, PASS if fraction >= AUTO_COPY_FRACTION_GOAL else MISS, fraction,
-                           AUTO_COPY_FRACTION_GOAL,
-                           f"auto ({entry['variants'][AUTO].get('geometry', '?')}) "
-                           f"{auto['event_us']['median']:.2f} us = "
-                           f"{auto['bandwidth_tbs']:.2f} TB/s; copy ceiling {ceiling_tbs:.2f} TB/s"))
+        timing = entry["analysis"]["variants"][variant]
+        fraction = timing["bandwidth_tbs"] / ceiling_tbs
+        goals.append(_goal(label, PASS if fraction >= threshold else MISS, fraction, threshold,
+                           f"{describe(entry, timing)} {timing['event_us']['median']:.2f} us = "
+                           f"{timing['bandwidth_tbs']:.2f} TB/s; copy ceiling {ceiling_tbs:.2f} TB/s"
+                           + (_geometry_note(entry, ceiling_tbs) if variant == FUSED else "")))
+    return goals
+
+
+def _peer_goals(report, variant, expected_shapes, takes_shape):
+    """``variant`` faster than each peer (paired per-round ratio median < 1) at every measured or expected
+    shape ``takes_shape`` accepts."""
+    goals = []
     measured_shapes = [tuple(e["shape"]) for e in report.get("shapes", [])]
     for shape in [s for s in expected_shapes if s not in measured_shapes] + measured_shapes:
-        if shape[0] < PEER_MIN_ROWS and shape not in LONG_SHAPES:
+        if not takes_shape(shape):
             continue
         entry = _shape_entry(report, shape)
         for peer in PEERS:
-            label = f"auto faster than {peer} at {shape_name(shape)}"
+            label = f"{variant} faster than {peer} at {shape_name(shape)}"
             if entry is None:
                 goals.append(_goal(label, NOT_MEASURED, threshold=1.0, detail=SHAPE_MISSING))
                 continue
-            problem = _variant_problem(entry, AUTO) or _variant_problem(entry, peer)
+            problem = _variant_problem(entry, variant) or _variant_problem(entry, peer)
             if problem:
                 goals.append(_goal(label, NOT_MEASURED, threshold=1.0, detail=problem))
                 continue
-            ratio = entry["analysis"]["ratios"][f"{AUTO}/{peer}"]
+            ratio = entry["analysis"]["ratios"][f"{variant}/{peer}"]
             variants = entry["analysis"]["variants"]
             goals.append(_goal(label, PASS if ratio["median"] < 1.0 else MISS, ratio["median"], 1.0,
-                               f"auto/{peer} median of {ratio['n']} paired rounds (p10 {ratio['p10']:.3f}, "
-                               f"p90 {ratio['p90']:.3f}); medians {variants[AUTO]['event_us']['median']:.2f} vs "
-                               f"{variants[peer]['event_us']['median']:.2f} us"))
+                               f"{variant}/{peer} median of {ratio['n']} paired rounds (p10 {ratio['p10']:.3f}, "
+                               f"p90 {ratio['p90']:.3f}); medians {variants[variant]['event_us']['median']:.2f} vs "
+                               f"{variants[peer]['event_us']['median']:.2f} us"
+                               + (_peer_reach_note(entry, peer) if variant == FUSED else "")))
     return goals
 
 
 def evaluate_goals(report, expected_shapes=DEFAULT_SHAPES):
     """The goals table: a list of ``{goal, status, value, threshold, detail}`` (PASS / MISS / NOT MEASURED)."""
-    goals = []
     ceiling = report.get("copy_ceiling") or {}
-    ceiling_tbs = ceiling.get("bandwidth_tbs")
-    for shape in COPY_GOAL_SHAPES:
-        label = f"fused >= {COPY_FRACTION_GOAL:.2f} of copy bandwidth at {shape_name(shape)}"
-        entry = _shape_entry(report, shape)
-        if entry is None:
-            goals.append(_goal(label, NOT_MEASURED, threshold=COPY_FRACTION_GOAL, detail=SHAPE_MISSING))
-            continue
-        if not ceiling_tbs:
-            goals.append(_goal(label, NOT_MEASURED, threshold=COPY_FRACTION_GOAL,
-                               detail=f"no copy ceiling: {ceiling.get('error', 'not measured')}"))
-            continue
-        problem = _variant_problem(entry, FUSED)
-        if problem:
-            goals.append(_goal(label, NOT_MEASURED, threshold=COPY_FRACTION_GOAL, detail=problem))
-            continue
-        fused = entry["analysis"]["variants"][FUSED]
-        fraction = fused["bandwidth_tbs"] / ceiling_tbs
-        goals.append(_goal(label, PASS if fraction >= COPY_FRACTION_GOAL else MISS, fraction, COPY_FRACTION_GOAL,
-                           f"fused {fused['event_us']['median']:.2f} us = {fused['bandwidth_tbs']:.2f} TB/s; "
-                           f"copy ceiling {ceiling_tbs:.2f} TB/s" + _geometry_note(entry, ceiling_tbs)))
-    measured_shapes = [tuple(e["shape"]) for e in report.get("shapes", [])]
-    for shape in [s for s in expected_shapes if s not in measured_shapes] + measured_shapes:
-        if shape[0] < PEER_MIN_ROWS or shape in LONG_SHAPES:   # the fused kernel holds rows up to 4096
-            continue
-        entry = _shape_entry(report, shape)
-        for peer in PEERS:
-            label = f"fused faster than {peer} at {shape_name(shape)}"
-            if entry is None:
-                goals.append(_goal(label, NOT_MEASURED, threshold=1.0, detail=SHAPE_MISSING))
-                continue
-            problem = _variant_problem(entry, FUSED) or _variant_problem(entry, peer)
-            if problem:
-                goals.append(_goal(label, NOT_MEASURED, threshold=1.0, detail=problem))
-                continue
-            ratio = entry["analysis"]["ratios"][f"{FUSED}/{peer}"]
-            variants = entry["analysis"]["variants"]
-            goals.append(_goal(label, PASS if ratio["median"] < 1.0 else MISS, ratio["median"], 1.0,
-                               f"fused/{peer} median of {ratio['n']} paired rounds (p10 {ratio['p10']:.3f}, "
-                               f"p90 {ratio['p90']:.3f}); medians {variants[FUSED]['event_us']['median']:.2f} vs "
-                               f"{variants[peer]['event_us']['median']:.2f} us" + _peer_reach_note(entry, peer)))
-    goals.extend(_auto_goals(report, ceiling, expected_shapes))
+    goals = _copy_fraction_goals(report, ceiling, FUSED, COPY_FRACTION_GOAL, lambda entry, timing: "fused")
+    # the fused kernel holds rows up to 4096 columns: no goal at the long rows
+    goals.extend(_peer_goals(report, FUSED, expected_shapes,
+                             lambda shape: shape[0] >= PEER_MIN_ROWS and shape not in LONG_SHAPES))
+    goals.extend(_copy_fraction_goals(
+        report, ceiling, AUTO, AUTO_COPY_FRACTION_GOAL,
+        lambda entry, timing: f"auto ({entry['variants'][AUTO].get('geometry', '?')})"))
+    goals.extend(_peer_goals(report, AUTO, expected_shapes,
+                             lambda shape: shape[0] >= PEER_MIN_ROWS or shape in LONG_SHAPES))
     goals.extend(api_goals(report))
     launch = report.get("launch") or {}
     label = f"launch: our enqueue per launch / C++ cuLaunchKernel <= {LAUNCH_RATIO_GOAL}"

@@ -37,6 +37,17 @@ LINE = 32
 MAX_POLLS = 1 << 24
 
 
+@cuda.jit(device=True)
+def wait_for(flags, index, value, ordered):
+    """Poll flags[index] until it reads ``value`` (acquire loads when ``ordered``); False past MAX_POLLS."""
+    polls = 0
+    while (load_acquire_gpu(flags, index) if ordered else load_relaxed_gpu(flags, index)) != value:
+        polls += 1
+        if polls > MAX_POLLS:
+            return False
+    return True
+
+
 @cuda.jit
 def pingpong_kernel(flags, rounds, ordered, out):
     """Block 0's thread 0 sets flag A to i and waits for flag B == i; block 1's thread 0 waits for
@@ -47,23 +58,15 @@ def pingpong_kernel(flags, rounds, ordered, out):
     theirs = LINE - mine
     start = int64(globaltimer())
     for i in range(1, rounds + 1):
-        if cuda.blockIdx.x == 1:  # the pong side answers: wait first
-            polls = 0
-            while (load_acquire_gpu(flags, theirs) if ordered else load_relaxed_gpu(flags, theirs)) != i:
-                polls += 1
-                if polls > MAX_POLLS:
-                    out[3] += 1
-                    return
+        if cuda.blockIdx.x == 1 and not wait_for(flags, theirs, i, ordered):  # the pong side answers
+            out[3] += 1
+            return
         if ordered:
             fence_acq_rel_gpu()  # release: what was written before the flag is visible with it
         store_relaxed_gpu(flags, mine, int32(i))
-        if cuda.blockIdx.x == 0:
-            polls = 0
-            while (load_acquire_gpu(flags, theirs) if ordered else load_relaxed_gpu(flags, theirs)) != i:
-                polls += 1
-                if polls > MAX_POLLS:
-                    out[3] += 1
-                    return
+        if cuda.blockIdx.x == 0 and not wait_for(flags, theirs, i, ordered):
+            out[3] += 1
+            return
     if cuda.blockIdx.x == 0:
         out[0] = int64(globaltimer()) - start
         out[1] = smid()
