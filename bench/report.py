@@ -74,7 +74,7 @@ def render_summary(run: RunFolder, *, plots: bool = True) -> tuple[str, list[tup
         figures, skipped = render_plots(timings, metadata)
 
     lines = ["# Run summary", ""]
-    lines += _header_lines(metadata)
+    lines += _header_lines(metadata, incomplete_cases(run, metadata))
     lines += _missing_files_notice(metadata, cases, raw_timings)
     if not timings:
         lines += _no_timings_notice(metadata)
@@ -100,7 +100,8 @@ def terminal_verdict(run: RunFolder) -> str:
     metadata = _read_metadata(run)
     cases = read_records(run.path, "cases.jsonl") or []
     timings = [Measurement.from_record(r) for r in read_records(run.path, "timings.jsonl") or []]
-    lines = _header_lines(metadata) + _verdict_section(timings, cases, metadata) + _twins_section(timings)
+    lines = (_header_lines(metadata, incomplete_cases(run, metadata)) + _verdict_section(timings, cases, metadata)
+             + _twins_section(timings))
     return "\n".join(lines).rstrip("\n")
 
 
@@ -133,8 +134,16 @@ def main(argv=None) -> int:
 
 # ---------------------------------------------------------------- the answer first
 
-def _header_lines(metadata) -> list[str]:
-    """One line saying what ran where, then every loud warning (wrong device, simulator, stopped)."""
+def incomplete_cases(run: RunFolder, metadata) -> list[str]:
+    """The run's cases (``metadata['case_names']``) that progress.jsonl does not record as completed."""
+    names = (metadata or {}).get("case_names") or []
+    completed = {r.get("case") for r in read_records(run.path, "progress.jsonl") or [] if r.get("completed")}
+    return [name for name in names if name not in completed]
+
+
+def _header_lines(metadata, incomplete=()) -> list[str]:
+    """One line saying what ran where, then every loud warning (wrong device, simulator, stopped, cases
+    that did not complete)."""
     metadata = metadata or {}
     device = metadata.get("device") or {}
     where = device.get("name") or ("the Numba CUDA simulator" if metadata.get("backend") == "simulator"
@@ -154,6 +163,11 @@ def _header_lines(metadata) -> list[str]:
         lines += [f"> **{note}**", ""]
     if metadata.get("stopped"):
         lines += [f"> **STOPPED before completing: {_escape(str(metadata['stopped']))}**", ""]
+    if incomplete:
+        why = "" if metadata.get("stopped") else (" and the run recorded no reason (the process was killed or "
+                                                  "its machine went away)")
+        lines += [f"> **INCOMPLETE: {len(incomplete)} of {len(metadata.get('case_names') or [])} cases did not "
+                  f"complete ({', '.join(incomplete)}){why}; progress.jsonl says which did**", ""]
     return lines
 
 

@@ -234,6 +234,21 @@ def test_a_stopped_run_says_why_at_the_top(tmp_path):
     assert text.index("**STOPPED before completing: AcceptanceError") < text.index("## Verdict")
 
 
+def test_a_run_killed_between_cases_says_which_did_not_complete(tmp_path):
+    from bench.report import terminal_verdict
+    metadata = dict(METADATA, case_names=["4096x1024", "4096x4096", "7x781"])
+    run = _make_run(tmp_path / "run", _timings(), metadata=metadata)
+    run.append_jsonl("progress.jsonl", {"case": "4096x1024", "completed": True})
+    text = write_summary(run, plots=False).read_text()
+    banner = ("**INCOMPLETE: 2 of 3 cases did not complete (4096x4096, 7x781) and the run recorded no reason "
+              "(the process was killed or its machine went away); progress.jsonl says which did**")
+    assert banner in text and text.index(banner) < text.index("## Verdict")
+    assert banner in terminal_verdict(run)
+    run.append_jsonl("progress.jsonl", {"case": "4096x4096", "completed": True})
+    run.append_jsonl("progress.jsonl", {"case": "7x781", "completed": True})
+    assert "INCOMPLETE" not in write_summary(run, plots=False, force=True).read_text()
+
+
 def test_simulator_summary_says_no_timings_by_design_not_missing_file(tmp_path):
     metadata = {"backend": "simulator", "timing_disabled_reason": "no CUDA GPU", "experiment": "A"}
     text = write_summary(_make_run(tmp_path / "run", [], cases=(PASSED,), metadata=metadata)).read_text()
