@@ -10,11 +10,13 @@ requirement (no simulator fallback).
 """
 
 import argparse
+import contextlib
 import datetime
 import importlib
 import importlib.util
 import json
 import os
+import signal
 import sys
 import traceback
 
@@ -366,6 +368,25 @@ def run_experiment(args, gpu, argv, after_case=None):
         raise
 
 
+@contextlib.contextmanager
+def terminate_raises():
+    """Within it, SIGTERM (``timeout``, a container being stopped) raises SystemExit in the main thread, so a
+    run records the case it was stopped in (metadata ``stopped``) instead of vanishing mid-case; the
+    previous handler comes back on the way out. Elsewhere than the main thread it changes nothing."""
+    def terminated(signum, frame):
+        raise SystemExit(f"terminated by {signal.Signals(signum).name}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, terminated)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _run_in_folder(args, gpu, run, metadata, stored, after_case):
     from tqdm import tqdm
 
@@ -419,46 +440,47 @@ def _run_in_folder(args, gpu, run, metadata, stored, after_case):
     case_names = metadata["case_names"]
     if len(cases) != len(case_names):
         raise RuntimeError(f"the plan built {len(cases)} cases but {len(case_names)} were expected: {case_names}")
-    for index, make_case in enumerate(progress):
-        if case_names[index] in skip:  # completed in an earlier session of this run (--resume)
-            continue
-        progress.set_postfix_str(f"{case_names[index]}: building")
-        stopped_by = None
-        case_name = case_names[index]
-        try:
-            case = make_case()
-            if case.name != case_name:
-                raise RuntimeError(f"case {index} is {case.name!r}, expected {case_name!r} "
-                                   "(bench/resume.py planned_case_names disagrees with the plan)")
+    with terminate_raises():
+        for index, make_case in enumerate(progress):
+            if case_names[index] in skip:  # completed in an earlier session of this run (--resume)
+                continue
+            progress.set_postfix_str(f"{case_names[index]}: building")
+            stopped_by = None
+            case_name = case_names[index]
+            try:
+                case = make_case()
+                if case.name != case_name:
+                    raise RuntimeError(f"case {index} is {case.name!r}, expected {case_name!r} "
+                                       "(bench/resume.py planned_case_names disagrees with the plan)")
 
-            def step(what, case_name=case_name):
-                progress.set_postfix_str(f"{case_name}: {what}")
+                def step(what, case_name=case_name):
+                    progress.set_postfix_str(f"{case_name}: {what}")
 
-            run_case(case, run, stream, gpu=gpu, seed=args.seed + index, save_arrays=not args.no_arrays,
-                     on_step=step)
-        except AcceptanceError as exc:
-            print(f"\nREQUIRED CHECK FAILED, stopping (everything written so far is kept in {out}):\n{exc}",
-                  file=sys.stderr)
-            metadata["stopped"] = str(exc)
-            stopped_by = resuming.STOPPED_BY_REQUIRED_CHECK
-            status = 1
-        except Exception as exc:  # keep what was written, record why we stopped
-            metadata["stopped"] = f"{type(exc).__name__}: {exc}"
-            traceback.print_exc()
-            stopped_by = "error"
-            status = 1
-        except BaseException as exc:  # interrupted (Ctrl-C, a killed container): say so, then stop
-            metadata["stopped"] = f"interrupted in case {case_name}: {type(exc).__name__} {exc}".rstrip()
-            run.write_json("metadata.json", metadata)
-            raise
-        record = {"case": case_name, "completed": status == 0}
-        if stopped_by:
-            record["stopped_by"] = stopped_by
-        run.append_jsonl("progress.jsonl", record)
-        if after_case is not None:
-            after_case(case_name, status == 0)
-        if status:
-            break
+                run_case(case, run, stream, gpu=gpu, seed=args.seed + index, save_arrays=not args.no_arrays,
+                         on_step=step)
+            except AcceptanceError as exc:
+                print(f"\nREQUIRED CHECK FAILED, stopping (everything written so far is kept in {out}):\n{exc}",
+                      file=sys.stderr)
+                metadata["stopped"] = str(exc)
+                stopped_by = resuming.STOPPED_BY_REQUIRED_CHECK
+                status = 1
+            except Exception as exc:  # keep what was written, record why we stopped
+                metadata["stopped"] = f"{type(exc).__name__}: {exc}"
+                traceback.print_exc()
+                stopped_by = "error"
+                status = 1
+            except BaseException as exc:  # interrupted (Ctrl-C, a killed container): say so, then stop
+                metadata["stopped"] = f"interrupted in case {case_name}: {type(exc).__name__} {exc}".rstrip()
+                run.write_json("metadata.json", metadata)
+                raise
+            record = {"case": case_name, "completed": status == 0}
+            if stopped_by:
+                record["stopped_by"] = stopped_by
+            run.append_jsonl("progress.jsonl", record)
+            if after_case is not None:
+                after_case(case_name, status == 0)
+            if status:
+                break
     progress.close()
     if status == 0 and args.trace:
         status = _run_trace_step(args, run, stream, gpu, metadata)

@@ -127,3 +127,20 @@ def test_commands_that_read_the_checkout_say_so_when_it_is_missing(tmp_path):
     assert "ptx --compare" in checkout_problem("ptx", ["--compare"], root=str(tmp_path))
     assert checkout_problem("ptx", [], root=str(tmp_path)) is None  # plain ptx needs only the package
     assert checkout_problem("build-reference", ["--help"], root=str(tmp_path)) is None
+
+
+def test_a_terminated_run_raises_where_it_is_and_the_old_handler_returns():
+    # The main job's case loop runs inside terminate_raises(): SIGTERM (a `timeout`, a container being
+    # stopped) becomes SystemExit there, which the loop records as the run's `stopped` reason.
+    import os
+    import signal
+    import time
+
+    from bench.cli import terminate_raises
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit, match="terminated by SIGTERM"):
+        with terminate_raises():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler runs at the next bytecode boundary, long before this ends
+    assert signal.getsignal(signal.SIGTERM) is before
