@@ -39,3 +39,14 @@ def test_the_handoff_probe_refuses_too_few_rounds(capsys):
         probe.main(["handoff", "--rounds", "3"])
     assert exit_.value.code == 2
     assert "--rounds must be >= 10" in capsys.readouterr().err
+
+
+def test_the_handoff_kernels_compile_with_their_ordering():
+    # The ping-pong runs on a GPU only (the simulator runs one block at a time); its PTX is checked here.
+    from bench.probes import handoff
+    from numba_softmax.ptx import kernel_ptx
+
+    ptx = kernel_ptx(handoff.pingpong_kernel, "void(int32[::1], int64, boolean, int64[::1])")
+    for instruction in ("ld.acquire.gpu", "ld.relaxed.gpu", "st.relaxed.gpu", "fence.acq_rel.gpu", "globaltimer"):
+        assert instruction in ptx, instruction
+    assert "atom.global.add" in kernel_ptx(handoff.atomic_chain_kernel, "void(int32[::1], int64, int64[::1])")
