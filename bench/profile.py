@@ -65,11 +65,18 @@ METRICS = (
     ("launch__block_size", "threads per block"),
     ("sm__warps_active.avg.pct_of_peak_sustained_active", "achieved occupancy (%)"),
     ("sm__maximum_warps_per_active_cycle_pct", "theoretical occupancy (%)"),
+    ("smsp__inst_executed.sum", "warp instructions executed"),
+    ("smsp__inst_executed_pipe_xu.sum", "warp instructions on the XU pipe (MUFU: ex2, rcp; 1/8 the FMA rate)"),
+    ("smsp__issue_active.avg.pct_of_peak_sustained_active", "issue slots busy while active (%)"),
+    ("sm__cycles_elapsed.avg", "SM cycles elapsed"),
 )
+#: Warp schedulers (SMSPs) per SM: each issues at most one warp instruction per cycle.
+SCHEDULERS_PER_SM = 4
 METRIC_NAMES = tuple(name for name, _ in METRICS)
 #: Counters that add up over the launches of one invocation.
 SUMMED_METRICS = ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum",
-                  "smsp__sass_inst_executed_op_local_ld.sum", "smsp__sass_inst_executed_op_local_st.sum")
+                  "smsp__sass_inst_executed_op_local_ld.sum", "smsp__sass_inst_executed_op_local_st.sum",
+                  "smsp__inst_executed.sum", "smsp__inst_executed_pipe_xu.sum")
 
 #: What each cache policy means for the counters (``--cache-control``).
 CACHE_MEANING = {
@@ -252,6 +259,45 @@ def per_invocation(launches: list[dict], repeat: int) -> dict:
         totals[name] = (sum(numbers) / repeat) if numbers and len(numbers) == len(values) else None
     totals["launches"] = len(launches) / repeat
     return totals
+
+
+def issue_floor_ns(launch: dict, sm_count):
+    """The time one launch would take if it did nothing but issue its warp instructions, one per
+    cycle on every warp scheduler of every SM, at the clock it ran: its duration x (instructions /
+    (4 x SMs)) / its elapsed cycles. None if a counter is missing."""
+    inst, cycles, duration = (metric_value(launch, name) for name in
+                              ("smsp__inst_executed.sum", "sm__cycles_elapsed.avg", "gpu__time_duration.sum"))
+    if not (sm_count and isinstance(inst, (int, float)) and cycles and duration):
+        return None
+    return duration * (inst / (SCHEDULERS_PER_SM * sm_count)) / cycles
+
+
+def issue_table(results, sm_count) -> list[str]:
+    """Per invocation: warp instructions, MUFU share, and the issue floor next to the kernel time."""
+    lines = ["## Instruction issue (per invocation)", "",
+             "The issue floor is the time the launches would take issuing their warp instructions at one per "
+             "cycle on every scheduler (4 per SM) at the clock they ran, with nothing else in the way: a variant "
+             "cannot run faster than it, whatever its scheduling.", "",
+             "| case | variant | warp instructions | XU (MUFU) instructions | issue floor us | kernel time under "
+             "profiler us | issue slots busy % (launch-weighted) |", "|---|---|---|---|---|---|---|"]
+    for r in results:
+        launches = r.get("launches") or []
+        if not launches:
+            continue
+        totals = per_invocation(launches, r["repeat"])
+        floors = [issue_floor_ns(launch, sm_count) for launch in launches]
+        floor = sum(floors) / r["repeat"] if floors and None not in floors else None
+        busy = [(metric_value(launch, "smsp__issue_active.avg.pct_of_peak_sustained_active"),
+                 metric_value(launch, "gpu__time_duration.sum")) for launch in launches]
+        weighted = None
+        if busy and all(isinstance(b, (int, float)) and d for b, d in busy):
+            weighted = sum(b * d for b, d in busy) / sum(d for _, d in busy)
+        duration = totals["gpu__time_duration.sum"]
+        lines.append(f"| {r['case']} | {r['variant']} | {_fmt(totals['smsp__inst_executed.sum'])} | "
+                     f"{_fmt(totals['smsp__inst_executed_pipe_xu.sum'])} | "
+                     f"{_fmt(None if floor is None else floor / 1e3, 1)} | "
+                     f"{_fmt(None if duration is None else duration / 1e3, 1)} | {_fmt(weighted, 1)} |")
+    return lines + [""]
 
 
 def short_kernel_name(name: str) -> str:
@@ -461,7 +507,8 @@ def summary_markdown(info: dict, results: list[dict], nsys_results: list[dict]) 
     warnings = [w for r in results if (w := launch_count_warning(r))]
     if warnings:
         lines += [""] + [f"> **WARNING: {w}**" for w in warnings]
-    lines += ["", "## Per kernel launch", "",
+    lines += [""] + issue_table(results, (device or {}).get("sm_count"))
+    lines += ["## Per kernel launch", "",
               "| case | variant | id | kernel | grid x block | regs/thread | static / dynamic smem B | "
               "achieved / theoretical occupancy % | DRAM read B | DRAM write B | L2 hit % |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -432,3 +432,31 @@ def test_short_time_units_of_ncu_2025_are_nanoseconds():
     assert metric_value(launch, "gpu__time_duration.sum") == 38200
     launch = {"metrics": {"gpu__time_duration.sum": {"value": 38.2, "unit": "us"}}}
     assert metric_value(launch, "gpu__time_duration.sum") == 38200
+
+
+def _issue_launch(inst, cycles, duration_ns, busy=50.0):
+    return {"metrics": {"smsp__inst_executed.sum": {"value": inst, "unit": "inst"},
+                        "sm__cycles_elapsed.avg": {"value": cycles, "unit": "cycle"},
+                        "gpu__time_duration.sum": {"value": duration_ns, "unit": "ns"},
+                        "smsp__issue_active.avg.pct_of_peak_sustained_active": {"value": busy, "unit": "%"}}}
+
+
+def test_issue_floor_is_instructions_at_one_per_scheduler_cycle():
+    # 132 SMs x 4 schedulers issue 528 instructions per cycle: 528,000 instructions take 1,000
+    # cycles; the launch ran 2,000 cycles in 1,000 ns, so its issue floor is 500 ns.
+    launch = _issue_launch(528_000, 2_000, 1_000)
+    assert profile.issue_floor_ns(launch, 132) == pytest.approx(500.0)
+    # a missing counter or SM count gives no floor rather than a wrong one
+    assert profile.issue_floor_ns({"metrics": {}}, 132) is None
+    assert profile.issue_floor_ns(launch, None) is None
+
+
+def test_issue_table_sums_launches_per_invocation():
+    result = {"case": "balanced-2048", "variant": "separate", "repeat": 2,
+              "launches": [_issue_launch(528_000, 2_000, 1_000, 80.0), _issue_launch(528_000, 1_000, 1_000, 40.0)] * 2}
+    row = [line for line in profile.issue_table([result], 132) if line.startswith("| balanced-2048")][0]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == "1,056,000"          # instructions per invocation (two launches)
+    assert cells[4] == "1.5"                # 0.5 + 1.0 us of issue floor
+    assert cells[5] == "2.0"                # kernel time per invocation
+    assert cells[6] == "60.0"               # busy %, weighted by duration
