@@ -140,7 +140,7 @@ Empty-work floors (:data:`MODE_PHASED_FLOOR`, :data:`MODE_DAG_FLOOR`): the same 
 barriers with no task; the bench times them beside each scheduler.
 """
 
-from numba import cuda, float32, int32, int64
+from numba import cuda, float32, int32, int64, uint32
 
 from ..launch_spec import KernelLaunch
 from ..queue import (A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_SLOTS, DEFAULT_MAX_POLLS, ERR_BARRIER_TIMEOUT,
@@ -210,7 +210,7 @@ def publish_tasks(counters, fifo_slots, fifo_ready, first_task, count):
     slot = cuda.atomic.add(counters, FIFO_TAIL, count)
     for k in range(count):
         if slot + k < capacity:
-            fifo_slots[slot + k] = first_task + k
+            fifo_slots[uint32(slot + k)] = first_task + k
     fence_acq_rel_gpu()
     for k in range(count):
         if slot + k < capacity:
@@ -241,7 +241,7 @@ def prefetch_next_tile(t, workers, ahead_start, ahead_len, values, tile_start, t
         prefetch_span_l2(values, ahead_start, ahead_len)
     after = t + 2 * workers
     if after < tile_start.shape[0]:
-        return tile_start[after], tile_len[after]
+        return tile_start[uint32(after)], tile_len[uint32(after)]
     return int64(0), int32(0)
 
 
@@ -346,12 +346,12 @@ def _make_next_task(acquire_ready, completion_wait=False):
             if ticket >= 0:
                 # 1. the consumer (B or C) is preferred as soon as its slot is published.
                 if not acquire_ready:  # negative control: read the slot without the acquire
-                    return decode_fifo_task(fifo_slots[ticket], ticket, rows, n_tiles, counters) + (
+                    return decode_fifo_task(fifo_slots[uint32(ticket)], ticket, rows, n_tiles, counters) + (
                         int32(TICKET_NONE), a_done, c_unflushed)
                 task = load_relaxed_gpu(fifo_slots, ticket)
                 if load_acquire_gpu(fifo_ready, ticket) == 1:
                     if task < 0:  # read before the publish: after the acquire the slot is visible
-                        task = fifo_slots[ticket]
+                        task = fifo_slots[uint32(ticket)]
                     kind, index = decode_fifo_task(task, ticket, rows, n_tiles, counters)
                     following = int32(TICKET_NONE)
                     if kind != KIND_EXIT:  # the next ticket's round trip overlaps this task
@@ -446,8 +446,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             ahead_start = int64(0)
             ahead_len = int32(0)
             if not TRACE and tid == 0 and first + workers < n_tiles:
-                ahead_start = tile_start[first + workers]
-                ahead_len = tile_len[first + workers]
+                ahead_start = tile_start[uint32(first + workers)]
+                ahead_len = tile_len[uint32(first + workers)]
             # Grid-stride loops as while loops: ``range(start, stop, step)`` with a run-time step
             # computes its trip count with a 64-bit division, a libdevice call whose calling
             # convention costs registers in this register-bound kernel.
@@ -485,14 +485,14 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             ahead_start = int64(0)
             ahead_len = int32(0)
             if not TRACE and tid == 0 and first + workers < n_tiles:
-                ahead_start = tile_start[first + workers]
-                ahead_len = tile_len[first + workers]
+                ahead_start = tile_start[uint32(first + workers)]
+                ahead_len = tile_len[uint32(first + workers)]
             # m and z of a worker's next tile are requested during the current one: its row
             # index at the start, the row's m and z at the end (the grid barrier made them final).
             m = float32(0.0)
             z = float32(0.0)
             if first < n_tiles:
-                row = tile_row[first]
+                row = uint32(tile_row[uint32(first)])
                 m = row_max[row]
                 z = row_sum[row]
             t = first
@@ -501,7 +501,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     ahead_start, ahead_len = prefetch_next_tile(t, workers, ahead_start, ahead_len, values,
                                                                 tile_start, tile_len)
                 following = t + workers
-                next_row = tile_row[following] if following < n_tiles else int32(0)
+                next_row = uint32(tile_row[uint32(following)]) if following < n_tiles else uint32(0)
                 start = int64(0)
                 if TRACE and tid == 0:
                     start = trace_now()
@@ -548,7 +548,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     cuda.syncthreads()
                 # The announcer (lane 0 of warp 1) asks for the tile's row now: the load
                 # completes during the task instead of adding a round trip before the arrival.
-                row = tile_row[index] if tid == TILE_ANNOUNCER else int32(0)
+                row = uint32(tile_row[uint32(index)]) if tid == TILE_ANNOUNCER else uint32(0)
                 task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials)
                 if tid == TILE_ANNOUNCER:
                     # It wrote the summary itself, so its acq_rel arrival releases it; thread 0
@@ -575,13 +575,13 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     if TRACE:  # before its C tasks are published
                         trace_record(trace, n_tiles + index, start)
                     publish_tasks(counters, fifo_slots, fifo_ready,
-                                  rows + row_first_tile[index], row_tile_count[index])
+                                  rows + row_first_tile[uint32(index)], row_tile_count[uint32(index)])
             elif kind == KIND_C:
                 # Every thread reads the row's m and z itself, after the broadcast barrier that
                 # follows thread 0's acquire of the C task's ready flag (acquire -> bar.sync orders
                 # these reads after B's release); the tile_row -> m, z chain overlaps the
                 # task's own loads instead of preceding the barrier on thread 0.
-                row = tile_row[index]
+                row = uint32(tile_row[uint32(index)])
                 task_c(index, row_max[row], row_sum[row], values, tile_start, tile_len, out)
                 if TRACE:  # the trace build ends a C task at a barrier, like the other schedulers
                     cuda.syncthreads()
@@ -674,15 +674,23 @@ def negative_control_kernel(name, trace=False):
 @cuda.jit(**KERNEL_OPTIONS)
 def init_queue_kernel(counters, row_arrivals, fifo_slots, fifo_ready):
     """Fresh DAG queue state: counters = COUNTER_INITIAL, arrivals 0, slots -1, flags 0."""
-    i = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    for k in range(i, COUNTER_SLOTS, stride):
-        counters[k] = -1 if ERROR_TASK <= k <= ERROR_WORKER else 0
-    for k in range(i, row_arrivals.shape[0], stride):
+    # Unsigned grid-stride while loops: ``range`` with a run-time step computes its trip count with a
+    # 64-bit division call, and signed indices add negative-index wraparound code.
+    i = uint32(cuda.blockIdx.x) * uint32(cuda.blockDim.x) + uint32(cuda.threadIdx.x)
+    stride = uint32(cuda.gridDim.x) * uint32(cuda.blockDim.x)
+    k = i
+    while k < uint32(COUNTER_SLOTS):
+        counters[k] = -1 if uint32(ERROR_TASK) <= k <= uint32(ERROR_WORKER) else 0
+        k += stride
+    k = i
+    while k < uint32(row_arrivals.shape[0]):
         row_arrivals[k] = 0
-    for k in range(i, fifo_slots.shape[0], stride):
+        k += stride
+    k = i
+    while k < uint32(fifo_slots.shape[0]):
         fifo_slots[k] = -1
         fifo_ready[k] = 0
+        k += stride
 
 
 # ---- launches ------------------------------------------------------------------------------

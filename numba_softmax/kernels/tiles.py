@@ -52,7 +52,7 @@ Shared memory: ``TILE_WARPS`` (4) float32 partials (16 B) for the block reductio
 owned by the kernel and passed to :func:`task_a`.
 """
 
-from numba import cuda, float32, int32, int64, uint64
+from numba import cuda, float32, int32, int64, uint32, uint64
 
 from ..launch_spec import KernelLaunch
 from ..numerics import (KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARP_SIZE, block_reductions, f32_add,
@@ -136,6 +136,7 @@ def task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials):
     the summary: no extra barrier). The task ends with a block barrier (the reduction's).
     """
     tid = int32(cuda.threadIdx.x)
+    t = uint32(t)  # unsigned: no negative-index wraparound code in the index math
     start = tile_start[t]
     n = tile_len[t]
     aligned = tile_is_aligned(start, n)
@@ -167,6 +168,7 @@ def task_c(t, m, z, values, tile_start, tile_len, out):
     computed (``NEG_INF`` -> 0) but never stored.
     """
     tid = int32(cuda.threadIdx.x)
+    t = uint32(t)  # unsigned: no negative-index wraparound code in the index math
     start = tile_start[t]
     n = tile_len[t]
     aligned = tile_is_aligned(start, n)
@@ -224,21 +226,26 @@ else:
         ``z_t * exp(m_t - m)`` and every lane folds the broadcast terms in tile order, so
         ``z`` has exactly the bits of ``z = 0; for t in tiles: z += term_t``.
         """
-        lane = int32(cuda.threadIdx.x) & (WARP_SIZE - 1)
-        first = row_first_tile[r]
-        count = row_tile_count[r]
+        lane = uint32(cuda.threadIdx.x) & uint32(WARP_SIZE - 1)
+        r = uint32(r)  # unsigned indices: no negative-index wraparound code
+        first = uint32(row_first_tile[r])
+        count = uint32(row_tile_count[r])
         m = NEG_INF
-        for k in range(lane, count, WARP_SIZE):
+        k = lane
+        while k < count:
             m = f32_max(m, tile_max[first + k])
+            k += uint32(WARP_SIZE)
         m = warp_reduce_max(m)
         z = float32(0.0)
-        for chunk in range(0, count, WARP_SIZE):
+        chunk = uint32(0)
+        while chunk < count:
             term = float32(0.0)
             if chunk + lane < count:
                 t = first + chunk + lane
                 term = f32_mul(tile_sum[t], f32_exp(f32_sub(tile_max[t], m)))
-            for j in range(min(WARP_SIZE, count - chunk)):
+            for j in range(min(uint32(WARP_SIZE), count - chunk)):
                 z = f32_add(z, cuda.shfl_sync(FULL_MASK, term, j))
+            chunk += uint32(WARP_SIZE)
         if lane == 0:
             row_max[r] = m
             row_sum[r] = z
