@@ -266,3 +266,21 @@ def test_tiled_softmax_keeps_a_device_input_on_the_device(monkeypatch):
     values[5000 + 1 + 123] = np.nan
     with pytest.raises(ValueError, match="at row 2, column 123"):
         tiled_softmax(torch.from_numpy(values).cuda(), lengths, "dag", buffers=buffers)
+
+
+def test_the_repeated_call_shortcut_releases_a_freed_array():
+    """The shortcut holds the previous call's arrays weakly (the plan's views do not own them):
+    deleting the caller's input frees it, and a new input then takes the full path."""
+    import gc
+    api.clear_plans()
+    x = matrix_fixture("random", (8, 256))
+    dx, dy = cuda.to_device(x), cuda.device_array((8, 256), dtype=np.float32)
+    softmax(dx, out=dy)
+    softmax(dx, out=dy)                                  # the shortcut
+    assert check_matrix(dy.copy_to_host(), x).passed
+    del dx
+    gc.collect()
+    assert api._repeat.x() is None
+    x2 = matrix_fixture("offset", (8, 256))
+    softmax(cuda.to_device(x2), out=dy)
+    assert check_matrix(dy.copy_to_host(), x2).passed

@@ -282,3 +282,51 @@ def test_tiled_check_names_the_packed_row_and_column(kind):
     values[5 + 30] = -np.inf
     with pytest.raises(ValueError, match="at row 1, column 30"):
         tiled_softmax(values, LENGTHS, tile_elements=TILE)
+
+
+def test_a_repeated_call_skips_the_checks_and_still_writes_the_right_out(monkeypatch):
+    from numba_softmax import arrays
+    api.clear_plans()
+    x = matrix_fixture("random", SHAPE)
+    dx, dy = _device(x), _device(np.zeros(SHAPE, np.float32))
+    softmax(dx, out=dy)
+    reads = []
+    real_read = arrays.read_device
+    monkeypatch.setattr(api, "read_device", lambda *a, **k: reads.append(1) or real_read(*a, **k))
+    dy.copy_to_device(np.zeros(SHAPE, np.float32))
+    assert softmax(dx, out=dy) is dy
+    assert reads == []                                   # the same call again: no array read
+    assert check_matrix(_host(dy), x).passed
+    # Negative controls: any difference takes the full path and a plan of its own.
+    other = _device(np.zeros(SHAPE, np.float32))
+    softmax(dx, out=other)                               # another out object
+    assert len(reads) == 2 and check_matrix(_host(other), x).passed
+    softmax(dx, out=other, check=False)                  # another check
+    softmax(dx, out=other, method="fused")               # another method
+    assert len(reads) == 6
+    x2 = matrix_fixture("offset", SHAPE)
+    dx2 = _device(x2)
+    softmax(dx2, out=other)                              # another input: its own result, not dx's
+    assert check_matrix(_host(other), x2).passed
+    assert len(reads) == 8
+    softmax(dx2, out=other)                              # repeated: the shortcut again
+    assert len(reads) == 8
+    api.clear_plans()                                    # a dropped plan ends the shortcut
+    softmax(dx2, out=other)
+    assert len(reads) == 10
+
+
+def test_a_new_array_never_takes_the_previous_calls_shortcut():
+    """The shortcut holds its arrays weakly and compares objects, not addresses: a new input (even
+    one at a freed array's address) takes the full path. (Here the simulator's plan holds its arrays;
+    tests/gpu/test_api_gpu.py checks that a freed array is released.)"""
+    api.clear_plans()
+    x = matrix_fixture("random", SHAPE)
+    dx, dy = _device(x), _device(np.zeros(SHAPE, np.float32))
+    softmax(dx, out=dy)
+    assert api._repeat is not None and api._repeat.x() is dx and api._repeat.out() is dy
+    x2 = matrix_fixture("offset", SHAPE)
+    dx2 = _device(x2)
+    softmax(dx2, out=dy)
+    assert api._repeat.x() is dx2
+    assert check_matrix(_host(dy), x2).passed
