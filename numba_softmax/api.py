@@ -14,7 +14,7 @@ One call:
    column; with ``check=False`` return at once (asynchronous on the stream) unless the result has
    to come back to a numpy array.
 
-A call that repeats the previous one with the same Numba device arrays (the same objects, whose
+A call that repeats an earlier one with the same Numba device arrays (the same objects, whose
 pointer, shape and layout cannot change), ``out=``, method, check and stream skips steps 1-3
 (:class:`RepeatedCall`): at one row of 128 columns those steps cost about as much host time as
 the launch itself.
@@ -142,13 +142,12 @@ def cached_plan(key, make):
 
 def clear_plans():
     """Drop every cached plan (their pinned and device memory is freed with them)."""
-    global _repeat
     _plans.clear()
-    _repeat = None
+    _repeats.clear()
 
 
 class RepeatedCall:
-    """The previous call with Numba device arrays, remembered so that the same call again skips
+    """A call with Numba device arrays, remembered so that the same call again skips
     reading the arrays, checking them and looking up the plan: a Numba device array's pointer,
     shape, dtype and layout are fixed for its lifetime, so the same objects (held weakly: a freed
     array ends the shortcut, and another array at the same address is another object) with the
@@ -166,16 +165,25 @@ class RepeatedCall:
                 and self.check == check and (stream is not None or getattr(x, "stream", None) is self.x_stream))
 
 
-_repeat = None
+#: Remembered calls by (id(x), id(out), method, check, id(stream)); an entry is used only if it
+#: still refers to those very objects (an id can be reused once its object is gone). Bounded like
+#: the plans; the oldest entry is dropped first.
+_repeats = {}
+
+
+def _repeat_key(x, out, stream, method, check):
+    return id(x), id(out), method, check, id(stream)
 
 
 def _remember(x, out, stream, method, check, key, plan, target):
     """Remember a call with Numba arrays for :class:`RepeatedCall` (other kinds can change their pointer)."""
-    global _repeat
     try:
-        _repeat = RepeatedCall(x, out, stream, method, check, key, plan, target)
+        entry = RepeatedCall(x, out, stream, method, check, key, plan, target)
     except TypeError:  # an array type without weak references: no shortcut
-        _repeat = None
+        return
+    _repeats[_repeat_key(x, out, stream, method, check)] = entry
+    if len(_repeats) > PLAN_CACHE_SIZE:
+        del _repeats[next(iter(_repeats))]
 
 
 def softmax(x, method="auto", out=None, stream=None, check=True):
@@ -202,8 +210,8 @@ def softmax(x, method="auto", out=None, stream=None, check=True):
     one: torch's current stream for a tensor, the stream the input's ``__cuda_array_interface__``
     names, else the legacy default stream.
     """
-    repeat = _repeat
-    if repeat is not None and out is not None and repeat.matches(x, out, stream, method, check):
+    repeat = _repeats.get(_repeat_key(x, out, stream, method, check)) if out is not None else None
+    if repeat is not None and repeat.matches(x, out, stream, method, check):
         plan = _plans.get(repeat.key)
         if plan is repeat.plan:  # still cached (clear_plans() and eviction end the shortcut)
             _plans.move_to_end(repeat.key)

@@ -242,6 +242,17 @@ def test_repeated_calls_reuse_the_plan_and_never_copy_to_the_host(monkeypatch):
     assert check_matrix(d_y.copy_to_host(), x).passed
 
 
+def test_the_plan_cache_is_bounded_at_its_real_size():
+    """PLAN_CACHE_SIZE + 5 different calls keep PLAN_CACHE_SIZE plans (the simulator's test fills a bound of
+    3: each of its calls is a simulated launch)."""
+    api.clear_plans()
+    held = []  # the arrays stay alive: a freed one's pointer could come back and hit an earlier plan
+    for _ in range(api.PLAN_CACHE_SIZE + 5):
+        d_x = cuda.to_device(matrix_fixture("random", (1, 8)))
+        held.append((d_x, softmax(d_x)))
+    assert len(api._plans) == api.PLAN_CACHE_SIZE
+
+
 def test_tiled_softmax_keeps_a_device_input_on_the_device(monkeypatch):
     from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
@@ -280,7 +291,8 @@ def test_the_repeated_call_shortcut_releases_a_freed_array():
     assert check_matrix(dy.copy_to_host(), x).passed
     del dx
     gc.collect()
-    assert api._repeat.x() is None
+    remembered = [r for r in api._repeats.values() if r.out() is dy]
+    assert remembered and all(r.x() is None for r in remembered)
     x2 = matrix_fixture("offset", (8, 256))
     softmax(cuda.to_device(x2), out=dy)
     assert check_matrix(dy.copy_to_host(), x2).passed
