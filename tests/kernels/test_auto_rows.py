@@ -1,7 +1,9 @@
 """method="auto" kernels (numba_softmax/kernels/auto_rows.py), in the simulator and on a GPU, against float64.
 
-The simulator runs every geometry's logic on a few rows (each width of the table, non-multiples of 4, the
-long-row path with small chunks so that many chunks are crossed); a GPU runs more rows, every candidate
+The simulator runs every geometry's logic on a few rows: each width of the table up to 4096 columns (one
+fixture family), the wider geometries' kernel code with 64 lanes (a block of 512 or 1024 threads is as many
+Python threads there), the narrow candidates, the long-row path with small chunks so that many chunks are
+crossed. A GPU runs more rows, both families, the table's wide geometries themselves, every candidate
 geometry, the vector builds, rows of 262,144 columns and the long-row perf shapes, and reports the
 registers and local memory of each build.
 """
@@ -14,13 +16,20 @@ from numba import cuda, float32
 from numba_softmax.backend import SIMULATOR, invocation, run_launches
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_rows import (AUTO_TABLE, CANDIDATE_GEOMETRIES, STATUS_CLEAR, STATUS_WORDS,
-                                             Geometry, auto_geometry, auto_launches, check_launches,
-                                             geometry_launches, status_error)
+                                             TABLE_GEOMETRIES, Geometry, auto_geometry, auto_launches,
+                                             check_launches, geometry_launches, status_error)
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.numerics import KERNEL_OPTIONS, NEG_INF, f32_add, f32_div, f32_exp, f32_max, f32_sub
 from numba_softmax.oracle import check_matrix
 
 GPU_ONLY = skip_on_cudasim("too slow for the simulator (one Python thread per CUDA thread); a GPU runs it")
+#: Lanes of the simulator's stand-ins for the table's rows geometries above 128 lanes (see
+#: test_wide_geometry_code_with_fewer_lanes).
+STAND_IN_LANES = 64
+FEWER_LANES_IN_SIM = skip_on_cudasim(f"a block of 512 or 1024 threads (as many Python threads); the simulator runs "
+                                     f"the same kernel code with {STAND_IN_LANES} lanes "
+                                     "(test_wide_geometry_code_with_fewer_lanes)")
+ONE_FAMILY_IN_SIM = skip_on_cudasim("the simulator runs each width with one family (offset); a GPU runs both")
 #: Rows per test matrix: a few in the simulator; on a GPU enough that narrow geometries fill several
 #: blocks and leave a partial last block (67 is no multiple of any rows-per-block).
 ROWS = 3 if SIMULATOR else 67
@@ -28,16 +37,33 @@ ROWS = 3 if SIMULATOR else 67
 #: Every boundary of the table, one either side, and non-multiples of 4 (the scalar builds).
 WIDTHS = (1, 2, 3, 4, 7, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1023,
           1024, 1025)
-#: The same for the block-per-row widths, with one fixture family (each costs 10-30 s in the simulator).
+#: The same for the block-per-row widths, with one fixture family (each costs seconds in the simulator).
 BLOCK_WIDTHS = (2047, 2048, 2049, 4095, 4096, 4097)
-#: Wider rows: one row in the simulator (one width per geometry), ROWS on a GPU.
+#: Wider rows, on a GPU: the table's geometries of 512 and 1024 lanes (their code runs in the simulator with
+#: STAND_IN_LANES lanes), then the long-row path (it runs in the simulator with small blocks and chunks).
 WIDE = (8192, 8193, 16385)
 GPU_WIDE_TABLE = (8191, 16383, 16384)
 GPU_WIDE = (32767, 32768, 32769, 100003, 131072)
 
 
+def _many_lanes(width):
+    """The table's geometry for this width is a rows geometry of more than 128 lanes."""
+    geometry = Geometry.parse(auto_geometry(width))
+    return geometry.kind == "rows" and geometry.lanes > 128
+
+
 def _param(width, gpu_only=False):
-    return pytest.param(width, id=str(width), marks=GPU_ONLY if gpu_only else ())
+    marks = FEWER_LANES_IN_SIM if _many_lanes(width) else GPU_ONLY if gpu_only else ()
+    return pytest.param(width, id=str(width), marks=marks)
+
+
+def _table_params():
+    """WIDTHS in both families, BLOCK_WIDTHS in one; the simulator runs one family and none of the table's
+    geometries above 128 lanes (their code runs there in test_wide_geometry_code_with_fewer_lanes)."""
+    params = [pytest.param(w, f, id=f"{w}-{f}", marks=ONE_FAMILY_IN_SIM if f == "random" else ())
+              for w in WIDTHS for f in ("random", "offset")]
+    return params + [pytest.param(w, "offset", id=f"{w}-offset", marks=FEWER_LANES_IN_SIM if _many_lanes(w) else ())
+                     for w in BLOCK_WIDTHS]
 
 
 def _device(x):
@@ -88,9 +114,7 @@ def with_masks(x, seed, fraction=0.3):
 
 # ---- the table against float64 ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("width", "family"), [pytest.param(w, f, id=f"{w}-{f}") for w in WIDTHS
-                                                for f in ("random", "offset")]
-                         + [pytest.param(w, "offset", id=f"{w}-offset") for w in BLOCK_WIDTHS])
+@pytest.mark.parametrize(("width", "family"), _table_params())
 def test_auto_against_float64(width, family):
     x = matrix_fixture(family, (ROWS, width))
     y, _, _ = run(x)
@@ -104,8 +128,33 @@ def test_auto_against_float64(width, family):
 @pytest.mark.parametrize("width", [_param(w) for w in WIDE]
                          + [_param(w, gpu_only=True) for w in GPU_WIDE_TABLE + GPU_WIDE])
 def test_wide_rows_against_float64(width):
-    x = with_masks(matrix_fixture("offset", (1 if SIMULATOR else ROWS, width)), seed=width, fraction=0.1)
+    x = with_masks(matrix_fixture("offset", (ROWS, width)), seed=width, fraction=0.1)
     y, _, _ = run(x)
+    expect_softmax(y, x)
+
+
+def _stand_in_params():
+    """The rows geometries with STAND_IN_LANES lanes and the quads of each table geometry above 128 lanes."""
+    table = [Geometry.parse(name) for name in TABLE_GEOMETRIES]
+    stand_ins = sorted({Geometry("rows", STAND_IN_LANES, g.quads).name for g in table
+                        if g.kind == "rows" and g.lanes > 128})
+    params = []
+    for name in stand_ins:
+        full = Geometry.parse(name).max_columns
+        # The full row, a partial last quad, and one column past half (lane 0 alone holds a value in the upper
+        # quads: the table's first width of rows_l512_q4, rows_l1024_q4 and rows_l1024_q8, scaled down).
+        params += [pytest.param(name, w, id=f"{name}-{w}") for w in (full, full - 1, full // 2 + 1)]
+    return params
+
+
+@pytest.mark.parametrize(("geometry", "width"), _stand_in_params())
+def test_wide_geometry_code_with_fewer_lanes(geometry, width):
+    """The table's rows geometries of 512 and 1024 lanes run on a GPU only (test_wide_rows_against_float64):
+    their kernel is the rows kernel with more lanes than a warp (one row per block, the warps' partials in
+    shared memory) and the same quads per thread, so with STAND_IN_LANES lanes the simulator runs the same
+    code on the same pattern of full, partial and empty quads."""
+    x = with_masks(matrix_fixture("offset", (1 if SIMULATOR else ROWS, width)), seed=width, fraction=0.1)
+    y, _, _ = run(x, geometry)
     expect_softmax(y, x)
 
 
