@@ -4,6 +4,7 @@
     python -m bench probe tiles  [--cases balanced-2048,...] [--register-caps 48,40] [--compare-tree DIR] [--out DIR]
     python -m bench probe launch [--batches 200] [--out DIR]
     python -m bench probe handoff [--rounds 2000] [--contenders 1188] [--out DIR]
+    python -m bench probe api    [--shapes 1x128,4096x4096] [--calls 2000] [--out DIR]
     python -m bench probe NAME --help                 (the probe's own options)
 
 The probe modules live in ``bench/probes/``; each is imported only when it runs (they compile
@@ -19,6 +20,7 @@ PROBES = {
     "tiles": ("bench.probes.tiles", "Experiment B's timed builds per launch and per scheduler invocation"),
     "launch": ("bench.probes.launch", "host time per launch through each layer of the launch path"),
     "handoff": ("bench.probes.handoff", "latency of a release/acquire hand-off, an atomic and a load through L2"),
+    "api": ("bench.probes.api", "host time of softmax() against the launch layer, step by step"),
 }
 
 

@@ -10,7 +10,7 @@ def test_help_lists_every_probe(capsys):
         probe.main(["--help"])
     assert exit_.value.code == 0
     text = capsys.readouterr().out
-    for name in ("fused", "tiles", "launch", "handoff"):
+    for name in ("fused", "tiles", "launch", "handoff", "api"):
         assert name in text and probe.PROBES[name][1].split()[0] in text
 
 
@@ -50,3 +50,11 @@ def test_the_handoff_kernels_compile_with_their_ordering():
     for instruction in ("ld.acquire.gpu", "ld.relaxed.gpu", "st.relaxed.gpu", "fence.acq_rel.gpu", "globaltimer"):
         assert instruction in ptx, instruction
     assert "atom.global.add" in kernel_ptx(handoff.atomic_chain_kernel, "void(int32[::1], int64, int64[::1])")
+
+
+@pytest.mark.parametrize("shapes", ["1by128", "0x128", "4x"])
+def test_the_api_probe_refuses_bad_shapes(capsys, shapes):
+    with pytest.raises(SystemExit) as exit_:
+        probe.main(["api", "--shapes", shapes])
+    assert exit_.value.code == 2
+    assert "--shapes" in capsys.readouterr().err

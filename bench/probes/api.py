@@ -1,0 +1,73 @@
+"""Where does ``softmax()``'s host time go? A probe for the API-overhead goal of `bench perf` (GPU only).
+
+Per shape (default 1x128 and 4096x4096, the goal's shapes), the median host time of one call over
+``--calls`` calls of each of (the goal compares the first two):
+
+* ``launch_layer``        the checked ``auto`` kernel through the launch layer + one synchronize;
+* ``api``                 ``softmax(x, out=y, stream=s)`` (checked: it synchronizes itself);
+* ``api_unchecked``       ``softmax(..., check=False)`` + one synchronize;
+* ``api_alternating``     ``api`` with a call on other arrays in between (the repeated-call shortcut
+                          remembers more than the last call: this must cost what ``api`` costs);
+* ``idle_sync``           a synchronize of an idle stream (the floor of any completion);
+* ``read_device``, ``array_kind``, ``resolve_stream``: the steps a first call makes on the host.
+
+    python -m bench probe api [--shapes 1x128,4096x4096] [--calls 2000] [--out DIR]
+"""
+
+import argparse
+
+import numpy as np
+from numba import cuda
+
+from bench.probes import write_results
+from bench.probes.launch import per_call_us
+from numba_softmax import arrays, softmax
+from numba_softmax.fixtures import matrix_fixture
+from numba_softmax.kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches
+from numba_softmax.launch.driver import Invocation, Stream
+
+
+def probe_shape(shape, stream, calls):
+    x = cuda.to_device(matrix_fixture("random-0", shape))
+    y, reference, other = (cuda.device_array(shape, dtype=np.float32) for _ in range(3))
+    status = cuda.to_device(np.full(STATUS_WORDS, STATUS_CLEAR, dtype=np.int64))
+    alarm = cuda.mapped_array(1, dtype=np.int32)
+    alarm[0] = 0
+    launch_layer = Invocation.from_launches("auto-checked", auto_launches(x, reference, status, alarm))
+    kind = arrays.array_kind(x)
+    steps = {
+        "launch_layer": lambda: (launch_layer.enqueue(stream), stream.synchronize()),
+        "api": lambda: softmax(x, out=y, stream=stream),
+        "api_unchecked": lambda: (softmax(x, out=y, stream=stream, check=False), stream.synchronize()),
+        "api_alternating": lambda: (softmax(x, out=other, stream=stream), softmax(x, out=y, stream=stream)),
+        "idle_sync": stream.synchronize,
+        "read_device": lambda: arrays.read_device(x, kind),
+        "array_kind": lambda: arrays.array_kind(x),
+        "resolve_stream": lambda: arrays.resolve_stream(stream, x, kind, None),
+    }
+    result = {"shape": list(shape), "calls": calls}
+    for name, step in steps.items():
+        for _ in range(max(50, calls // 10)):
+            step()
+        result[f"{name}_us"] = per_call_us(step, calls)
+    result["api_alternating_us"] /= 2  # two calls per step
+    for name in steps:
+        print(f"{shape[0]}x{shape[1]:<6} {name:<18} {result[f'{name}_us']:8.2f} us", flush=True)
+    print(f"{shape[0]}x{shape[1]:<6} api / launch_layer  {result['api_us'] / result['launch_layer_us']:8.3f}")
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench probe api", description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default="1x128,4096x4096")
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    try:
+        shapes = [tuple(int(v) for v in text.split("x")) for text in args.shapes.split(",")]
+    except ValueError:
+        parser.error(f"--shapes: expected ROWSxCOLS[,ROWSxCOLS...], got {args.shapes!r}")
+    if any(len(shape) != 2 or min(shape) < 1 for shape in shapes):
+        parser.error(f"--shapes: expected positive ROWSxCOLS pairs, got {args.shapes!r}")
+    stream = Stream()
+    write_results(args.out, "api_probe.json", [probe_shape(shape, stream, args.calls) for shape in shapes])
