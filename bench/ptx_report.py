@@ -829,7 +829,7 @@ def main(argv):
         print(f"unknown kernel(s) {unknown}; known: {sorted(KERNELS)}", file=sys.stderr)
         return 2
     if args.compare:
-        from bench.reference_build import BuildError, NvccNotFound
+        from bench.reference_build import BuildError, NvccNotFound, build_failure_exit
         from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
         missing = [n for n in names if n not in REFERENCE_KERNELS]
         if missing:
@@ -839,12 +839,8 @@ def main(argv):
         out = args.out or "ptx-compare"
         try:
             comparisons = run_compare(names, out, args.build_dir, args.nvcc, sass=False if args.no_sass else None)
-        except NvccNotFound as exc:
-            print(f"error: {exc}; the comparison needs nvcc (or a current reference_cu/build)", file=sys.stderr)
-            return 2
-        except BuildError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+        except (NvccNotFound, BuildError) as exc:
+            return build_failure_exit(exc, "the comparison needs nvcc (or a current reference_cu/build)")
         print(tabulate(summary_rows(comparisons), headers=SUMMARY_HEADERS, tablefmt="github"))
         for cmp in comparisons:
             for note in cmp.arithmetic_differences:

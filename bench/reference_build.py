@@ -59,6 +59,19 @@ class BuildError(RuntimeError):
     pass
 
 
+def build_failure_exit(exc, needs=""):
+    """A command's answer to a failed reference build: one ``error:`` line on stderr (``needs`` says
+    what the command needed nvcc for) and the exit code, 2 when nvcc is missing, 1 when the build
+    itself failed. Anything else is re-raised."""
+    if isinstance(exc, NvccNotFound):
+        print(f"error: {exc}" + (f"; {needs}" if needs else ""), file=sys.stderr)
+        return 2
+    if isinstance(exc, BuildError):
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    raise exc
+
+
 def find_nvcc(explicit=None):
     """nvcc from ``explicit``, ``$NVCC``, PATH, ``$CUDA_HOME/bin`` or /usr/local/cuda/bin (None if absent)."""
     candidates = [explicit, os.environ.get("NVCC"), shutil.which("nvcc")]
@@ -240,12 +253,8 @@ def main(argv):
         return 0 if reason is None else 1
     try:
         result = build(args.out, args.nvcc)
-    except NvccNotFound as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except BuildError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except (NvccNotFound, BuildError) as exc:
+        return build_failure_exit(exc)
     from tabulate import tabulate
 
     rows = [[entry, r["module"], r.get("registers"), r.get("shared_bytes"), r.get("stack_frame_bytes"),

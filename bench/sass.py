@@ -646,7 +646,7 @@ def main(argv):
 
     from tabulate import tabulate
 
-    from bench.reference_build import BuildError, NvccNotFound
+    from bench.reference_build import BuildError, NvccNotFound, build_failure_exit
     from numba_softmax.kernels.registry import KERNELS
     from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
 
@@ -665,12 +665,8 @@ def main(argv):
         print(f"error: --out {args.out}: {exc} (give a new folder: the comparison never writes over files it "
               "did not create)", file=sys.stderr)
         return 2
-    except NvccNotFound as exc:
-        print(f"error: {exc}; the comparison needs nvcc (or a current reference_cu/build)", file=sys.stderr)
-        return 2
-    except BuildError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except (NvccNotFound, BuildError) as exc:
+        return build_failure_exit(exc, "the comparison needs nvcc (or a current reference_cu/build)")
     print(tabulate(summary_rows(comparisons), headers=SUMMARY_HEADERS, tablefmt="github"))
     print(f"\nper-kernel SASS, <kernel>.sass.md and sass_summary.md written to {os.path.abspath(args.out)}")
     return 0

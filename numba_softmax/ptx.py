@@ -65,6 +65,20 @@ def kernel_ptx(dispatcher, signature, cc=TARGET_CC):
     return ptx
 
 
+def ptx_getter(builds):
+    """A memoized ``name -> PTX`` over ``builds`` (name -> ``(dispatcher, signature)``, e.g. the
+    kernel registry): each kernel is compiled once however many checks read its PTX."""
+    cache = {}
+
+    def ptx_of(name):
+        if name not in cache:
+            dispatcher, signature = builds[name]
+            cache[name] = kernel_ptx(dispatcher, signature)
+        return cache[name]
+
+    return ptx_of
+
+
 _INSTRUCTION = re.compile(r"^\s*(?:@!?%p\w+\s+)?([a-z][\w.:]*)", re.MULTILINE)
 
 

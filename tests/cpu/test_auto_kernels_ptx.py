@@ -8,17 +8,10 @@ import pytest
 from numba_softmax.kernels.auto_rows import (AUTO_TABLE, CANDIDATE_GEOMETRIES, CANDIDATES, TABLE_GEOMETRIES,
                                              Geometry, builds)
 from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
-from numba_softmax.ptx import check_policy, kernel_ptx, ptxas_resources
+from numba_softmax.ptx import check_policy, ptx_getter, ptxas_resources
 
 ALL_BUILDS = builds(CANDIDATE_GEOMETRIES)
-_ptx = {}
-
-
-def ptx_of(name):
-    if name not in _ptx:
-        dispatcher, signature = ALL_BUILDS[name]
-        _ptx[name] = kernel_ptx(dispatcher, signature)
-    return _ptx[name]
+ptx_of = ptx_getter(ALL_BUILDS)
 
 
 @pytest.mark.parametrize("name", sorted(ALL_BUILDS))

@@ -5,16 +5,9 @@ import pytest
 from controls import contracted_scale_add
 from numba_softmax.kernels.registry import KERNELS
 from numba_softmax.numerics import host_block_reduce
-from numba_softmax.ptx import check_policy, instruction_histogram, kernel_ptx, ptxas_resources
+from numba_softmax.ptx import check_policy, instruction_histogram, kernel_ptx, ptx_getter, ptxas_resources
 
-_ptx_cache = {}
-
-
-def ptx_of(name):
-    if name not in _ptx_cache:
-        dispatcher, signature = KERNELS[name]
-        _ptx_cache[name] = kernel_ptx(dispatcher, signature)
-    return _ptx_cache[name]
+ptx_of = ptx_getter(KERNELS)
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))

@@ -374,3 +374,13 @@ def test_a_code_path_placed_elsewhere_is_told_apart_from_reordered_arithmetic():
     assert moved_runs(["x", "y"] + path, path + ["x", "y"]) == []
     assert moved_runs(other + path, path[1:] + other + path[:1]) == []
     assert moved_runs(other + path, list(reversed(path)) + other) == []
+
+
+def test_a_failed_reference_build_is_one_error_line_and_its_exit_code(capsys):
+    from bench.reference_build import BuildError, NvccNotFound, build_failure_exit
+    assert build_failure_exit(NvccNotFound("nvcc not found"), "the comparison needs nvcc") == 2
+    assert capsys.readouterr().err == "error: nvcc not found; the comparison needs nvcc\n"
+    assert build_failure_exit(BuildError("ptxas failed on tiles.cu")) == 1
+    assert capsys.readouterr().err == "error: ptxas failed on tiles.cu\n"
+    with pytest.raises(ValueError):                      # anything else is not a build failure
+        build_failure_exit(ValueError("bad argument"))
