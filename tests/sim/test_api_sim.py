@@ -58,7 +58,8 @@ def test_out_is_written_and_returned(kind):
 
 
 def test_long_rows_go_to_the_long_row_path():
-    x = matrix_fixture("random", (2, 4100))
+    # One row: any row past 4096 columns takes a block of 512 threads or more (as many Python threads here).
+    x = matrix_fixture("random", (1, 4100))
     with pytest.raises(ValueError, match="row too long for the fused kernel"):
         softmax(x, method="fused")
     assert check_matrix(softmax(x), x).passed
