@@ -210,7 +210,9 @@ def softmax(x, method="auto", out=None, stream=None, check=True):
     one: torch's current stream for a tensor, the stream the input's ``__cuda_array_interface__``
     names, else the legacy default stream.
     """
-    repeat = _repeats.get(_repeat_key(x, out, stream, method, check)) if out is not None else None
+    # (only a well-formed call is looked up: a bad method or check gets its own error below)
+    canonical = out is not None and method in METHODS and isinstance(check, bool)
+    repeat = _repeats.get(_repeat_key(x, out, stream, method, check)) if canonical else None
     if repeat is not None and repeat.matches(x, out, stream, method, check):
         plan = _plans.get(repeat.key)
         if plan is repeat.plan:  # still cached (clear_plans() and eviction end the shortcut)

@@ -442,7 +442,7 @@ def _issue_launch(inst, cycles, duration_ns, busy=50.0):
 
 
 def test_issue_floor_is_instructions_at_one_per_scheduler_cycle():
-    # 132 SMs x 4 schedulers issue 528 instructions per cycle: 528,000 instructions take 1,000
+    # 132 SMs x 4 schedulers each start one of 528 instructions per cycle: 528,000 instructions take 1,000
     # cycles; the launch ran 2,000 cycles in 1,000 ns, so its issue floor is 500 ns.
     launch = _issue_launch(528_000, 2_000, 1_000)
     assert profile.issue_floor_ns(launch, 132) == pytest.approx(500.0)

@@ -251,6 +251,9 @@ def test_streams_and_their_kinds():
 def test_unknown_method():
     with pytest.raises(ValueError, match="unknown method 'magic'"):
         softmax(matrix_fixture("random", SHAPE), method="magic")
+    x = _device(matrix_fixture("random", SHAPE))
+    with pytest.raises(ValueError, match=r"unknown method \['auto'\]"):   # not a hashing error
+        softmax(x, out=_device(np.zeros(SHAPE, np.float32)), method=["auto"])
 
 
 # ---- tiled_softmax ------------------------------------------------------------------------------
