@@ -25,7 +25,10 @@ Numba's ``grid.sync()`` went through libcudadevrt with local-memory traffic; thi
 no reset launch.
 
 (The loops are written as while loops: ``range`` with a run-time step computes its trip
-count with a 64-bit division call, which cost this register-bound kernel two registers.)
+count with a 64-bit division call, which cost this register-bound kernel two registers.
+Arrays are indexed with ``uint32`` values: Numba adds negative-index wraparound code, a
+compare and a select, to every signed index it cannot prove non-negative, much of it on
+thread 0's decision chain; docs/numba_vs_nvcc.md.)
 It touches no queue state, so it needs no reset launch. In its A and C loops thread 0
 first prefetches the worker's next tile (``t + gridDim.x``) into L2
 (:func:`prefetch_next_tile`), so that tile's DRAM read overlaps the current tile's
