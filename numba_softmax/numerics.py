@@ -73,6 +73,15 @@ def _check_block_threads(threads):
 KERNEL_OPTIONS = {"fastmath": False}
 
 
+def bounded_kernel(kernel, threads, min_blocks_per_sm):
+    """``kernel`` compiled with launch bounds: at most ``threads`` per block and registers few enough
+    for ``min_blocks_per_sm`` such blocks on one SM (``.maxntid`` / ``.minnctapersm`` for ptxas). The
+    simulator has no launch bounds and compiles it plainly."""
+    if SIMULATOR:
+        return cuda.jit(**KERNEL_OPTIONS)(kernel)
+    return cuda.jit(launch_bounds=(threads, min_blocks_per_sm), **KERNEL_OPTIONS)(kernel)
+
+
 if SIMULATOR:
     # ---- simulator bindings: same names, plain float32 arithmetic -------------------
     # Device functions (not plain functions) so the simulator hands them its fake

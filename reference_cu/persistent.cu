@@ -131,6 +131,8 @@ __device__ __forceinline__ void prefetch_next_tile(int t, int workers, long long
 // Thread 0's ticket besides a slot index: none (take one at the next decision), or exhausted
 // (a ticket came back past the capacity: every B/C task has a consumer).
 enum { TICKET_NONE = -1, TICKET_EXHAUSTED = -2 };
+// Thread 0's view of its ticket's ready flag when it did not read it during the task just run.
+enum { SEEN_NOTHING = -1 };
 
 // Thread 0's scheduling decision. Claims are tickets (one atomicAdd each, which always
 // succeeds), never CAS loops. A worker holds at most one FIFO ticket; while its slot is
@@ -141,10 +143,11 @@ enum { TICKET_NONE = -1, TICKET_EXHAUSTED = -2 };
 // read again after the acquire if the relaxed read came first); claims are not preceded by
 // relaxed polls. A claim past the end is counted in a_overshoot / head_overshoot once per
 // worker. c_unflushed: this worker's finished C tiles not yet added to c_done (one release add
-// for all of them once nothing is left to claim).
+// for all of them once nothing is left to claim). seen_ready: the ticket's flag as read (relaxed)
+// when the A task just run started; a 0 there claims the next A tile without reading it again.
 __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, int* fifo_ready, int rows, int n_tiles,
                                               int capacity, int max_polls, int ticket, bool& a_done,
-                                              int& c_unflushed, bool c_waiting) {
+                                              int& c_unflushed, bool c_waiting, int seen_ready) {
     if (ticket == TICKET_NONE) {
         ticket = atomicAdd(&counters[FIFO_HEAD], 1);
     }
@@ -152,9 +155,10 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
         atomicAdd(&counters[HEAD_OVERSHOOT], 1);
         ticket = TICKET_EXHAUSTED;
     }
+    bool skip_flag = seen_ready == 0 && !a_done;  // first pass only
     int polls = 0;
     while (true) {
-        if (ticket >= 0) {
+        if (ticket >= 0 && !skip_flag) {
             // 1. the consumer (B or C) is preferred as soon as its slot is published.
             int task = load_relaxed_gpu(&fifo_slots[ticket]);
             if (load_acquire_gpu(&fifo_ready[ticket]) == 1) {
@@ -168,6 +172,7 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
                 return d;
             }
         }
+        skip_flag = false;
         if (!a_done) {
             // 2. claim the next producer tile (also while a reserved slot fills).
             const int a = atomicAdd(&counters[A_NEXT], 1);
@@ -254,7 +259,11 @@ __device__ bool block_then_grid_barrier(int* counters, int workers, int max_poll
     return passed;
 }
 
-extern "C" __global__ void persistent_tiles(int mode, const float* values, float* out, const int* tile_row,
+// Launch bounds as in numba_softmax/kernels/persistent.py (MIN_WORKERS_PER_SM): at most 56 registers,
+// so that 9 workers of 128 threads fit on an SM.
+#define MIN_WORKERS_PER_SM 9
+
+extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) persistent_tiles(int mode, const float* values, float* out, const int* tile_row,
                                             const long long* tile_start, const int* tile_len,
                                             const int* row_first_tile, const int* row_tile_count, float* tile_max,
                                             float* tile_sum, float* row_max, float* row_sum, int* counters,
@@ -328,6 +337,7 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
     int c_unflushed = 0;       // thread 0: finished C tiles, barrier passed, not yet added to c_done
     int ticket = TICKET_NONE;  // thread 0: its FIFO slot (or the claim still in flight)
     bool a_done = false;       // thread 0: an A claim came back past the end
+    int seen_ready = SEEN_NOTHING;  // thread 0: its ticket's flag, read (relaxed) as an A task starts
     if (tid == 0) {
         ctrl[0] = KIND_SYNC;  // a no-task first turn: every decision is made at one place, below
     }
@@ -343,6 +353,10 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
             // The announcer (lane 0 of warp 1) asks for the tile's row now; after the task it
             // releases the summary it wrote while thread 0 decides the next task.
             const int row = tid == TILE_ANNOUNCER ? tile_row[index] : 0;
+            // Thread 0 reads its ticket's flag now; the value is first used at the next decision.
+            if (tid == 0 && ticket >= 0) {
+                seen_ready = load_relaxed_gpu(&fifo_ready[ticket]);
+            }
             task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials);
             if (tid == TILE_ANNOUNCER) {
                 const int old = atomic_add_acq_rel_gpu(&row_arrivals[row], 1);
@@ -371,7 +385,8 @@ extern "C" __global__ void persistent_tiles(int mode, const float* values, float
             }
             c_waiting = kind == KIND_C;
             const Decision d = next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, fifo_capacity, max_polls,
-                                         ticket, a_done, c_unflushed, c_waiting);
+                                         ticket, a_done, c_unflushed, c_waiting, seen_ready);
+            seen_ready = SEEN_NOTHING;
             ticket = d.ticket;
             ctrl[2 * (1 - current)] = d.kind;
             ctrl[2 * (1 - current) + 1] = d.index;

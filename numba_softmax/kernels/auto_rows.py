@@ -61,8 +61,8 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from ..launch_spec import KernelLaunch
-from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, f32_add, f32_div,
-                        f32_exp, f32_max, f32_mul, f32_sub)
+from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, bounded_kernel,
+                        f32_add, f32_div, f32_exp, f32_max, f32_mul, f32_sub)
 from .vector_io import load_quad, store_quad
 
 #: Words of the device status record and the value of a clear word (see the module docstring).
@@ -497,12 +497,10 @@ def _make_build(geometry, vector, checked):
         def kernel(x, y):
             body(x, y, None, None)
     kernel.__name__ = kernel.__qualname__ = _build_name(geometry, vector, checked)
-    if SIMULATOR:
-        return cuda.jit(**KERNEL_OPTIONS)(kernel)
     # Launch bounds: at least 1024 resident threads per SM, i.e. ptxas keeps <= 64 registers per thread
     # (a 1024-thread block could not launch with more; smaller blocks would otherwise take up to 128 and
     # halve the warps in flight that hide DRAM latency).
-    return cuda.jit(launch_bounds=(block, max(1, MIN_THREADS_PER_SM // block)), **KERNEL_OPTIONS)(kernel)
+    return bounded_kernel(kernel, block, max(1, MIN_THREADS_PER_SM // block))
 
 
 #: Which geometry ``auto`` runs for a row of up to ``max_columns`` (first match); wider rows: the last.

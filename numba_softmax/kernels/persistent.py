@@ -72,7 +72,11 @@ holds at most one FIFO ticket (a slot of the FIFO, published or only reserved):
    the next decision starts with a ticket in hand (one round trip, the flag and slot read,
    instead of a counter poll, the ticket, the flag and the slot one after another).
 2. Otherwise -- also while its ticketed slot is reserved but not yet published --
-   ``a = atomicAdd(a_next, 1)`` claims A(a) if ``a < n_tiles``; the first claim past the
+   ``a = atomicAdd(a_next, 1)`` claims A(a) if ``a < n_tiles``. Thread 0 reads its ticket's
+   flag (relaxed) as each A task starts; if that read gave 0, the decision after the task
+   claims at once, without reading the flag again (one round trip instead of two; a slot
+   published during the task is taken at the decision after that one, where the flag is read
+   as in 1); the first claim past the
    end is counted in ``a_overshoot`` and the worker claims no more A tiles. Doing producer
    work while waiting means every ticketed slot is eventually published: all B and C tasks
    are published exactly once, filling exactly the FIFO's ``rows + n_tiles`` slots.
@@ -126,7 +130,8 @@ B instead of the last). The variants are separate compilations selected by closu
 constants, so :data:`persistent_tiles` contains none of their code.
 
 Launch geometry: grid (workers,), block (128,), a cooperative launch (requested by the launch
-description: the kernel's own grid barrier needs every worker resident). ``workers`` comes
+description: the kernel's own grid barrier needs every worker resident); launch bounds of
+:data:`MIN_WORKERS_PER_SM` = 9 blocks per SM (at most 56 registers). ``workers`` comes
 from the occupancy API x SM count, capped by ``n_tiles`` (see
 :func:`numba_softmax.tiled.worker_plan`). ``init_queue_kernel``: grid-stride, grid
 (ceil((rows + n_tiles) / 256) capped at 1024,), block (256,).
@@ -151,7 +156,7 @@ from ..queue import (A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_SLOTS, DEFAULT_MAX_POL
                      COUNTER_LINE_WORDS,
                      ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK,
                      ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, HEAD_OVERSHOOT)
-from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE
+from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE, bounded_kernel
 from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, fence_acq_rel_gpu,
                        load_acquire_gpu, load_relaxed_gpu, pause_us, store_relaxed_gpu)
 from .prefetch import prefetch_span_l2
@@ -187,6 +192,12 @@ KIND_C = 3
 KIND_SYNC = 4  # no task: one more barrier, so that the worker's last C tile is ordered before it counts it
 
 INIT_MAX_BLOCKS = 1024
+
+#: Workers of TILE_THREADS that the launch bounds ask ptxas to fit on one SM: 9 x 128 threads x 56
+#: registers = 64,512 of the SM's 65,536. Without the bound the driver's compiler gave this kernel 1056
+#: workers on the H200 (8 per SM) where its nvcc twin, at 55 registers, got 1188; with it both get 1188,
+#: and the DAG is 8-9% faster at 2048 rows (PERFORMANCE.md).
+MIN_WORKERS_PER_SM = 9
 
 
 # ---- queue helpers (thread 0 only) ------------------------------------------------------------
@@ -310,6 +321,8 @@ ERROR_POLL_EVERY = 32
 TICKET_NONE = -1
 #: ... or never again: a ticket came back past the capacity (every B/C task has a consumer).
 TICKET_EXHAUSTED = -2
+#: Thread 0's view of its ticket's ready flag when it did not read it during the task just run.
+SEEN_NOTHING = -1
 
 
 def _make_next_task(acquire_ready, completion_wait=False):
@@ -337,16 +350,19 @@ def _make_next_task(acquire_ready, completion_wait=False):
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
     def next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
-                  c_waiting):
+                  c_waiting, seen_ready):
         capacity = fifo_slots.shape[0]
         if ticket == TICKET_NONE:
             ticket = cuda.atomic.add(counters, FIFO_HEAD, 1)
         if ticket >= capacity:
             cuda.atomic.add(counters, HEAD_OVERSHOOT, 1)
             ticket = int32(TICKET_EXHAUSTED)
+        # The ticket's flag read 0 at the start of the A task just run: claim the next A tile at once
+        # instead of reading the flag again first (first pass only; see the docstring).
+        skip_flag = seen_ready == 0 and not a_done
         polls = 0
         while True:
-            if ticket >= 0:
+            if ticket >= 0 and not skip_flag:
                 # 1. the consumer (B or C) is preferred as soon as its slot is published.
                 if not acquire_ready:  # negative control: read the slot without the acquire
                     return decode_fifo_task(fifo_slots[uint32(ticket)], ticket, rows, n_tiles, counters) + (
@@ -360,6 +376,7 @@ def _make_next_task(acquire_ready, completion_wait=False):
                     if kind != KIND_EXIT:  # the next ticket's round trip overlaps this task
                         following = cuda.atomic.add(counters, FIFO_HEAD, 1)
                     return kind, index, following, a_done, c_unflushed
+            skip_flag = False
             if not a_done:
                 # 2. claim the next producer tile (also while a reserved slot fills).
                 a = cuda.atomic.add(counters, A_NEXT, 1)
@@ -529,6 +546,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         c_unflushed = int32(0)  # thread 0: finished C tiles, barrier passed, not yet added to c_done
         ticket = int32(TICKET_NONE)  # thread 0: its FIFO slot (or the claim still in flight)
         a_done = False  # thread 0: an A claim came back past the end
+        seen_ready = int32(SEEN_NOTHING)  # thread 0: its ticket's flag, read (relaxed) as an A task starts
         if tid == 0:
             ctrl[0] = KIND_SYNC  # a no-task first turn: every decision is made at one place, below
         cuda.syncthreads()
@@ -552,6 +570,11 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 # The announcer (lane 0 of warp 1) asks for the tile's row now: the load
                 # completes during the task instead of adding a round trip before the arrival.
                 row = uint32(tile_row[uint32(index)]) if tid == TILE_ANNOUNCER else uint32(0)
+                # Thread 0 reads its ticket's ready flag now; the value is first used at the next
+                # decision, so the load completes during the task: a 0 there lets that decision claim
+                # the next A tile with one round trip (the claim) instead of two (flag, then claim).
+                if tid == 0 and ticket >= 0:
+                    seen_ready = load_relaxed_gpu(fifo_ready, ticket)
                 task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials)
                 if tid == TILE_ANNOUNCER:
                     # It wrote the summary itself, so its acq_rel arrival releases it; thread 0
@@ -598,15 +621,19 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 c_waiting = kind == KIND_C
                 decided_kind, decided_index, ticket, a_done, c_unflushed = next_task(
                     counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
-                    c_waiting)
+                    c_waiting, seen_ready)
+                seen_ready = int32(SEEN_NOTHING)
                 ctrl[2 * (1 - current)] = decided_kind
                 ctrl[2 * (1 - current) + 1] = decided_index
             cuda.syncthreads()
             current = 1 - current
 
     kernel.__name__ = kernel.__qualname__ = name
-    cap = {} if max_registers is None else {"max_registers": max_registers}
-    return cuda.jit(**KERNEL_OPTIONS, **cap)(kernel)
+    # Launch bounds: ptxas keeps the kernel at <= 56 registers so that MIN_WORKERS_PER_SM workers fit
+    # on an SM (the diagnostic builds with a register cap set their own limit instead).
+    if max_registers is None:
+        return bounded_kernel(kernel, TILE_THREADS, MIN_WORKERS_PER_SM)
+    return cuda.jit(max_registers=max_registers, **KERNEL_OPTIONS)(kernel)
 
 
 #: The performance kernel (registered): acquire on every ready flag, last producer publishes.
