@@ -17,7 +17,9 @@ One call:
 A call that repeats an earlier one with the same Numba device arrays (the same objects, whose
 pointer, shape and layout cannot change), ``out=``, method, check and stream skips steps 1-3
 (:class:`RepeatedCall`): at one row of 128 columns those steps cost about as much host time as
-the launch itself.
+the launch itself. The same torch tensors with an explicit ``stream=`` skip them too, after a
+look at each tensor's pointer, shape, dtype and contiguity (a tensor can be resized or rebound
+in place; without ``stream=`` torch's current stream is read again on every call anyway).
 
 docs/api.md describes what each input kind returns, the checks, masks, streams and caching.
 """
@@ -147,22 +149,32 @@ def clear_plans():
 
 
 class RepeatedCall:
-    """A call with Numba device arrays, remembered so that the same call again skips
-    reading the arrays, checking them and looking up the plan: a Numba device array's pointer,
+    """A call with Numba device arrays (or torch tensors), remembered so that the same call again
+    skips reading the arrays, checking them and looking up the plan: a Numba device array's pointer,
     shape, dtype and layout are fixed for its lifetime, so the same objects (held weakly: a freed
     array ends the shortcut, and another array at the same address is another object) with the
-    same method, check and stream argument need the same plan on the same stream."""
+    same method, check and stream argument need the same plan on the same stream. A torch tensor
+    can be resized or rebound in place (``resize_``, ``set_``, ``.data =``), so for tensors
+    (``torch_layout`` set) each tensor's pointer, shape, dtype and contiguity are compared too."""
 
-    __slots__ = ("x", "out", "stream", "x_stream", "method", "check", "key", "plan", "target")
+    __slots__ = ("x", "out", "stream", "x_stream", "method", "check", "key", "plan", "target", "torch_layout")
 
-    def __init__(self, x, out, stream, method, check, key, plan, target):
+    def __init__(self, x, out, stream, method, check, key, plan, target, torch_layout=None):
         self.x, self.out = weakref.ref(x), weakref.ref(out)
         self.stream, self.x_stream = stream, getattr(x, "stream", None)
         self.method, self.check, self.key, self.plan, self.target = method, check, key, plan, target
+        self.torch_layout = torch_layout
 
     def matches(self, x, out, stream, method, check):
-        return (self.x() is x and self.out() is out and self.stream is stream and self.method == method
-                and self.check == check and (stream is not None or getattr(x, "stream", None) is self.x_stream))
+        if not (self.x() is x and self.out() is out and self.stream is stream and self.method == method
+                and self.check == check):
+            return False
+        if self.torch_layout is not None:
+            x_pointer, y_pointer, shape, dtype = self.torch_layout
+            return (x.data_ptr() == x_pointer and out.data_ptr() == y_pointer and x.shape == shape
+                    and out.shape == shape and x.dtype == dtype and out.dtype == dtype and x.is_contiguous()
+                    and out.is_contiguous())
+        return stream is not None or getattr(x, "stream", None) is self.x_stream
 
 
 #: Remembered calls by (id(x), id(out), method, check, id(stream)); an entry is used only if it
@@ -175,10 +187,10 @@ def _repeat_key(x, out, stream, method, check):
     return id(x), id(out), method, check, id(stream)
 
 
-def _remember(x, out, stream, method, check, key, plan, target):
-    """Remember a call with Numba arrays for :class:`RepeatedCall` (other kinds can change their pointer)."""
+def _remember(x, out, stream, method, check, key, plan, target, torch_layout=None):
+    """Remember a call with Numba arrays, or torch tensors and an explicit stream, for :class:`RepeatedCall`."""
     try:
-        entry = RepeatedCall(x, out, stream, method, check, key, plan, target)
+        entry = RepeatedCall(x, out, stream, method, check, key, plan, target, torch_layout)
     except TypeError:  # an array type without weak references: no shortcut
         return
     _repeats[_repeat_key(x, out, stream, method, check)] = entry
@@ -255,6 +267,8 @@ def softmax(x, method="auto", out=None, stream=None, check=True):
         _plans.move_to_end(key)
     if kind == arrays.NUMBA and out_kind == arrays.NUMBA:
         _remember(x, result, stream, method, check, key, plan, target)
+    elif kind == arrays.TORCH and out_kind == arrays.TORCH and stream is not None and out is not None:
+        _remember(x, result, stream, method, check, key, plan, target, (x_pointer, y_pointer, x.shape, x.dtype))
     plan.run(target)
     return result
 

@@ -9,7 +9,9 @@ Per shape (default 1x128 and 4096x4096, the goal's shapes), the median host time
 * ``api_alternating``     ``api`` with a call on other arrays in between (the repeated-call shortcut
                           remembers more than the last call: this must cost what ``api`` costs);
 * ``idle_sync``           a synchronize of an idle stream (the floor of any completion);
-* ``read_device``, ``array_kind``, ``resolve_stream``: the steps a first call makes on the host.
+* ``read_device``, ``array_kind``, ``resolve_stream``: the steps a first call makes on the host;
+* where torch has CUDA: ``torch_api`` (the ``api`` call on torch tensors, the goal's torch / Numba
+  ratio) and ``torch_read_device`` (reading one tensor).
 
     python -m bench probe api [--shapes 1x128,4096x4096] [--calls 2000] [--out DIR]
 """
@@ -45,6 +47,13 @@ def probe_shape(shape, stream, calls):
         "array_kind": lambda: arrays.array_kind(x),
         "resolve_stream": lambda: arrays.resolve_stream(stream, x, kind, None),
     }
+    torch = _cuda_torch()
+    if torch is not None:
+        t_x = torch.as_tensor(matrix_fixture("random-0", shape), device="cuda")
+        t_y = torch.empty(shape, dtype=torch.float32, device="cuda")
+        torch.cuda.synchronize()
+        steps["torch_api"] = lambda: softmax(t_x, out=t_y, stream=stream)
+        steps["torch_read_device"] = lambda: arrays.read_device(t_x, arrays.TORCH)
     result = {"shape": list(shape), "calls": calls}
     for name, step in steps.items():
         for _ in range(max(50, calls // 10)):
@@ -54,7 +63,18 @@ def probe_shape(shape, stream, calls):
     for name in steps:
         print(f"{shape[0]}x{shape[1]:<6} {name:<18} {result[f'{name}_us']:8.2f} us", flush=True)
     print(f"{shape[0]}x{shape[1]:<6} api / launch_layer  {result['api_us'] / result['launch_layer_us']:8.3f}")
+    if torch is not None:
+        print(f"{shape[0]}x{shape[1]:<6} torch_api / api     {result['torch_api_us'] / result['api_us']:8.3f}")
     return result
+
+
+def _cuda_torch():
+    """torch, where it is installed with a CUDA device; else None (the torch steps are left out)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
 
 
 def main(argv=None):

@@ -296,3 +296,31 @@ def test_the_repeated_call_shortcut_releases_a_freed_array():
     x2 = matrix_fixture("offset", (8, 256))
     softmax(cuda.to_device(x2), out=dy)
     assert check_matrix(dy.copy_to_host(), x2).passed
+
+
+def test_a_repeated_torch_call_with_a_stream_takes_the_shortcut_and_follows_a_rebound_tensor():
+    """Torch tensors with an explicit stream are remembered like Numba arrays, but a tensor can be rebound
+    or resized in place: the shortcut must follow its new storage and see its new shape. (Without the
+    pointer and shape looks, the third call would write the old storage and the fourth would not raise.)"""
+    from numba_softmax.launch.driver import Stream
+    torch = _torch()
+    api.clear_plans()
+    stream = Stream()
+    x = matrix_fixture("random", SHAPE)
+    t_x = torch.from_numpy(x).cuda()
+    t_y = torch.empty(SHAPE, device="cuda")
+    softmax(t_x, out=t_y, stream=stream)
+    softmax(t_x, out=t_y, stream=stream)                 # the shortcut
+    assert [r.out() for r in api._repeats.values()] == [t_y]
+    assert check_matrix(t_y.cpu().numpy(), x).passed
+    first = t_y.view(SHAPE)                              # keeps the first storage alive
+    t_y.set_(torch.full(SHAPE, float("nan"), device="cuda"))   # rebound: the same object, new storage
+    x2 = matrix_fixture("offset", SHAPE)
+    t_x.copy_(torch.from_numpy(x2))
+    torch.cuda.synchronize()
+    softmax(t_x, out=t_y, stream=stream)
+    assert check_matrix(t_y.cpu().numpy(), x2).passed
+    assert check_matrix(first.cpu().numpy(), x).passed  # the first storage was not written again
+    t_x.resize_(SHAPE[0] // 2, SHAPE[1])                 # the same pointer, a smaller shape
+    with pytest.raises(ValueError, match="out must have the input's shape"):
+        softmax(t_x, out=t_y, stream=stream)
