@@ -72,12 +72,11 @@ holds at most one FIFO ticket (a slot of the FIFO, published or only reserved):
    the next decision starts with a ticket in hand (one round trip, the flag and slot read,
    instead of a counter poll, the ticket, the flag and the slot one after another).
 2. Otherwise -- also while its ticketed slot is reserved but not yet published --
-   ``a = atomicAdd(a_next, 1)`` claims A(a) if ``a < n_tiles``. Thread 0 reads its ticket's
-   flag (relaxed) as each A task starts; if that read gave 0, the decision after the task
-   claims at once, without reading the flag again (one round trip instead of two; a slot
-   published during the task is taken at the decision after that one, where the flag is read
-   as in 1); the first claim past the
-   end is counted in ``a_overshoot`` and the worker claims no more A tiles. Doing producer
+   ``a = atomicAdd(a_next, 1)`` claims A(a) if ``a < n_tiles``; the first claim past the
+   end is counted in ``a_overshoot`` and the worker claims no more A tiles. Thread 0 reads its
+   ticket's flag (relaxed) as each A task starts; if that read gave 0, the decision after the
+   task claims at once, without reading the flag again (one round trip instead of two; a slot
+   published during the task is taken at the decision after that one). Doing producer
    work while waiting means every ticketed slot is eventually published: all B and C tasks
    are published exactly once, filling exactly the FIFO's ``rows + n_tiles`` slots.
 3. Otherwise, once nothing is left to claim (no A tile, no ticket), the worker adds the C
@@ -196,7 +195,7 @@ INIT_MAX_BLOCKS = 1024
 #: Workers of TILE_THREADS that the launch bounds ask ptxas to fit on one SM: 9 x 128 threads x 56
 #: registers = 64,512 of the SM's 65,536. Without the bound the driver's compiler gave this kernel 1056
 #: workers on the H200 (8 per SM) where its nvcc twin, at 55 registers, got 1188; with it both get 1188,
-#: and the DAG is 8-9% faster at 2048 rows (PERFORMANCE.md).
+#: and the DAG is 7-8% faster at 2048 rows (PERFORMANCE.md).
 MIN_WORKERS_PER_SM = 9
 
 
