@@ -12,7 +12,7 @@
 //       trace array, is untouched by its performance build and has no counterpart here); the Numba
 //       kernel reads n_tiles, rows and fifo_capacity from tile_row.shape[0],
 //       row_first_tile.shape[0] and fifo_slots.shape[0]; here they are passed, and n_values
-//       (values.shape[0]) bounds the phased mode's L2 prefetch of each worker's next tile.
+//       (values.shape[0]) bounds the L2 prefetches (phased: a worker's next tile; DAG: tile index + workers).
 //       grid (workers,), block (128,), COOPERATIVE launch in both modes (phased uses a grid
 //       barrier; workers <= the cooperative occupancy limit).
 //   init_queue_kernel(int32* counters, int32* row_arrivals, int32* fifo_slots, int32* fifo_ready,
@@ -353,12 +353,24 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             // The announcer (lane 0 of warp 1) asks for the tile's row now; after the task it
             // releases the summary it wrote while thread 0 decides the next task.
             const int row = tid == TILE_ANNOUNCER ? tile_row[index] : 0;
+            // ... and the span of tile index + workers, asked for in L2 after the task (A tiles are
+            // claimed in increasing order: that tile is claimed about one round of claims later).
+            const unsigned ahead = (unsigned)index + gridDim.x;
+            long long ahead_start = 0;
+            int ahead_len = 0;
+            if (tid == TILE_ANNOUNCER && ahead < (unsigned)n_tiles) {
+                ahead_start = tile_start[ahead];
+                ahead_len = tile_len[ahead];
+            }
             // Thread 0 reads its ticket's flag now; the value is first used at the next decision.
             if (tid == 0 && ticket >= 0) {
                 seen_ready = load_relaxed_gpu(&fifo_ready[ticket]);
             }
             task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials);
             if (tid == TILE_ANNOUNCER) {
+                if (ahead_len > 0) {
+                    prefetch_span_l2(values, n_values, ahead_start, ahead_len);
+                }
                 const int old = atomic_add_acq_rel_gpu(&row_arrivals[row], 1);
                 if (old == row_tile_count[row] - 1) {  // the LAST producer publishes B
                     publish_tasks(counters, fifo_slots, fifo_ready, fifo_capacity, row, 1);

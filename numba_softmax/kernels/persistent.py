@@ -87,7 +87,10 @@ holds at most one FIFO ticket (a slot of the FIFO, published or only reserved):
    So every worker that exits has one overshoot of each kind: a complete run ends with
    ``a_overshoot == head_overshoot == workers``.
 
-After A(t) (the announcer wrote tile_max[t], tile_sum[t] inside the task), the announcer
+As A(t) starts the announcer loads the span of tile ``t + workers``, and asks for it in L2
+after the task: A tiles are claimed in increasing order, so that tile is claimed about one
+round of claims later and its DRAM read overlaps the tasks in between (a hint; nothing is
+claimed). After A(t) (the announcer wrote tile_max[t], tile_sum[t] inside the task), the announcer
 makes an acq_rel ``atomicAdd(row_arrivals[row], 1)``; the LAST producer (old == row_tile_count - 1)
 publishes B(row): ``slot = atomicAdd(fifo_tail, 1)``, plain store of the task id into
 ``fifo_slots[slot]``, then the release pattern ``fence.acq_rel.gpu`` + relaxed store
@@ -569,6 +572,16 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 # The announcer (lane 0 of warp 1) asks for the tile's row now: the load
                 # completes during the task instead of adding a round trip before the arrival.
                 row = uint32(tile_row[uint32(index)]) if tid == TILE_ANNOUNCER else uint32(0)
+                # ... and the span of tile index + workers, which it asks for in L2 after the task: A
+                # tiles are claimed in increasing order, so that tile is claimed about one round of
+                # claims later, and its DRAM read overlaps the tasks in between (a hint: nothing is
+                # claimed, nothing waits on it).
+                ahead = uint32(index) + uint32(cuda.gridDim.x)
+                ahead_start = int64(0)
+                ahead_len = int32(0)
+                if tid == TILE_ANNOUNCER and ahead < uint32(n_tiles):
+                    ahead_start = tile_start[ahead]
+                    ahead_len = tile_len[ahead]
                 # Thread 0 reads its ticket's ready flag now; the value is first used at the next
                 # decision, so the load completes during the task: a 0 there lets that decision claim
                 # the next A tile with one round trip (the claim) instead of two (flag, then claim).
@@ -576,6 +589,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     seen_ready = load_relaxed_gpu(fifo_ready, ticket)
                 task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials)
                 if tid == TILE_ANNOUNCER:
+                    if ahead_len > 0:
+                        prefetch_span_l2(values, ahead_start, ahead_len)
                     # It wrote the summary itself, so its acq_rel arrival releases it; thread 0
                     # meanwhile decides the next task (below): the two chains of dependent
                     # round trips overlap instead of following each other.

@@ -243,8 +243,11 @@ else:
             if chunk + lane < count:
                 t = first + chunk + lane
                 term = f32_mul(tile_sum[t], f32_exp(f32_sub(tile_max[t], m)))
-            for j in range(min(uint32(WARP_SIZE), count - chunk)):
+            terms = min(uint32(WARP_SIZE), count - chunk)
+            j = uint32(0)
+            while j < terms:
                 z = f32_add(z, cuda.shfl_sync(FULL_MASK, term, j))
+                j += uint32(1)
             chunk += uint32(WARP_SIZE)
         if lane == 0:
             row_max[r] = m
