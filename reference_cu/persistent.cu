@@ -368,12 +368,12 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             }
             task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials);
             if (tid == TILE_ANNOUNCER) {
-                if (ahead_len > 0) {
-                    prefetch_span_l2(values, n_values, ahead_start, ahead_len);
-                }
                 const int old = atomic_add_acq_rel_gpu(&row_arrivals[row], 1);
                 if (old == row_tile_count[row] - 1) {  // the LAST producer publishes B
                     publish_tasks(counters, fifo_slots, fifo_ready, fifo_capacity, row, 1);
+                }
+                if (ahead_len > 0) {  // after the arrival and any publish: the B they release comes first
+                    prefetch_span_l2(values, n_values, ahead_start, ahead_len);
                 }
             }
         } else if (kind == KIND_B) {

@@ -589,8 +589,6 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     seen_ready = load_relaxed_gpu(fifo_ready, ticket)
                 task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials)
                 if tid == TILE_ANNOUNCER:
-                    if ahead_len > 0:
-                        prefetch_span_l2(values, ahead_start, ahead_len)
                     # It wrote the summary itself, so its acq_rel arrival releases it; thread 0
                     # meanwhile decides the next task (below): the two chains of dependent
                     # round trips overlap instead of following each other.
@@ -603,6 +601,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                         publish = old == 0
                     if publish:
                         publish_tasks(counters, fifo_slots, fifo_ready, row, 1)
+                    if ahead_len > 0:  # after the arrival and any publish: the B they release comes first
+                        prefetch_span_l2(values, ahead_start, ahead_len)
             elif kind == KIND_B:
                 # Warp 0 runs B; its lane 0 (thread 0) writes row_max/row_sum. Lanes 1-31 read
                 # tile summaries too: they do so after the broadcast barrier that follows thread
