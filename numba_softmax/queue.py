@@ -84,6 +84,17 @@ ERROR_NAMES = {
     ERR_BARRIER_TIMEOUT: "waited too long at a grid barrier (phased)",
 }
 
+#: A tiles per DAG claim: where every worker has at least this many A tiles, a worker claims two
+#: consecutive tiles with one ``atomicAdd(a_next, 2)`` and runs them back to back (one scheduling
+#: decision per pair); otherwise one. The kernel applies the same rule on the device.
+A_CLAIM_TILES = 2
+
+
+def a_claim_tiles(n_tiles, workers):
+    """A tiles per claim of a DAG invocation with ``workers`` workers (:data:`A_CLAIM_TILES`)."""
+    return A_CLAIM_TILES if n_tiles >= A_CLAIM_TILES * workers else 1
+
+
 #: Bound on every spin loop (polls); each idle poll sleeps at most 256 ns.
 DEFAULT_MAX_POLLS = 1 << 22
 
@@ -92,12 +103,15 @@ class QueueStateError(AssertionError):
     """The DAG queue did not end in the exact expected state."""
 
 
-def expected_counters(layout, a_overshoot=0, head_overshoot=0):
+def expected_counters(layout, a_overshoot=0, head_overshoot=0, a_claim=1):
     """Exact ``counters`` after a complete, error-free DAG invocation.
 
-    Claims are tickets (``atomicAdd``); a ticket past the end is counted, so:
+    Claims are tickets (``atomicAdd``); a ticket past the end is counted, so, with ``a_claim``
+    A tiles per claim (:func:`a_claim_tiles`; the last claim that is not past the end may get
+    fewer tiles):
 
-    * a_next - a_overshoot == n_tiles       every A tile claimed exactly once
+    * a_next == a_claim * (ceil(n_tiles / a_claim) + a_overshoot)
+                                            every A tile claimed exactly once
     * fifo_tail == rows + n_tiles           every B and C task published exactly once
     * fifo_head - head_overshoot == rows + n_tiles
                                             every published task consumed exactly once
@@ -108,7 +122,8 @@ def expected_counters(layout, a_overshoot=0, head_overshoot=0):
     read from the counters themselves and must be non-negative.
     """
     expected = {name: COUNTER_INITIAL[index] for name, index in COUNTER_INDEX.items()}
-    expected.update(a_next=layout.n_tiles + a_overshoot, fifo_head=layout.fifo_capacity + head_overshoot,
+    claims = -(-layout.n_tiles // a_claim)
+    expected.update(a_next=a_claim * (claims + a_overshoot), fifo_head=layout.fifo_capacity + head_overshoot,
                     fifo_tail=layout.fifo_capacity, c_done=layout.n_tiles,
                     a_overshoot=a_overshoot, head_overshoot=head_overshoot)
     return expected
@@ -147,7 +162,9 @@ def verify_counters(counters_host, layout, workers=None):
 
     With ``workers`` (the launched worker count) the overshoots are exact too: a worker
     leaves only after one A claim and one FIFO ticket came back past the end, and claims
-    nothing after that, so a complete run ends with a_overshoot == head_overshoot == workers.
+    nothing after that, so a complete run ends with a_overshoot == head_overshoot == workers;
+    the A tiles per claim follow from ``workers`` (:func:`a_claim_tiles`). Without ``workers``
+    the claim size is the one of 1 and :data:`A_CLAIM_TILES` that ``a_next`` fits (1 if neither).
     """
     c = np.asarray(counters_host)
     if c.shape != (COUNTER_SLOTS,):
@@ -157,7 +174,13 @@ def verify_counters(counters_host, layout, workers=None):
     a_over, head_over = int(c[A_OVERSHOOT]), int(c[HEAD_OVERSHOOT])
     if a_over < 0 or head_over < 0:
         raise QueueStateError(f"negative overshoot counters: a_overshoot {a_over}, head_overshoot {head_over}")
-    expected = expected_counters(layout, a_over, head_over)
+    if workers is not None:
+        a_claim = a_claim_tiles(layout.n_tiles, workers)
+    else:
+        fits = [k for k in (1, A_CLAIM_TILES)
+                if expected_counters(layout, a_over, head_over, k)["a_next"] == int(c[A_NEXT])]
+        a_claim = fits[0] if fits else 1
+    expected = expected_counters(layout, a_over, head_over, a_claim)
     wrong = [f"{name} = {int(c[i])}, expected {expected[name]}"
              for name, i in COUNTER_INDEX.items() if int(c[i]) != expected[name]]
     if workers is not None and (a_over, head_over) != (workers, workers):

@@ -25,7 +25,8 @@
 // 96 (one 128-byte line each: every task touches them), then error_code, error_task,
 // error_waited_on, error_worker, a_overshoot, head_overshoot at words 128..133; the words in
 // between are padding and stay 0 (numba_softmax/kernels/persistent.py: COUNTER_INDEX). Claims are tickets (atomicAdd); a ticket past the
-// end is counted in the overshoot words, so a_next - a_overshoot == n_tiles and
+// end is counted in the overshoot words, so a_next == k * (ceil(n_tiles / k) + a_overshoot) (k A tiles per
+// claim: A_CLAIM_TILES = 2 where n_tiles >= 2 * workers, else 1) and
 // fifo_head - head_overshoot == fifo_tail == rows + n_tiles after a complete run.
 // FIFO task id r < rows is B(r); rows + t is C(t). Errors: 1 ready flag never set (a ticket
 // held past max_polls), 2 no work and C not complete, 3 invalid task id, 4 FIFO overflow
@@ -57,6 +58,8 @@ enum {
 enum { ERR_NONE = 0, ERR_READY_TIMEOUT = 1, ERR_COMPLETION_TIMEOUT = 2, ERR_INVALID_TASK = 3, ERR_FIFO_OVERFLOW = 4,
        ERR_BARRIER_TIMEOUT = 5 };
 enum { KIND_EXIT = 0, KIND_A = 1, KIND_B = 2, KIND_C = 3, KIND_SYNC = 4 };
+// A tiles per DAG claim where every worker has at least this many (numba_softmax/queue.py: A_CLAIM_TILES).
+enum { A_CLAIM_TILES = 2 };
 
 struct Decision {
     int kind;
@@ -134,6 +137,16 @@ enum { TICKET_NONE = -1, TICKET_EXHAUSTED = -2 };
 // Thread 0's view of its ticket's ready flag when it did not read it during the task just run.
 enum { SEEN_NOTHING = -1 };
 
+// The announcer, after n A tiles of row whose summaries it wrote: one acq_rel add to the row's
+// arrivals releases them; the arrival that completes the row publishes B(row).
+__device__ __forceinline__ void arrive(int* row_arrivals, const int* row_tile_count, int* counters, int* fifo_slots,
+                                       int* fifo_ready, int capacity, int row, int n) {
+    const int old = atomic_add_acq_rel_gpu(&row_arrivals[row], n);
+    if (old + n == row_tile_count[row]) {  // the LAST producer publishes B
+        publish_tasks(counters, fifo_slots, fifo_ready, capacity, row, 1);
+    }
+}
+
 // Thread 0's scheduling decision. Claims are tickets (one atomicAdd each, which always
 // succeeds), never CAS loops. A worker holds at most one FIFO ticket; while its slot is
 // reserved but not yet published it claims A tiles, so every ticketed slot is eventually
@@ -147,7 +160,7 @@ enum { SEEN_NOTHING = -1 };
 // when the A task just run started; a 0 there claims the next A tile without reading it again.
 __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, int* fifo_ready, int rows, int n_tiles,
                                               int capacity, int max_polls, int ticket, bool& a_done,
-                                              int& c_unflushed, bool c_waiting, int seen_ready) {
+                                              int& c_unflushed, bool c_waiting, int seen_ready, int a_claim) {
     if (ticket == TICKET_NONE) {
         ticket = atomicAdd(&counters[FIFO_HEAD], 1);
     }
@@ -175,7 +188,7 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
         skip_flag = false;
         if (!a_done) {
             // 2. claim the next producer tile (also while a reserved slot fills).
-            const int a = atomicAdd(&counters[A_NEXT], 1);
+            const int a = atomicAdd(&counters[A_NEXT], a_claim);
             if (a < n_tiles) {
                 return Decision{KIND_A, a, ticket};
             }
@@ -338,6 +351,8 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
     int ticket = TICKET_NONE;  // thread 0: its FIFO slot (or the claim still in flight)
     bool a_done = false;       // thread 0: an A claim came back past the end
     int seen_ready = SEEN_NOTHING;  // thread 0: its ticket's flag, read (relaxed) as an A task starts
+    // A tiles per claim: two where every worker has at least two (one decision per pair).
+    const int a_claim = n_tiles >= A_CLAIM_TILES * (int)gridDim.x ? A_CLAIM_TILES : 1;
     if (tid == 0) {
         ctrl[0] = KIND_SYNC;  // a no-task first turn: every decision is made at one place, below
     }
@@ -350,29 +365,37 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             break;
         }
         if (kind == KIND_A) {
-            // The announcer (lane 0 of warp 1) asks for the tile's row now; after the task it
-            // releases the summary it wrote while thread 0 decides the next task.
-            const int row = tid == TILE_ANNOUNCER ? tile_row[index] : 0;
-            // ... and the span of tile index + workers, asked for in L2 after the task (A tiles are
-            // claimed in increasing order: that tile is claimed about one round of claims later).
-            const unsigned ahead = (unsigned)index + gridDim.x;
+            // The claim: tiles index .. a_end - 1 (one or two), run back to back.
+            const unsigned a_end = min((unsigned)index + (unsigned)a_claim, (unsigned)n_tiles);
+            // The announcer (lane 0 of warp 1) asks for the tiles' rows now (one row or two); after the
+            // tasks it releases the summaries it wrote while thread 0 decides the next task ...
+            const int first_row = tid == TILE_ANNOUNCER ? tile_row[index] : 0;
+            const int last_row = tid == TILE_ANNOUNCER ? tile_row[a_end - 1] : 0;
+            // ... and the span of the claim one round of claims later, asked for in L2 after the tasks.
+            const unsigned ahead = (unsigned)index + (unsigned)a_claim * gridDim.x;
             long long ahead_start = 0;
             int ahead_len = 0;
             if (tid == TILE_ANNOUNCER && ahead < (unsigned)n_tiles) {
+                const unsigned ahead_last = min(ahead + (unsigned)a_claim, (unsigned)n_tiles) - 1;
                 ahead_start = tile_start[ahead];
-                ahead_len = tile_len[ahead];
+                ahead_len = (int)(tile_start[ahead_last] + tile_len[ahead_last] - ahead_start);
             }
             // Thread 0 reads its ticket's flag now; the value is first used at the next decision.
             if (tid == 0 && ticket >= 0) {
                 seen_ready = load_relaxed_gpu(&fifo_ready[ticket]);
             }
-            task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials);
+            for (unsigned t = index; t < a_end; ++t) {
+                task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials);
+            }
             if (tid == TILE_ANNOUNCER) {
-                const int old = atomic_add_acq_rel_gpu(&row_arrivals[row], 1);
-                if (old == row_tile_count[row] - 1) {  // the LAST producer publishes B
-                    publish_tasks(counters, fifo_slots, fifo_ready, fifo_capacity, row, 1);
+                if (first_row == last_row) {
+                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, fifo_capacity, first_row,
+                           (int)(a_end - (unsigned)index));
+                } else {
+                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, fifo_capacity, first_row, 1);
+                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, fifo_capacity, last_row, 1);
                 }
-                if (ahead_len > 0) {  // after the arrival and any publish: the B they release comes first
+                if (ahead_len > 0) {  // after the arrivals and any publish: the B they release comes first
                     prefetch_span_l2(values, n_values, ahead_start, ahead_len);
                 }
             }
@@ -397,7 +420,7 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             }
             c_waiting = kind == KIND_C;
             const Decision d = next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, fifo_capacity, max_polls,
-                                         ticket, a_done, c_unflushed, c_waiting, seen_ready);
+                                         ticket, a_done, c_unflushed, c_waiting, seen_ready, a_claim);
             seen_ready = SEEN_NOTHING;
             ticket = d.ticket;
             ctrl[2 * (1 - current)] = d.kind;

@@ -72,11 +72,15 @@ holds at most one FIFO ticket (a slot of the FIFO, published or only reserved):
    the next decision starts with a ticket in hand (one round trip, the flag and slot read,
    instead of a counter poll, the ticket, the flag and the slot one after another).
 2. Otherwise -- also while its ticketed slot is reserved but not yet published --
-   ``a = atomicAdd(a_next, 1)`` claims A(a) if ``a < n_tiles``; the first claim past the
-   end is counted in ``a_overshoot`` and the worker claims no more A tiles. Thread 0 reads its
-   ticket's flag (relaxed) as each A task starts; if that read gave 0, the decision after the
-   task claims at once, without reading the flag again (one round trip instead of two; a slot
-   published during the task is taken at the decision after that one). Doing producer
+   ``a = atomicAdd(a_next, k)`` claims A(a) .. A(a + k - 1) (those below ``n_tiles``) if
+   ``a < n_tiles``, and the worker runs them back to back: ``k`` =
+   :data:`~numba_softmax.queue.A_CLAIM_TILES` (2) where every worker has at least two A
+   tiles, else 1 (``queue.a_claim_tiles``), so there is one decision per pair of A tiles,
+   not per tile. The first claim past the end is counted in ``a_overshoot`` and the worker
+   claims no more A tiles. Thread 0 reads its ticket's flag (relaxed) as each A claim starts;
+   if that read gave 0, the decision after the tasks claims at once, without reading the flag
+   again (one round trip instead of two; a slot published during the tasks is taken at the
+   decision after that one). Doing producer
    work while waiting means every ticketed slot is eventually published: all B and C tasks
    are published exactly once, filling exactly the FIFO's ``rows + n_tiles`` slots.
 3. Otherwise, once nothing is left to claim (no A tile, no ticket), the worker adds the C
@@ -87,12 +91,13 @@ holds at most one FIFO ticket (a slot of the FIFO, published or only reserved):
    So every worker that exits has one overshoot of each kind: a complete run ends with
    ``a_overshoot == head_overshoot == workers``.
 
-As A(t) starts the announcer loads the span of tile ``t + workers``, and asks for it in L2
-after the task: A tiles are claimed in increasing order, so that tile is claimed about one
-round of claims later and its DRAM read overlaps the tasks in between (a hint; nothing is
-claimed). After A(t) (the announcer wrote tile_max[t], tile_sum[t] inside the task), the announcer
-makes an acq_rel ``atomicAdd(row_arrivals[row], 1)``; the LAST producer (old == row_tile_count - 1)
-publishes B(row): ``slot = atomicAdd(fifo_tail, 1)``, plain store of the task id into
+As a claim A(a) .. starts, the announcer loads the span of the claim one round later
+(``a + k * workers``) and asks for it in L2 after the tasks: A tiles are claimed in
+increasing order, so its DRAM read overlaps the tasks in between (a hint; nothing is
+claimed). After the claim's tiles (the announcer wrote each tile_max[t], tile_sum[t] inside
+its task), the announcer makes one acq_rel ``atomicAdd(row_arrivals[row], n)`` per row the
+claim touches (n of its tiles in that row; two tiles span one row or two); the LAST producer
+(old + n == row_tile_count) publishes B(row): ``slot = atomicAdd(fifo_tail, 1)``, plain store of the task id into
 ``fifo_slots[slot]``, then the release pattern ``fence.acq_rel.gpu`` + relaxed store
 ``fifo_ready[slot] = 1``. After B(r) (run by warp 0; its lane 0, thread 0, writes
 row_max[r], row_sum[r] first): one ``atomicAdd(fifo_tail, row_tile_count[r])`` reserves
@@ -153,7 +158,7 @@ barriers with no task; the bench times them beside each scheduler.
 from numba import cuda, float32, int32, int64, uint32
 
 from ..launch_spec import KernelLaunch
-from ..queue import (A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_SLOTS, DEFAULT_MAX_POLLS, ERR_BARRIER_TIMEOUT,
+from ..queue import (A_CLAIM_TILES, A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_SLOTS, DEFAULT_MAX_POLLS, ERR_BARRIER_TIMEOUT,
                      ERR_COMPLETION_TIMEOUT, GRID_BARRIER, BARRIER_GROUP_FIRST, BARRIER_GROUP_MIN, BARRIER_GROUPS,
                      COUNTER_LINE_WORDS,
                      ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK,
@@ -234,6 +239,20 @@ def publish_tasks(counters, fifo_slots, fifo_ready, first_task, count):
     if slot + count > capacity:
         first_over = max(slot, capacity)
         record_error(counters, ERR_FIFO_OVERFLOW, first_task + (first_over - slot), first_over)
+
+
+@cuda.jit(device=True, **KERNEL_OPTIONS)
+def arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, row, n, publish_after_last):
+    """The announcer, after ``n`` A tiles of ``row`` whose summaries it wrote: one acq_rel add to
+    the row's arrivals (it releases those summaries); the arrival that completes the row publishes
+    B(row). ``publish_after_last=False`` (a negative control only): the row's FIRST arrival does."""
+    old = atomic_add_acq_rel_gpu(row_arrivals, row, n)
+    if publish_after_last:
+        publish = old + n == row_tile_count[row]
+    else:
+        publish = old == 0
+    if publish:
+        publish_tasks(counters, fifo_slots, fifo_ready, row, 1)
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
@@ -352,7 +371,7 @@ def _make_next_task(acquire_ready, completion_wait=False):
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
     def next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
-                  c_waiting, seen_ready):
+                  c_waiting, seen_ready, a_claim):
         capacity = fifo_slots.shape[0]
         if ticket == TICKET_NONE:
             ticket = cuda.atomic.add(counters, FIFO_HEAD, 1)
@@ -381,7 +400,7 @@ def _make_next_task(acquire_ready, completion_wait=False):
             skip_flag = False
             if not a_done:
                 # 2. claim the next producer tile (also while a reserved slot fills).
-                a = cuda.atomic.add(counters, A_NEXT, 1)
+                a = cuda.atomic.add(counters, A_NEXT, a_claim)
                 if a < n_tiles:
                     return int32(KIND_A), int32(a), ticket, a_done, c_unflushed
                 cuda.atomic.add(counters, A_OVERSHOOT, 1)
@@ -544,6 +563,9 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         # Two (kind, index) slots, used alternately: thread 0 writes the next decision into one
         # while the other still holds the task being run, so one barrier per task suffices.
         ctrl = cuda.shared.array(4, int32)
+        # A tiles per claim (queue.a_claim_tiles): two where every worker has at least two, so a
+        # worker makes one scheduling decision per pair of A tiles instead of one per tile.
+        a_claim = int32(A_CLAIM_TILES) if n_tiles >= A_CLAIM_TILES * int32(cuda.gridDim.x) else int32(1)
         c_waiting = False  # thread 0: the task just run was a C tile; its closing barrier is ahead
         c_unflushed = int32(0)  # thread 0: finished C tiles, barrier passed, not yet added to c_done
         ticket = int32(TICKET_NONE)  # thread 0: its FIFO slot (or the claim still in flight)
@@ -569,39 +591,47 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     if tid == 0 and index != row_first_tile[tile_row[index]]:
                         pause_us(50)
                     cuda.syncthreads()
-                # The announcer (lane 0 of warp 1) asks for the tile's row now: the load
-                # completes during the task instead of adding a round trip before the arrival.
-                row = uint32(tile_row[uint32(index)]) if tid == TILE_ANNOUNCER else uint32(0)
-                # ... and the span of tile index + workers, which it asks for in L2 after the task: A
-                # tiles are claimed in increasing order, so that tile is claimed about one round of
-                # claims later, and its DRAM read overlaps the tasks in between (a hint: nothing is
-                # claimed, nothing waits on it).
-                ahead = uint32(index) + uint32(cuda.gridDim.x)
+                # The claim: tiles index .. a_end - 1, one or two (A_CLAIM_TILES), run back to back.
+                a_end = min(uint32(index) + uint32(a_claim), uint32(n_tiles))
+                # The announcer (lane 0 of warp 1) asks for the tiles' rows now (two tiles span one
+                # row or two): the loads complete during the tasks instead of before the arrival ...
+                first_row = uint32(tile_row[uint32(index)]) if tid == TILE_ANNOUNCER else uint32(0)
+                last_row = uint32(tile_row[a_end - uint32(1)]) if tid == TILE_ANNOUNCER else uint32(0)
+                # ... and the span of the claim one round of claims later (index + a_claim * workers),
+                # which it asks for in L2 after the tasks: A tiles are claimed in increasing order, so
+                # that span's DRAM read overlaps the tasks in between (a hint: nothing is claimed).
+                ahead = uint32(index) + uint32(a_claim) * uint32(cuda.gridDim.x)
                 ahead_start = int64(0)
                 ahead_len = int32(0)
                 if tid == TILE_ANNOUNCER and ahead < uint32(n_tiles):
+                    ahead_last = min(ahead + uint32(a_claim), uint32(n_tiles)) - uint32(1)
                     ahead_start = tile_start[ahead]
-                    ahead_len = tile_len[ahead]
+                    ahead_len = int32(tile_start[ahead_last] + tile_len[ahead_last] - ahead_start)
                 # Thread 0 reads its ticket's ready flag now; the value is first used at the next
                 # decision, so the load completes during the task: a 0 there lets that decision claim
-                # the next A tile with one round trip (the claim) instead of two (flag, then claim).
+                # the next A tiles with one round trip (the claim) instead of two (flag, then claim).
                 if tid == 0 and ticket >= 0:
                     seen_ready = load_relaxed_gpu(fifo_ready, ticket)
-                task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials)
+                t = uint32(index)
+                while t < a_end:
+                    task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
+                    if TRACE and tid == TILE_ANNOUNCER:
+                        trace_record(trace, t, start)
+                        start = trace_now()
+                    t += uint32(1)
                 if tid == TILE_ANNOUNCER:
-                    # It wrote the summary itself, so its acq_rel arrival releases it; thread 0
-                    # meanwhile decides the next task (below): the two chains of dependent
-                    # round trips overlap instead of following each other.
-                    if TRACE:  # before the arrival that may publish B
-                        trace_record(trace, index, start)
-                    old = atomic_add_acq_rel_gpu(row_arrivals, row, 1)
-                    if publish_after_last:
-                        publish = old == row_tile_count[row] - 1
+                    # It wrote the summaries itself, so its acq_rel arrivals release them (one add per
+                    # row the claim touches); thread 0 meanwhile decides the next task (below): the two
+                    # chains of dependent round trips overlap instead of following each other.
+                    if first_row == last_row:
+                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, first_row,
+                               int32(a_end - uint32(index)), publish_after_last)
                     else:
-                        publish = old == 0
-                    if publish:
-                        publish_tasks(counters, fifo_slots, fifo_ready, row, 1)
-                    if ahead_len > 0:  # after the arrival and any publish: the B they release comes first
+                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, first_row,
+                               int32(1), publish_after_last)
+                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, last_row,
+                               int32(1), publish_after_last)
+                    if ahead_len > 0:  # after the arrivals and any publish: the B they release comes first
                         prefetch_span_l2(values, ahead_start, ahead_len)
             elif kind == KIND_B:
                 # Warp 0 runs B; its lane 0 (thread 0) writes row_max/row_sum. Lanes 1-31 read
@@ -635,7 +665,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 c_waiting = kind == KIND_C
                 decided_kind, decided_index, ticket, a_done, c_unflushed = next_task(
                     counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
-                    c_waiting, seen_ready)
+                    c_waiting, seen_ready, a_claim)
                 seen_ready = int32(SEEN_NOTHING)
                 ctrl[2 * (1 - current)] = decided_kind
                 ctrl[2 * (1 - current) + 1] = decided_index

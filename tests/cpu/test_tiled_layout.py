@@ -9,9 +9,10 @@ import pytest
 
 from numba_softmax.cases import (BALANCED_ROW_LENGTH, EXPERIMENT_B_CASES, RAGGED_LONG_ROW,
                                  RAGGED_SHORT_ROW, TILE_ELEMENTS, row_lengths_for)
-from numba_softmax.queue import (BARRIER_WORDS, COUNTER_INDEX, COUNTER_INITIAL, COUNTER_NAMES, COUNTER_SLOTS,
+from numba_softmax.queue import (A_CLAIM_TILES, BARRIER_WORDS, COUNTER_INDEX, COUNTER_INITIAL, COUNTER_NAMES,
+                                 COUNTER_SLOTS,
                                  ERR_COMPLETION_TIMEOUT, ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT,
-                                 ERROR_CODE, ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER)
+                                 ERROR_CODE, ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER, a_claim_tiles)
 from numba_softmax.tiled import (QueueStateError, build_layout, check_layout, describe_error,
                                  expected_counters, verify_counters, verify_queue)
 
@@ -142,8 +143,8 @@ def test_counter_layout_matches_the_names():
     assert {w * 4 // 128 for w in BARRIER_WORDS}.isdisjoint(set(hot) | {COUNTER_INDEX["error_code"] * 4 // 128})
 
 
-def _good_counters(layout):
-    exp = expected_counters(layout)
+def _good_counters(layout, a_overshoot=0, head_overshoot=0, a_claim=1):
+    exp = expected_counters(layout, a_overshoot, head_overshoot, a_claim)
     counters = np.zeros(COUNTER_SLOTS, dtype=np.int32)
     for name, index in COUNTER_INDEX.items():
         counters[index] = exp[name]
@@ -170,16 +171,34 @@ def test_verify_counters_accepts_counted_overshoot_and_rejects_a_negative_one():
 
 
 def test_verify_counters_with_workers_requires_one_overshoot_of_each_per_worker():
-    layout = _layout()
+    layout = _layout()  # 1024 tiles: 600 workers claim one A tile at a time
+    assert a_claim_tiles(layout.n_tiles, 600) == 1
     counters = _good_counters(layout)
     for name in ("a_next", "fifo_head", "a_overshoot", "head_overshoot"):
-        counters[COUNTER_INDEX[name]] += 4
-    verify_counters(counters, layout, workers=4)
-    counters[COUNTER_INDEX["a_next"]] += 1  # a fifth worker's A claim, or one worker claiming twice
+        counters[COUNTER_INDEX[name]] += 600
+    verify_counters(counters, layout, workers=600)
+    counters[COUNTER_INDEX["a_next"]] += 1  # one more worker's A claim, or one worker claiming twice
     counters[COUNTER_INDEX["a_overshoot"]] += 1
     verify_counters(counters, layout)  # consistent without the worker count ...
-    with pytest.raises(QueueStateError, match="a_overshoot 5 and head_overshoot 4: expected one of each per worker, 4"):
-        verify_counters(counters, layout, workers=4)  # ... but not with it
+    with pytest.raises(QueueStateError,
+                       match="a_overshoot 601 and head_overshoot 600: expected one of each per worker, 600"):
+        verify_counters(counters, layout, workers=600)  # ... but not with it
+
+
+def test_pair_claims_are_counted_exactly():
+    # 9 tiles (rows of 2, 4, 1, 2 tiles): 4 workers claim two A tiles at a time, 5 workers one.
+    layout = build_layout(np.array([100, 200, 1, 70]), 64)
+    assert layout.n_tiles == 9 and a_claim_tiles(9, 4) == A_CLAIM_TILES == 2 and a_claim_tiles(9, 5) == 1
+    # five claims in range (the last gets tile 8 alone), then one past the end per worker
+    assert expected_counters(layout, 4, 4, a_claim=2)["a_next"] == 2 * (5 + 4)
+    counters = _good_counters(layout, 4, 4, a_claim=2)
+    assert verify_counters(counters, layout, workers=4)["a_next"] == 18
+    assert verify_counters(counters, layout)["a_next"] == 18  # the claim size a_next fits
+    with pytest.raises(QueueStateError, match="a_next = 18, expected 13"):
+        verify_counters(counters, layout, workers=4 + 1)  # 5 workers claim one tile at a time
+    counters[COUNTER_INDEX["a_next"]] -= 1  # a claim of one tile where two were due
+    with pytest.raises(QueueStateError, match="a_next = 17, expected 18"):
+        verify_counters(counters, layout, workers=4)
 
 
 def test_verify_counters_accepts_the_exact_state():

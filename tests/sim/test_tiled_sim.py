@@ -17,7 +17,8 @@ from numba_softmax.kernels.persistent import (MODE_DAG, MODE_DAG_FLOOR, MODE_PHA
                                               NEGATIVE_CONTROLS, dag_launches, init_queue_kernel,
                                               negative_control_kernel, persistent_tiles)
 from numba_softmax.queue import (A_NEXT, BARRIER_WORDS, C_DONE, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE,
-                                 ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, GRID_BARRIER)
+                                 ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, GRID_BARRIER,
+                                 a_claim_tiles)
 from numba_softmax.kernels.tiles import (empty_tile_kernel, row_combine_kernel, tile_normalize_kernel,
                                          tile_summary_kernel)
 from numba_softmax.backend import run_launches
@@ -66,7 +67,8 @@ def small_runs():
 def wide_runs():
     return {"separate": _run(CASE_WIDE, "separate"),
             "phased": _run(CASE_WIDE, "phased", 1),
-            "dag-2-workers": _run(CASE_WIDE, "dag", 2)}
+            "dag-2-workers": _run(CASE_WIDE, "dag", 2),   # 4 tiles, 2 workers: pairs of A tiles per claim
+            "dag-3-workers": _run(CASE_WIDE, "dag", 3)}   # 4 tiles, 3 workers: one A tile per claim
 
 
 @pytest.mark.parametrize("scheduler", ["separate", "phased", "dag"])
@@ -76,7 +78,7 @@ def test_small_case_passes_the_oracle(small_runs, scheduler):
     assert check.passed, check.describe()
 
 
-@pytest.mark.parametrize("scheduler", ["separate", "phased", "dag-2-workers"])
+@pytest.mark.parametrize("scheduler", ["separate", "phased", "dag-2-workers", "dag-3-workers"])
 def test_wide_tile_case_passes_the_oracle(wide_runs, scheduler):
     values, _, result = wide_runs[scheduler]
     check = check_packed(result.out, values, CASE_WIDE[0])
@@ -109,14 +111,17 @@ def test_intermediates_are_the_tile_and_row_summaries(small_runs):
         assert result.row_sum[r] == pytest.approx(z, rel=1e-5)
 
 
-@pytest.mark.parametrize("runs_name, key", [("small_runs", "dag"), ("wide_runs", "dag-2-workers")])
+@pytest.mark.parametrize("runs_name, key", [("small_runs", "dag"), ("wide_runs", "dag-2-workers"),
+                                           ("wide_runs", "dag-3-workers")])
 def test_dag_counters_and_queue_are_exact(request, runs_name, key):
     _, _, result = request.getfixturevalue(runs_name)[key]
     layout = result.layout
     workers = result.workers
     # every worker leaves after exactly one A claim and one ticket came back past the end
-    assert verify_counters(result.counters, layout, workers) == expected_counters(layout, workers, workers)
-    assert result.counters[A_NEXT] == layout.n_tiles + workers
+    k = a_claim_tiles(layout.n_tiles, workers)
+    assert verify_counters(result.counters, layout, workers) == expected_counters(layout, workers, workers, k)
+    # every A claim took k tiles (the last one in range perhaps fewer), and each worker made one claim past the end
+    assert result.counters[A_NEXT] == k * (-(-layout.n_tiles // k) + workers)
     assert result.counters[FIFO_HEAD] == layout.rows + layout.n_tiles + workers
     assert result.counters[FIFO_TAIL] == layout.rows + layout.n_tiles
     assert result.counters[C_DONE] == layout.n_tiles
