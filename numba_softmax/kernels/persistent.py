@@ -566,6 +566,10 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         # A tiles per claim (queue.a_claim_tiles): two where every worker has at least two, so a
         # worker makes one scheduling decision per pair of A tiles instead of one per tile.
         a_claim = int32(A_CLAIM_TILES) if n_tiles >= A_CLAIM_TILES * int32(cuda.gridDim.x) else int32(1)
+        if not publish_after_last:
+            # Negative control only: one tile per claim, so that the row's first arrival (which it lets
+            # publish B) leaves the row's other tiles unfinished even with one worker.
+            a_claim = int32(1)
         c_waiting = False  # thread 0: the task just run was a C tile; its closing barrier is ahead
         c_unflushed = int32(0)  # thread 0: finished C tiles, barrier passed, not yet added to c_done
         ticket = int32(TICKET_NONE)  # thread 0: its FIFO slot (or the claim still in flight)
