@@ -57,7 +57,7 @@ task is done, into the other of two ``ctrl`` slots (the one the block is not rea
 an A task the tile's announcer, lane 0 of warp 1 (``tiles.TILE_ANNOUNCER``), which wrote the
 summary, makes the row arrival meanwhile, so the two chains of dependent round trips overlap
 instead of following each other. (So the B task that arrival publishes may find the worker
-already committed to one more A tile: thread 0 polled the FIFO before the publish landed.)
+already committed to one more A claim: thread 0 polled the FIFO before the publish landed.)
 Claims are tickets -- one ``atomicAdd``
 each, which always succeeds -- never CAS loops (a CAS claim succeeds once per atomic
 round trip, which serialized 528 workers at ~0.55 us per task on the H200). Thread 0
@@ -726,7 +726,8 @@ def register_capped_kernel(max_registers):
 NEGATIVE_CONTROLS = {
     # DAG: reads a FIFO slot without acquiring its ready flag (queue counters: an invalid task).
     "unacquired_slot_read": (False, True, True),
-    # DAG: the FIRST finished A tile of a row publishes its B (oracle, traces).
+    # DAG: the FIRST finished A tile of a row publishes its B (oracle, traces); it claims one A tile at a time, so
+    # that first arrival leaves the row's other tiles unfinished even with one worker.
     "first_producer_publishes_b": (True, False, True),
     # phased: thread 0 arrives at the grid barrier without the release fence and before its
     # block's tasks are done (odd workers' last A tile lags): B reads unfinished summaries (oracle).
