@@ -12,7 +12,8 @@
 //       trace array, is untouched by its performance build and has no counterpart here); the Numba
 //       kernel reads n_tiles, rows and fifo_capacity from tile_row.shape[0],
 //       row_first_tile.shape[0] and fifo_slots.shape[0]; here they are passed, and n_values
-//       (values.shape[0]) bounds the L2 prefetches (phased: a worker's next tile; DAG: tile index + workers).
+//       (values.shape[0]) bounds the L2 prefetches (phased: a worker's next tile; DAG: the claim one round of
+//       claims later, index + a_claim * workers).
 //       grid (workers,), block (128,), COOPERATIVE launch in both modes (phased uses a grid
 //       barrier; workers <= the cooperative occupancy limit).
 //   init_queue_kernel(int32* counters, int32* row_arrivals, int32* fifo_slots, int32* fifo_ready,
