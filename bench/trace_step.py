@@ -83,10 +83,13 @@ def breakdown_lines(records):
              "Per task kind, the median (p90) task duration; per worker, the median (p10-p90) gap between two "
              "consecutive tasks by transition (the worker's scheduling: decision, claims, barriers; none for the "
              "separate launches, one task per block); the median busy fraction of a worker's span; when the last A "
-             "ended. Trace builds carry no prefetch and their own register count: use this for shares, not times.",
+             "ended; and per tile, from the end of its A to the start of its C, the time and the MiB the other A "
+             "and C tasks brought into L2 meanwhile (x read, y written; median, p10-p90): C rereads its tile from "
+             "L2 only where that stays well below the L2's capacity. Trace builds have their own register count "
+             "(and the phased one no prefetch): use this for shares, not times.",
              "", "| case | scheduler | A us | B us | C us | gaps us (transition: median p10-p90, count) | busy | "
-                 "last A end us | span us |",
-             "|---|---|---|---|---|---|---|---|---|"]
+                 "last A end us | span us | A end -> C start us | MiB into L2 meanwhile |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in with_breakdown:
         b = r["breakdown"]
         durations = [f"{b['duration_us'][k]['median']:.2f} ({b['duration_us'][k]['p90']:.2f})"
@@ -96,6 +99,9 @@ def breakdown_lines(records):
         busy = f"{b['busy_fraction']:.2f}" if b.get("busy_fraction") is not None else "-"
         last_a = b["phase_us"].get("A", {}).get("last_end")
         last_a = f"{last_a:.1f}" if last_a is not None else "-"
+        reuse = b.get("reuse")
+        lag, mib = ("-", "-") if reuse is None else (f"{q['median']:.1f} {q['p10']:.1f}-{q['p90']:.1f}"
+                                                     for q in (reuse["lag_us"], reuse["between_mib"]))
         lines.append(f"| {r['case']} | {r['scheduler']} | {' | '.join(durations)} | {gaps} | {busy} | {last_a} | "
-                     f"{r['span_ns'] / 1e3:.1f} |")
+                     f"{r['span_ns'] / 1e3:.1f} | {lag} | {mib} |")
     return lines + [""]

@@ -151,10 +151,16 @@ def time_breakdown(trace, layout, scheduler):
       run several at once) and are left out of its gaps;
     * ``busy_fraction``: median over workers of (sum of the durations of those tasks) /
       (the worker's last end - its first start); None for the separate scheduler;
-    * ``phase_us``: per kind, first start and last end relative to the earliest start.
+    * ``phase_us``: per kind, first start and last end relative to the earliest start;
+    * ``reuse``: per tile, from the end of its A to the start of its C (the span in which C's
+      reread of the tile can only hit L2 if the tile stays there): ``lag_us``, and ``between_mib``,
+      the bytes the other A and C tasks that started meanwhile brought into L2 (x read by an A
+      task, y written by a C task: 4 bytes per element each), median / p10 / p90; compare it with
+      the L2's capacity. None when no tile has both.
 
     Medians over tasks of a trace build, which is never timed: the figures show where the
-    time goes in that build (no prefetch, its own register count), not the timed one's.
+    time goes in that build (its own register count; the phased build has no prefetch), not
+    the timed one's.
     """
     table = task_table(trace, layout)
     data = table.data
@@ -175,8 +181,9 @@ def time_breakdown(trace, layout, scheduler):
     phase = {k: {"first_start": float((start[seen & (table.kind == k)].min() - origin) * us),
                  "last_end": float((end[seen & (table.kind == k)].max() - origin) * us)}
              for k in duration}
+    reuse = _reuse(table, layout, seen, start, end)
     if scheduler == "separate":
-        return {"duration_us": duration, "gap_us": {}, "busy_fraction": None, "phase_us": phase}
+        return {"duration_us": duration, "gap_us": {}, "busy_fraction": None, "phase_us": phase, "reuse": reuse}
     worker = table.column("worker")
     block_level = seen & ((table.kind != "B") if scheduler == "phased" else True)
     order = np.lexsort((start, worker))  # each worker's tasks, in the order it ran them
@@ -194,7 +201,34 @@ def time_breakdown(trace, layout, scheduler):
     busy = busy_ns[span_ns > 0] / span_ns[span_ns > 0]
     return {"duration_us": duration, "gap_us": gaps,
             "busy_fraction": float(np.median(busy)) if busy.size else None,
-            "phase_us": phase}
+            "phase_us": phase, "reuse": reuse}
+
+
+def _spread(values):
+    values = np.asarray(values, dtype=np.float64)
+    return {"n": int(values.size), "median": float(np.median(values)),
+            "p10": float(np.percentile(values, 10)), "p90": float(np.percentile(values, 90))}
+
+
+def _reuse(table, layout, seen, start, end):
+    """Per tile with both tasks traced: A's end -> C's start, and the bytes other tasks brought into L2
+    meanwhile (see :func:`time_breakdown`)."""
+    n = layout.n_tiles
+    a, c = np.arange(n), np.arange(n) + n + layout.rows
+    both = seen[a] & seen[c]
+    if not both.any():
+        return None
+    tile_bytes = 4 * np.asarray(layout.tile_len, dtype=np.int64)
+    # every traced A and C task's start and the bytes it brings into L2, in start order
+    starts = np.concatenate([start[a][seen[a]], start[c][seen[c]]])
+    brought = np.concatenate([tile_bytes[seen[a]], tile_bytes[seen[c]]])
+    order = np.argsort(starts, kind="stable")
+    starts, cumulative = starts[order], np.concatenate([[0], np.cumsum(brought[order])])
+    # the tasks that started strictly after the tile's A ended and before its C started
+    first = np.searchsorted(starts, end[a][both], side="right")
+    last = np.searchsorted(starts, start[c][both], side="left")
+    between = np.where(last > first, cumulative[np.maximum(last, first)] - cumulative[first], 0)
+    return {"lag_us": _spread((start[c][both] - end[a][both]) * 1e-3), "between_mib": _spread(between / 2 ** 20)}
 
 
 def _first_start(table):

@@ -127,6 +127,43 @@ def test_breakdown_of_a_dag_trace_per_kind_transition_and_worker():
     assert b["phase_us"]["C"]["last_end"] == pytest.approx(0.145)
 
 
+def _reuse_by_hand(trace, layout=LAYOUT):
+    """Per tile: C start - A end (ns), and the bytes of every A or C task that started strictly between."""
+    n, rows = layout.n_tiles, layout.rows
+    lags, between = [], []
+    for t in range(n):
+        a_end, c_start = trace[t, TRACE_END], trace[n + rows + t, TRACE_START]
+        lags.append(c_start - a_end)
+        between.append(sum(4 * int(layout.tile_len[u]) for u in range(n) for task in (u, n + rows + u)
+                           if a_end < trace[task, TRACE_START] < c_start))
+    return np.array(lags) * 1e-3, np.array(between) / 2 ** 20
+
+
+def test_reuse_distance_of_each_tile_from_its_a_to_its_c():
+    # phased_trace: A(t) ends at 1005 + 10t, C(t) starts at 1090 + 10t: 85 ns later for every tile. Meanwhile
+    # A(t+1..5) read their tiles and C(0..t-1) wrote theirs: every tile's bytes but its own (B brings none).
+    trace = phased_trace()
+    reuse = time_breakdown(trace, LAYOUT, "phased")["reuse"]
+    lags, between = _reuse_by_hand(trace)
+    assert reuse["lag_us"]["n"] == 6 and reuse["lag_us"]["median"] == pytest.approx(0.085)
+    assert sorted(between) == pytest.approx(sorted(4 * (int(LAYOUT.tile_len.sum()) - int(k)) / 2 ** 20
+                                                   for k in LAYOUT.tile_len))
+    for key, values in (("lag_us", lags), ("between_mib", between)):
+        for q, p in (("median", 50), ("p10", 10), ("p90", 90)):
+            assert reuse[key][q] == pytest.approx(np.percentile(values, p))
+    # a DAG that runs row 1's C right after its A: nothing comes between for tile 2
+    trace[c_task(2), TRACE_START] = trace[2, TRACE_END] + 1
+    dag = time_breakdown(trace, LAYOUT, "dag")["reuse"]
+    lags, between = _reuse_by_hand(trace)
+    assert between[2] == 0.0 and lags[2] == pytest.approx(0.001)
+    for key, values in (("lag_us", lags), ("between_mib", between)):
+        assert dag[key]["p10"] == pytest.approx(np.percentile(values, 10))
+        assert dag[key]["median"] == pytest.approx(np.median(values))
+    # no tile with both tasks traced: nothing to say
+    trace[LAYOUT.n_tiles + LAYOUT.rows:, TRACE_VISITS] = 0
+    assert time_breakdown(trace, LAYOUT, "separate")["reuse"] is None
+
+
 def test_breakdown_leaves_out_what_has_no_meaning():
     separate = time_breakdown(phased_trace(), LAYOUT, "separate")  # one task per block and launch
     assert separate["gap_us"] == {} and separate["busy_fraction"] is None
@@ -144,4 +181,4 @@ def test_breakdown_table_in_the_summary():
     text = "\n".join(trace_summary_lines([record]))
     assert "### Where the time goes (trace builds)" in text
     assert "| tiny | dag | 0.01 (0.01) | 0.01 (0.01) | 0.01 (0.01) | A->A: 0.01 0.01-0.01, 4;" in text
-    assert "| 0.28 | 0.1 | 0.1 |" in text
+    assert "| 0.28 | 0.1 | 0.1 | 0.1 0.1-0.1 | 0.0 0.0-0.0 |" in text  # reuse: 85 ns, ~0.02 MiB
