@@ -142,7 +142,7 @@ def check_trace(trace, layout, scheduler, max_listed=5):
 def time_breakdown(trace, layout, scheduler):
     """Where a traced invocation's time went:
 
-    * ``duration_us``: per task kind, median / p90 of end - start (the task itself);
+    * ``duration_us``: per task kind, median / p10 / p90 of end - start (the task itself);
     * ``gap_us``: per transition ``"A->C"`` etc. between consecutive block-level tasks of
       one persistent worker, median / p10 / p90 of the next start - the previous end (its
       scheduling: the decision, the claims, the barriers; in phased mode the A->C gap
@@ -169,14 +169,7 @@ def time_breakdown(trace, layout, scheduler):
     origin = _first_start(table)
     us = 1e-3
 
-    def stats(values, with_p10=False):
-        values = np.asarray(values, dtype=np.float64) * us
-        out = {"n": int(values.size), "median": float(np.median(values)), "p90": float(np.percentile(values, 90))}
-        if with_p10:
-            out["p10"] = float(np.percentile(values, 10))
-        return out
-
-    duration = {k: stats(end[seen & (table.kind == k)] - start[seen & (table.kind == k)])
+    duration = {k: _spread((end[seen & (table.kind == k)] - start[seen & (table.kind == k)]) * us)
                 for k in KINDS if np.any(seen & (table.kind == k))}
     phase = {k: {"first_start": float((start[seen & (table.kind == k)].min() - origin) * us),
                  "last_end": float((end[seen & (table.kind == k)].max() - origin) * us)}
@@ -193,7 +186,7 @@ def time_breakdown(trace, layout, scheduler):
     prev, nxt = prev[same], nxt[same]
     transition = np.char.add(np.char.add(table.kind[prev], "->"), table.kind[nxt])
     gap = start[nxt] - end[prev]
-    gaps = {str(key): stats(gap[transition == key], with_p10=True) for key in np.unique(transition)}
+    gaps = {str(key): _spread(gap[transition == key] * us) for key in np.unique(transition)}
     ids, first = np.unique(worker[order], return_index=True)
     busy_ns = np.add.reduceat(end[order] - start[order], first) if ids.size else np.array([])
     span_ns = (np.maximum.reduceat(end[order], first) - np.minimum.reduceat(start[order], first)
@@ -205,6 +198,7 @@ def time_breakdown(trace, layout, scheduler):
 
 
 def _spread(values):
+    """n, median, p10 and p90 of ``values``."""
     values = np.asarray(values, dtype=np.float64)
     return {"n": int(values.size), "median": float(np.median(values)),
             "p10": float(np.percentile(values, 10)), "p90": float(np.percentile(values, 90))}
