@@ -121,15 +121,21 @@ __device__ __forceinline__ Decision decode_fifo_task(int task, int slot, int row
 // Phased mode, thread 0, at the start of tile t: prefetch tile t + workers into L2 from the
 // metadata loaded one iteration ago, and load that of tile t + 2 workers for the next iteration
 // (it arrives during this task).
+// A descending pass visits tile n_tiles - 1 - t at step t.
+__device__ __forceinline__ long long visit(long long t, int n_tiles, bool descending) {
+    return descending ? n_tiles - 1 - t : t;
+}
+
 __device__ __forceinline__ void prefetch_next_tile(int t, int workers, long long& ahead_start, int& ahead_len,
                                                    const float* values, long long n_values,
-                                                   const long long* tile_start, const int* tile_len, int n_tiles) {
+                                                   const long long* tile_start, const int* tile_len, int n_tiles,
+                                                   bool descending) {
     if ((long long)t + workers < n_tiles) {
         prefetch_span_l2(values, n_values, ahead_start, ahead_len);
     }
     const long long after = (long long)t + 2LL * workers;
-    ahead_start = after < n_tiles ? tile_start[after] : 0;
-    ahead_len = after < n_tiles ? tile_len[after] : 0;
+    ahead_start = after < n_tiles ? tile_start[visit(after, n_tiles, descending)] : 0;
+    ahead_len = after < n_tiles ? tile_len[visit(after, n_tiles, descending)] : 0;
 }
 
 // Thread 0's ticket besides a slot index: none (take one at the next decision), or exhausted
@@ -300,7 +306,8 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
         }
         for (int t = first_tile; t < n_tiles; t += workers) {
             if (tid == 0) {
-                prefetch_next_tile(t, workers, ahead_start, ahead_len, values, n_values, tile_start, tile_len, n_tiles);
+                prefetch_next_tile(t, workers, ahead_start, ahead_len, values, n_values, tile_start, tile_len, n_tiles,
+                                   false);
             }
             task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials);
         }
@@ -313,28 +320,31 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             task_b((int)r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
         }
         if (!block_then_grid_barrier(counters, workers, max_polls, 1)) return;
+        // C visits the tiles in descending order (step t, tile n_tiles - 1 - t): the tiles the A
+        // pass read last are the ones still in L2.
         ahead_start = 0;
         ahead_len = 0;
         if (tid == 0 && (long long)first_tile + workers < n_tiles) {
-            ahead_start = tile_start[first_tile + workers];
-            ahead_len = tile_len[first_tile + workers];
+            ahead_start = tile_start[visit((long long)first_tile + workers, n_tiles, true)];
+            ahead_len = tile_len[visit((long long)first_tile + workers, n_tiles, true)];
         }
         // m and z of the worker's next tile are requested during the current one: its row
         // index at the start, the row's m and z at the end.
         float m = 0.0f;
         float z = 0.0f;
         if (first_tile < n_tiles) {
-            const int row = tile_row[first_tile];
+            const int row = tile_row[visit(first_tile, n_tiles, true)];
             m = row_max[row];
             z = row_sum[row];
         }
         for (int t = first_tile; t < n_tiles; t += workers) {
             if (tid == 0) {
-                prefetch_next_tile(t, workers, ahead_start, ahead_len, values, n_values, tile_start, tile_len, n_tiles);
+                prefetch_next_tile(t, workers, ahead_start, ahead_len, values, n_values, tile_start, tile_len, n_tiles,
+                                   true);
             }
             const long long following = (long long)t + workers;
-            const int next_row = following < n_tiles ? tile_row[following] : 0;
-            task_c(t, m, z, values, tile_start, tile_len, out);
+            const int next_row = following < n_tiles ? tile_row[visit(following, n_tiles, true)] : 0;
+            task_c((int)visit(t, n_tiles, true), m, z, values, tile_start, tile_len, out);
             if (following < n_tiles) {
                 m = row_max[next_row];
                 z = row_sum[next_row];

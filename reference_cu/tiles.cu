@@ -10,7 +10,7 @@
 //   tile_normalize_kernel(const float* values, const int32* tile_row, const int64* tile_start,
 //                         const int32* tile_len, const float* row_max, const float* row_sum,
 //                         float* out, int32 n_tiles, int64 n_values)
-//       grid (n_tiles,), block (128,): one C per block.
+//       grid (n_tiles,), block (128,): one C per block, block b on tile n_tiles - 1 - b.
 //   Kernels A and C first prefetch the tile one wave ahead into L2 (tiles.cuh), as the
 //   Numba kernels do; n_tiles and n_values bound it (the Numba kernels read them from shapes).
 #include "tiles.cuh"
@@ -35,8 +35,9 @@ extern "C" __global__ void row_combine_kernel(const int* row_first_tile, const i
 extern "C" __global__ void tile_normalize_kernel(const float* values, const int* tile_row, const long long* tile_start,
                                                  const int* tile_len, const float* row_max, const float* row_sum,
                                                  float* out, int n_tiles, long long n_values) {
-    const int t = blockIdx.x;
-    prefetch_tile_l2(t + (long long)TILE_BLOCKS_PER_SM_WAVE * sm_id_bound(), values, n_values, tile_start, tile_len,
+    // Descending tiles: the A pass ascended, so the tiles it read last are the ones still in L2.
+    const int t = n_tiles - 1 - (int)blockIdx.x;
+    prefetch_tile_l2(t - (long long)TILE_BLOCKS_PER_SM_WAVE * sm_id_bound(), values, n_values, tile_start, tile_len,
                      n_tiles);
     const int row = tile_row[t];
     task_c(t, row_max[row], row_sum[row], values, tile_start, tile_len, out);

@@ -27,13 +27,35 @@
 
 __device__ __forceinline__ bool tile_is_aligned(long long start, int n) { return (start & 3) == 0 && (n & 3) == 0; }
 
-// Tile elements base .. base+3 (NEG_INF past the tile's end).
+// L2 cache policies (createpolicy): evict-last for data read again soon, evict-first for data read no more.
+__device__ __forceinline__ unsigned long long l2_policy_evict_last() {
+    unsigned long long policy;
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+__device__ __forceinline__ unsigned long long l2_policy_evict_first() {
+    unsigned long long policy;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+__device__ __forceinline__ float4 load_quad_hinted(const float* p, unsigned long long policy) {
+    float4 v;
+    asm("ld.global.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(__cvta_generic_to_global(p)), "l"(policy));
+    return v;
+}
+__device__ __forceinline__ void store_quad_hinted(float* p, float4 v, unsigned long long policy) {
+    asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;"
+                 :: "l"(__cvta_generic_to_global(p)), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "l"(policy) : "memory");
+}
+
+// Tile elements base .. base+3 (NEG_INF past the tile's end); the aligned load carries the L2 policy.
 __device__ __forceinline__ float4 load_tile_quad(const float* values, long long start, int n, bool aligned,
-                                                 int base) {
+                                                 int base, unsigned long long policy) {
     const unsigned long long index = (unsigned long long)start + (unsigned)base;
     if (aligned) {
         if (base < n) {
-            return *reinterpret_cast<const float4*>(values + index);
+            return load_quad_hinted(values + index, policy);
         }
         return make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
     }
@@ -53,7 +75,7 @@ __device__ __forceinline__ void task_a(int t, const float* values, const long lo
     float local_max = NEG_INF;
 #pragma unroll
     for (int q = 0; q < TILE_QUADS; ++q) {
-        const float4 v = load_tile_quad(values, start, n, aligned, 4 * (tid + q * TILE_THREADS));
+        const float4 v = load_tile_quad(values, start, n, aligned, 4 * (tid + q * TILE_THREADS), l2_policy_evict_last());
         x[4 * q] = v.x;
         x[4 * q + 1] = v.y;
         x[4 * q + 2] = v.z;
@@ -116,13 +138,13 @@ __device__ __forceinline__ void task_c(int t, float m, float z, const float* val
 #pragma unroll
     for (int q = 0; q < TILE_QUADS; ++q) {
         const int base = 4 * (tid + q * TILE_THREADS);
-        const float4 v = load_tile_quad(values, start, n, aligned, base);
+        const float4 v = load_tile_quad(values, start, n, aligned, base, l2_policy_evict_first());
         const float4 y = make_float4(f32_div(f32_exp(f32_sub(v.x, m)), z), f32_div(f32_exp(f32_sub(v.y, m)), z),
                                      f32_div(f32_exp(f32_sub(v.z, m)), z), f32_div(f32_exp(f32_sub(v.w, m)), z));
         const unsigned long long index = (unsigned long long)start + (unsigned)base;
         if (aligned) {
             if (base < n) {
-                *reinterpret_cast<float4*>(out + index) = y;
+                store_quad_hinted(out + index, y, l2_policy_evict_first());
             }
         } else {
             if (base < n) out[index] = y.x;
@@ -137,7 +159,7 @@ __device__ __forceinline__ void task_c(int t, float m, float z, const float* val
 // wave later, reads next (numba_softmax/kernels/tiles.py: prefetch_tile_l2). Values unchanged.
 __device__ __forceinline__ void prefetch_tile_l2(long long ahead, const float* values, long long n_values,
                                                  const long long* tile_start, const int* tile_len, int n_tiles) {
-    if (threadIdx.x == 0 && ahead < n_tiles) {
+    if (threadIdx.x == 0 && ahead >= 0 && ahead < n_tiles) {
         prefetch_span_l2(values, n_values, tile_start[ahead], tile_len[ahead]);
     }
 }

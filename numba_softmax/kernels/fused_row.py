@@ -90,7 +90,6 @@ def _make_fused_kernel(quads, vector, prefetch=False):
         # The scalar builds index with unsigned copies: no negative-index (wraparound) code from
         # Numba's array model, no sign extension (the vector builds' load_quad skips wraparound already).
         urow = uint64(row)
-        ucols = uint64(cols)
         if PREFETCH:
             # The block one wave later (8 resident blocks per SM) loads row `ahead`: start
             # its DRAM read now, while this block spends its time in barriers and shuffles.
@@ -116,7 +115,7 @@ def _make_fused_kernel(quads, vector, prefetch=False):
                     local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
             else:
                 for j in range(QUAD):
-                    if uint64(base + j) < ucols:
+                    if base + j < cols:
                         v = x[urow, uint64(base + j)]
                         values[QUAD * q + j] = v
                         local_max = f32_max(local_max, v)
@@ -151,7 +150,7 @@ def _make_fused_kernel(quads, vector, prefetch=False):
                                f32_div(values[QUAD * q + 2], row_sum), f32_div(values[QUAD * q + 3], row_sum))
             else:
                 for j in range(QUAD):
-                    if uint64(base + j) < ucols:
+                    if base + j < cols:
                         y[urow, uint64(base + j)] = f32_div(values[QUAD * q + j], row_sum)
 
     fused_row_softmax.__name__ = fused_row_softmax.__qualname__ = (

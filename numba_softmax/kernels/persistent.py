@@ -13,7 +13,10 @@ Mode 0, phased (:data:`MODE_PHASED`): the control with cooperative grid barriers
     grid barrier
     for r in range(global warp id, rows, total warps):  B(r)      # warp-level
     grid barrier
-    for t in range(blockIdx.x, n_tiles, gridDim.x):  C(t)         # m, z read directly
+    for t in range(blockIdx.x, n_tiles, gridDim.x):  C(n_tiles - 1 - t)   # m, z read directly
+
+C descends where A ascended: the tiles A read last are still in L2 when C starts (C's loads
+and y's stores are evict-first, :mod:`.tiles`), so C rereads them from L2, not DRAM.
 
 The grid barrier is this kernel's own (:func:`grid_barrier`, inside the cooperative launch):
 a block barrier, then thread 0 makes a release fence and an ``atom.acq_rel`` arrival on its
@@ -267,16 +270,23 @@ def decode_fifo_task(task, slot, rows, n_tiles, counters):
 
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-def prefetch_next_tile(t, workers, ahead_start, ahead_len, values, tile_start, tile_len):
-    """Phased mode, thread 0, at the start of tile ``t``: prefetch tile ``t + workers`` into
-    L2 from the metadata loaded one iteration ago (``ahead_start``, ``ahead_len``), and load
-    the metadata of tile ``t + 2 workers`` for the next iteration (it arrives during this
-    task). Returns that metadata."""
+def visit(t, n, descending):
+    """The tile a pass visits at step ``t``: ``t``, or ``n - 1 - t`` in a descending pass."""
+    return n - 1 - t if descending else t
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def prefetch_next_tile(t, workers, ahead_start, ahead_len, values, tile_start, tile_len, descending):
+    """Phased mode, thread 0, at the start of step ``t``: prefetch the tile of step ``t + workers``
+    into L2 from the metadata loaded one iteration ago (``ahead_start``, ``ahead_len``), and load
+    the metadata of step ``t + 2 workers`` for the next iteration (it arrives during this task);
+    ``descending`` maps steps to tiles as :func:`visit` does. Returns that metadata."""
     if t + workers < tile_start.shape[0]:
         prefetch_span_l2(values, ahead_start, ahead_len)
     after = t + 2 * workers
     if after < tile_start.shape[0]:
-        return tile_start[uint32(after)], tile_len[uint32(after)]
+        k = uint32(visit(after, tile_start.shape[0], descending))
+        return tile_start[k], tile_len[k]
     return int64(0), int32(0)
 
 
@@ -496,7 +506,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             while t < n_tiles:
                 if not TRACE and tid == 0:
                     ahead_start, ahead_len = prefetch_next_tile(t, workers, ahead_start, ahead_len, values,
-                                                                tile_start, tile_len)
+                                                                tile_start, tile_len, False)
                 start = int64(0)
                 if TRACE and tid == 0:
                     start = trace_now()
@@ -525,32 +535,35 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 return
             ahead_start = int64(0)
             ahead_len = int32(0)
+            # C visits the tiles in descending order (step t, tile n_tiles - 1 - t): the tiles the
+            # A pass read last are the ones still in L2 (C's loads and y's stores are evict-first).
             if not TRACE and tid == 0 and first + workers < n_tiles:
-                ahead_start = tile_start[uint32(first + workers)]
-                ahead_len = tile_len[uint32(first + workers)]
+                ahead_start = tile_start[uint32(visit(first + workers, n_tiles, True))]
+                ahead_len = tile_len[uint32(visit(first + workers, n_tiles, True))]
             # m and z of a worker's next tile are requested during the current one: its row
             # index at the start, the row's m and z at the end (the grid barrier made them final).
             m = float32(0.0)
             z = float32(0.0)
             if first < n_tiles:
-                row = uint32(tile_row[uint32(first)])
+                row = uint32(tile_row[uint32(visit(first, n_tiles, True))])
                 m = row_max[row]
                 z = row_sum[row]
             t = first
             while t < n_tiles:
                 if not TRACE and tid == 0:
                     ahead_start, ahead_len = prefetch_next_tile(t, workers, ahead_start, ahead_len, values,
-                                                                tile_start, tile_len)
+                                                                tile_start, tile_len, True)
                 following = t + workers
-                next_row = uint32(tile_row[uint32(following)]) if following < n_tiles else uint32(0)
+                next_row = uint32(tile_row[uint32(visit(following, n_tiles, True))]) if following < n_tiles else uint32(0)
                 start = int64(0)
                 if TRACE and tid == 0:
                     start = trace_now()
-                task_c(t, m, z, values, tile_start, tile_len, out)
+                tile = visit(t, n_tiles, True)
+                task_c(tile, m, z, values, tile_start, tile_len, out)
                 if TRACE:
                     cuda.syncthreads()
                     if tid == 0:
-                        trace_record(trace, n_tiles + rows + t, start)
+                        trace_record(trace, n_tiles + rows + tile, start)
                 if following < n_tiles:
                     m = row_max[next_row]
                     z = row_sum[next_row]

@@ -25,11 +25,13 @@ fused kernel's output bit for bit (tested on the GPU).
 Array indices are unsigned 64-bit (``uint64``): an unsigned index needs no negative-index
 (wraparound) code from Numba's array model and no sign extension. Only addresses change,
 never which element is read or in what order, so the bits are those of signed indices
-(docs/numba_vs_nvcc.md has the SASS counts). The row loops stay ``range`` loops: NVVM then
-unrolls them as nvcc unrolls the twin's, so the PTX arithmetic stays identical to nvcc's.
+(docs/numba_vs_nvcc.md has the SASS counts). The row loops are signed ``while base < cols`` loops,
+as the twin's ``for``: a ``range`` loop carries Numba's iterator state (selects on every step), and
+an unsigned ``while`` loop is unrolled differently by NVVM; this one is unrolled as nvcc unrolls the
+twin's, so the PTX arithmetic stays identical to nvcc's.
 """
 
-from numba import cuda, float32, uint64
+from numba import cuda, float32, int64, uint32, uint64
 
 from ..launch_spec import KernelLaunch
 from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, WARPS_PER_BLOCK,
@@ -43,12 +45,13 @@ def row_max_stage(x, row_max):
     tid = cuda.threadIdx.x
     partials = cuda.shared.array(WARPS_PER_BLOCK, float32, alignment=PARTIALS_ALIGNMENT)
     cols = x.shape[1]
-    ucols = uint64(cols)
     local_max = NEG_INF
-    for base in range(QUAD * tid, cols, QUAD * BLOCK_THREADS):  # the ownership rule
+    base = int64(QUAD * tid)
+    while base < cols:  # the ownership rule
         for j in range(QUAD):
-            if uint64(base + j) < ucols:
+            if base + j < cols:
                 local_max = f32_max(local_max, x[row, uint64(base + j)])
+        base += QUAD * BLOCK_THREADS
     m = block_reduce_max(local_max, partials)
     if tid == 0:
         row_max[row] = m
@@ -56,9 +59,11 @@ def row_max_stage(x, row_max):
 
 @cuda.jit(**KERNEL_OPTIONS)
 def exp_stage(x, row_max, exps):
-    i = uint64(cuda.grid(1))
+    i = uint64(uint32(cuda.blockIdx.x)) * uint32(cuda.blockDim.x) + uint32(cuda.threadIdx.x)
     cols = uint64(x.shape[1])
-    if i < uint64(x.shape[0]) * cols:
+    # The launcher gave exps x's shape; saying so lets the compiler see that exps[row, col] is
+    # element i too, so the store needs no address of its own (as the twin's exps[i]).
+    if i < uint64(x.shape[0]) * cols and uint64(exps.shape[1]) == cols:
         row = i // cols
         col = i - row * cols
         exps[row, col] = f32_exp(f32_sub(x[row, col], row_max[row]))
@@ -70,12 +75,13 @@ def row_sum_stage(exps, row_sum):
     tid = cuda.threadIdx.x
     partials = cuda.shared.array(WARPS_PER_BLOCK, float32, alignment=PARTIALS_ALIGNMENT)
     cols = exps.shape[1]
-    ucols = uint64(cols)
     local_sum = float32(0.0)
-    for base in range(QUAD * tid, cols, QUAD * BLOCK_THREADS):  # the ownership rule
+    base = int64(QUAD * tid)
+    while base < cols:  # the ownership rule
         for j in range(QUAD):
-            if uint64(base + j) < ucols:
+            if base + j < cols:
                 local_sum = f32_add(local_sum, exps[row, uint64(base + j)])
+        base += QUAD * BLOCK_THREADS
     z = block_reduce_sum(local_sum, partials)
     if tid == 0:
         row_sum[row] = z
@@ -83,9 +89,9 @@ def row_sum_stage(exps, row_sum):
 
 @cuda.jit(**KERNEL_OPTIONS)
 def divide_stage(exps, row_sum, y):
-    i = uint64(cuda.grid(1))
+    i = uint64(uint32(cuda.blockIdx.x)) * uint32(cuda.blockDim.x) + uint32(cuda.threadIdx.x)
     cols = uint64(exps.shape[1])
-    if i < uint64(exps.shape[0]) * cols:
+    if i < uint64(exps.shape[0]) * cols and uint64(y.shape[1]) == cols:  # as in exp_stage
         row = i // cols
         col = i - row * cols
         y[row, col] = f32_div(exps[row, col], row_sum[row])

@@ -36,10 +36,18 @@ reductions cost more instructions than the 4 elements' arithmetic (PERFORMANCE.m
 Separate scheduler: launch geometry
     1. ``tile_summary_kernel``   grid (n_tiles,), block (128,): one A per block.
     2. ``row_combine_kernel``    grid (ceil(rows/4),), block (128,): one B per warp.
-    3. ``tile_normalize_kernel`` grid (n_tiles,), block (128,): one C per block; all
-                                 threads read row_max/row_sum of the tile's row.
+    3. ``tile_normalize_kernel`` grid (n_tiles,), block (128,): one C per block, block b
+                                 on tile n_tiles - 1 - b (descending); all threads read
+                                 row_max/row_sum of the tile's row.
     Kernels 1 and 3 start by prefetching the tile one wave ahead (16 resident 128-thread
     blocks per SM) into L2 (:func:`prefetch_tile_l2`); values are unchanged by it.
+
+L2 policy (every scheduler, in the helpers): A loads x as evict-last, C loads x and stores
+y as evict-first (``createpolicy`` + ``L2::cache_hint``, :mod:`.vector_io`). C's read of x is
+its last and y is never read again, so neither pushes out x lines that C has yet to reread;
+the C kernel descends so that it starts with the tiles A read last. Where x exceeds what L2
+keeps (2048 rows: 64 MiB) this is what decides how much of C's read comes from L2
+(PERFORMANCE.md has the DRAM bytes of each step).
 
 Bytes each launch must move (N = total elements, T = n_tiles, R = rows)
     1. read 4N (x) + 12T (tile_start, tile_len), write 8T (tile_max, tile_sum)
@@ -59,7 +67,7 @@ from ..numerics import (KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARP_SIZE, blo
                         f32_div, f32_exp, f32_max, f32_mul, f32_sub, warp_reduce_max)
 from .prefetch import prefetch_span_l2, sm_id_bound
 from .tracing import trace_now, trace_record
-from .vector_io import load_quad_at, store_quad_at
+from .vector_io import l2_policy_evict_first, l2_policy_evict_last, load_quad_at_hinted, store_quad_at_hinted
 
 _F32 = "float32[::1]"
 _I32 = "int32[::1]"
@@ -108,14 +116,14 @@ def tile_is_aligned(start, n):
 
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-def load_tile_quad(values, start, n, aligned, base):
+def load_tile_quad(values, start, n, aligned, base, policy):
     """Tile elements ``base .. base + 3`` (``NEG_INF`` past the tile's end): one 16-byte
     load for an aligned tile, else four masked scalar loads -- the same four values, so
     the bits never depend on the path."""
     index = uint64(start) + uint64(base)  # unsigned: no negative-index wraparound code
     if aligned:
         if base < n:
-            return load_quad_at(values, index)
+            return load_quad_at_hinted(values, index, policy)
         return NEG_INF, NEG_INF, NEG_INF, NEG_INF
     a = values[index] if base < n else NEG_INF
     b = values[index + uint64(1)] if base + 1 < n else NEG_INF
@@ -143,7 +151,8 @@ def task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials):
     x = cuda.local.array(TILE_VALUES, float32)  # fully unrolled: registers, not local memory
     local_max = NEG_INF
     for q in range(TILE_QUADS):
-        a, b, c, d = load_tile_quad(values, start, n, aligned, QUAD * (tid + q * TILE_THREADS))
+        # x is read again by C: its lines go to L2 as evict-last, ahead of everything else
+        a, b, c, d = load_tile_quad(values, start, n, aligned, QUAD * (tid + q * TILE_THREADS), l2_policy_evict_last())
         x[QUAD * q] = a
         x[QUAD * q + 1] = b
         x[QUAD * q + 2] = c
@@ -174,7 +183,9 @@ def task_c(t, m, z, values, tile_start, tile_len, out):
     aligned = tile_is_aligned(start, n)
     for q in range(TILE_QUADS):
         base = QUAD * (tid + q * TILE_THREADS)
-        a, b, c, d = load_tile_quad(values, start, n, aligned, base)
+        # C's read of x is its last and y is never read: both evict-first, so neither displaces the
+        # evict-last x lines other tiles' C tasks have yet to reread
+        a, b, c, d = load_tile_quad(values, start, n, aligned, base, l2_policy_evict_first())
         ya = f32_div(f32_exp(f32_sub(a, m)), z)
         yb = f32_div(f32_exp(f32_sub(b, m)), z)
         yc = f32_div(f32_exp(f32_sub(c, m)), z)
@@ -182,7 +193,7 @@ def task_c(t, m, z, values, tile_start, tile_len, out):
         index = uint64(start) + uint64(base)
         if aligned:
             if base < n:
-                store_quad_at(out, index, ya, yb, yc, yd)
+                store_quad_at_hinted(out, index, ya, yb, yc, yd, l2_policy_evict_first())
         else:
             if base < n:
                 out[index] = ya
@@ -262,8 +273,8 @@ def prefetch_tile_l2(ahead, values, tile_start, tile_len):
     block one wave later, reads next. A and C blocks are short latency-bound chains like
     the narrow fused rows, where the same prefetch paid (:mod:`.prefetch`). Values are
     unchanged; the trace builds leave it out (they record ordering, not speed)."""
-    if cuda.threadIdx.x == 0 and ahead < tile_start.shape[0]:
-        prefetch_span_l2(values, tile_start[ahead], tile_len[ahead])
+    if cuda.threadIdx.x == 0 and ahead >= 0 and ahead < tile_start.shape[0]:
+        prefetch_span_l2(values, tile_start[uint32(ahead)], tile_len[uint32(ahead)])
 
 
 def _make_separate_kernels(trace_build):
@@ -297,10 +308,13 @@ def _make_separate_kernels(trace_build):
                 trace_record(trace, tile_max.shape[0] + r, start)
 
     def tile_normalize_kernel(values, tile_row, tile_start, tile_len, row_max, row_sum, out, trace):
-        t = cuda.blockIdx.x
+        # Descending tiles: the A pass ascended, so the tiles it read last are the ones still in L2
+        # (C's loads and y's stores are evict-first and do not push them out); the block one wave
+        # later reads the tile one wave lower.
+        t = int32(tile_row.shape[0]) - 1 - int32(cuda.blockIdx.x)
         if not TRACE:
-            prefetch_tile_l2(t + TILE_BLOCKS_PER_SM_WAVE * sm_id_bound(), values, tile_start, tile_len)
-        row = tile_row[t]
+            prefetch_tile_l2(t - TILE_BLOCKS_PER_SM_WAVE * sm_id_bound(), values, tile_start, tile_len)
+        row = tile_row[uint32(t)]
         start = int64(0)
         if TRACE and cuda.threadIdx.x == 0:
             start = trace_now()

@@ -4,11 +4,14 @@ Numba has no vector load for a float32 array. These intrinsics emit a plain LLVM
 (or store) of ``<4 x float>`` with 16-byte alignment through a global-address-space
 pointer, which NVPTX lowers to ``ld.global.v4.f32`` / ``st.global.v4.f32``: one
 instruction moves four values, so a warp moves 512 contiguous bytes per instruction.
-No inline assembly: the compiler still schedules and combines them freely.
+No inline assembly in the plain forms: the compiler still schedules and combines them freely.
 
 Two forms: ``load_quad(x, row, col)`` / ``store_quad(y, row, col, a, b, c, d)`` for the
-2-D row arrays of Experiment A, ``load_quad_at(x, i)`` / ``store_quad_at(y, i, a, b, c, d)``
-for the packed 1-D arrays of Experiment B.
+2-D row arrays of Experiment A, ``load_quad_at_hinted(x, i, policy)`` /
+``store_quad_at_hinted(y, i, a, b, c, d, policy)`` for the packed 1-D arrays of Experiment B,
+which also carry an L2 cache policy (``l2_policy_evict_last()``, ``l2_policy_evict_first()``:
+``createpolicy``, inline PTX, like the ordering primitives) so that x's lines outlive the
+bytes that are not read again.
 
 Contract (checked by the caller, not here): the addressed element is 16-byte aligned,
 i.e. the array base is 16-byte aligned (every device allocation is 256-byte aligned)
@@ -28,10 +31,17 @@ if SIMULATOR:
     def store_quad(y, row, col, a, b, c, d):
         raise RuntimeError("vector stores are not available in the simulator")
 
-    def load_quad_at(x, i):
+    # L2 policies are hints: the simulator has no cache, and the hinted accesses are never called there.
+    def l2_policy_evict_last():
+        return 0
+
+    def l2_policy_evict_first():
+        return 0
+
+    def load_quad_at_hinted(x, i, policy):
         raise RuntimeError("vector loads are not available in the simulator")
 
-    def store_quad_at(y, i, a, b, c, d):
+    def store_quad_at_hinted(y, i, a, b, c, d, policy):
         raise RuntimeError("vector stores are not available in the simulator")
 
 else:
@@ -95,15 +105,63 @@ else:
         _check_values("store_quad", (a, b, c, d))
         return types.void(y, row, col, a, b, c, d), _store_codegen
 
-    @intrinsic
-    def load_quad_at(typingctx, x, i):
-        """(x[i], x[i+1], x[i+2], x[i+3]) of a 1-D array in one 16-byte load."""
-        _check("load_quad_at", x, i)
-        return _QUAD_TUPLE(x, i), _load_codegen
+
+    def _policy(priority):
+        """``createpolicy.fractional.L2::<priority>.b64``: a 64-bit L2 cache policy for every access it is passed to."""
+
+        def codegen(context, builder, sig, args):
+            fnty = ir.FunctionType(ir.IntType(64), [])
+            asm = ir.InlineAsm(fnty, f"createpolicy.fractional.L2::{priority}.b64 $0, 1.0;", "=l", side_effect=False)
+            return builder.call(asm, [])
+
+        return codegen
 
     @intrinsic
-    def store_quad_at(typingctx, y, i, a, b, c, d):
-        """y[i:i+4] = (a, b, c, d) of a 1-D array in one 16-byte store."""
-        _check("store_quad_at", y, i)
-        _check_values("store_quad_at", (a, b, c, d))
-        return types.void(y, i, a, b, c, d), _store_codegen
+    def l2_policy_evict_last(typingctx):
+        """An L2 policy that keeps the lines it touches past the evict-normal ones (data read again soon)."""
+        return types.uint64(), _policy("evict_last")
+
+    @intrinsic
+    def l2_policy_evict_first(typingctx):
+        """An L2 policy that evicts the lines it touches first (data not read again)."""
+        return types.uint64(), _policy("evict_first")
+
+    def _global_address(context, builder, sig, args):
+        """The indexed element's global-space address, as the 64-bit operand inline PTX takes."""
+        ptr = _quad_pointer(context, builder, sig.args[0], args[0], sig.args[1:2], args[1:2])
+        return builder.ptrtoint(ptr, ir.IntType(64))
+
+    @intrinsic
+    def load_quad_at_hinted(typingctx, x, i, policy):
+        """(x[i], x[i+1], x[i+2], x[i+3]) of a 1-D array in one 16-byte load with an L2 cache policy
+        (``ld.global.L2::cache_hint.v4.f32``)."""
+        _check("load_quad_at_hinted", x, i)
+
+        def codegen(context, builder, sig, args):
+            address = _global_address(context, builder, sig, args)
+            quad = ir.LiteralStructType([ir.FloatType()] * 4)
+            fnty = ir.FunctionType(quad, [ir.IntType(64), ir.IntType(64)])
+            asm = ir.InlineAsm(fnty, "ld.global.L2::cache_hint.v4.f32 {$0, $1, $2, $3}, [$4], $5;",
+                               "=f,=f,=f,=f,l,l", side_effect=False)
+            value = builder.call(asm, [address, context.cast(builder, args[2], sig.args[2], types.uint64)])
+            lanes = [builder.extract_value(value, k) for k in range(4)]
+            return context.make_tuple(builder, sig.return_type, lanes)
+
+        return _QUAD_TUPLE(x, i, policy), codegen
+
+    @intrinsic
+    def store_quad_at_hinted(typingctx, y, i, a, b, c, d, policy):
+        """y[i:i+4] = (a, b, c, d) of a 1-D array in one 16-byte store with an L2 cache policy
+        (``st.global.L2::cache_hint.v4.f32``)."""
+        _check("store_quad_at_hinted", y, i)
+        _check_values("store_quad_at_hinted", (a, b, c, d))
+
+        def codegen(context, builder, sig, args):
+            address = _global_address(context, builder, sig, args)
+            fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(64)] + [ir.FloatType()] * 4 + [ir.IntType(64)])
+            asm = ir.InlineAsm(fnty, "st.global.L2::cache_hint.v4.f32 [$0], {$1, $2, $3, $4}, $5;",
+                               "l,f,f,f,f,l", side_effect=True)
+            builder.call(asm, [address] + list(args[2:6]) + [context.cast(builder, args[6], sig.args[6], types.uint64)])
+            return context.get_dummy_value()
+
+        return types.void(y, i, a, b, c, d, policy), codegen
