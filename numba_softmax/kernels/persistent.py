@@ -33,7 +33,7 @@ Arrays are indexed with ``uint32`` values: Numba adds negative-index wraparound 
 compare and a select, to every signed index it cannot prove non-negative, much of it on
 thread 0's decision chain; docs/numba_vs_nvcc.md.)
 It touches no queue state, so it needs no reset launch. In its A and C loops thread 0
-first prefetches the worker's next tile (``t + gridDim.x``) into L2
+first prefetches the worker's next tile (step ``t + gridDim.x``) into L2
 (:func:`prefetch_next_tile`), so that tile's DRAM read overlaps the current tile's
 reductions (not in the trace build); the start and length that prefetch needs were loaded
 one iteration earlier, so it never waits on a load. In the C loop every thread requests
