@@ -12,7 +12,10 @@ Queue state (freshly reset by the init kernel before every DAG invocation):
   counter owns a 128-byte L2 line;
 * ``row_arrivals[rows]``: finished A tiles per row;
 * ``fifo_slots[rows + n_tiles]`` / ``fifo_ready[rows + n_tiles]``: the FIFO of ready consumer
-  tasks, holding exactly every B and C task once (id ``r`` is B(r), ``rows + t`` is C(t)).
+  tasks, holding exactly every B and C task once (id ``r`` is B(r), ``rows + t`` is C(t)). A C
+  entry holds :func:`tiles_per_claim` consecutive tiles of one row (C(t) runs t and t + 1 where
+  that is 2 and t + 1 is in t's row), so an invocation uses the first ``layout.fifo_entries(k)``
+  slots; the rest stay as the reset left them.
 """
 
 import numpy as np
@@ -84,15 +87,17 @@ ERROR_NAMES = {
     ERR_BARRIER_TIMEOUT: "waited too long at a grid barrier (phased)",
 }
 
-#: A tiles per DAG claim: where every worker has at least this many A tiles, a worker claims two
-#: consecutive tiles with one ``atomicAdd(a_next, 2)`` and runs them back to back (one scheduling
-#: decision per pair); otherwise one. The kernel applies the same rule on the device.
-A_CLAIM_TILES = 2
+#: Tiles per DAG claim: where every worker has at least this many tiles, a worker claims two
+#: consecutive A tiles with one ``atomicAdd(a_next, 2)`` and runs them back to back, and a C entry
+#: of the FIFO holds two consecutive tiles of a row (one scheduling decision per pair of either
+#: kind); otherwise one. The kernel applies the same rule on the device.
+TILES_PER_CLAIM = 2
 
 
-def a_claim_tiles(n_tiles, workers):
-    """A tiles per claim of a DAG invocation with ``workers`` workers (:data:`A_CLAIM_TILES`)."""
-    return A_CLAIM_TILES if n_tiles >= A_CLAIM_TILES * workers else 1
+def tiles_per_claim(n_tiles, workers):
+    """Tiles per A claim and per C entry of a DAG invocation with ``workers`` workers
+    (:data:`TILES_PER_CLAIM`)."""
+    return TILES_PER_CLAIM if n_tiles >= TILES_PER_CLAIM * workers else 1
 
 
 #: Bound on every spin loop (polls); each idle poll sleeps at most 256 ns.
@@ -103,18 +108,18 @@ class QueueStateError(AssertionError):
     """The DAG queue did not end in the exact expected state."""
 
 
-def expected_counters(layout, a_overshoot=0, head_overshoot=0, a_claim=1):
+def expected_counters(layout, a_overshoot=0, head_overshoot=0, claim=1):
     """Exact ``counters`` after a complete, error-free DAG invocation.
 
-    Claims are tickets (``atomicAdd``); a ticket past the end is counted, so, with ``a_claim``
-    A tiles per claim (:func:`a_claim_tiles`; the last claim that is not past the end may get
-    fewer tiles):
+    Claims are tickets (``atomicAdd``); a ticket past the end is counted, so, with ``claim``
+    tiles per A claim and per C entry (:func:`tiles_per_claim`; a claim that is not past the end
+    may get fewer tiles at the end, a C entry at the end of its row) and
+    ``E = layout.fifo_entries(claim)`` FIFO entries (every B, the C entries):
 
-    * a_next == a_claim * (ceil(n_tiles / a_claim) + a_overshoot)
+    * a_next == claim * (ceil(n_tiles / claim) + a_overshoot)
                                             every A tile claimed exactly once
-    * fifo_tail == rows + n_tiles           every B and C task published exactly once
-    * fifo_head - head_overshoot == rows + n_tiles
-                                            every published task consumed exactly once
+    * fifo_tail == E                        every B task and C entry published exactly once
+    * fifo_head - head_overshoot == E       every published entry consumed exactly once
     * c_done == n_tiles                     every C tile finished
     * error_code == 0; error_task == error_waited_on == error_worker == -1 (untouched)
 
@@ -122,9 +127,10 @@ def expected_counters(layout, a_overshoot=0, head_overshoot=0, a_claim=1):
     read from the counters themselves and must be non-negative.
     """
     expected = {name: COUNTER_INITIAL[index] for name, index in COUNTER_INDEX.items()}
-    claims = -(-layout.n_tiles // a_claim)
-    expected.update(a_next=a_claim * (claims + a_overshoot), fifo_head=layout.fifo_capacity + head_overshoot,
-                    fifo_tail=layout.fifo_capacity, c_done=layout.n_tiles,
+    claims = -(-layout.n_tiles // claim)
+    entries = layout.fifo_entries(claim)
+    expected.update(a_next=claim * (claims + a_overshoot), fifo_head=entries + head_overshoot,
+                    fifo_tail=entries, c_done=layout.n_tiles,
                     a_overshoot=a_overshoot, head_overshoot=head_overshoot)
     return expected
 
@@ -163,8 +169,9 @@ def verify_counters(counters_host, layout, workers=None):
     With ``workers`` (the launched worker count) the overshoots are exact too: a worker
     leaves only after one A claim and one FIFO ticket came back past the end, and claims
     nothing after that, so a complete run ends with a_overshoot == head_overshoot == workers;
-    the A tiles per claim follow from ``workers`` (:func:`a_claim_tiles`). Without ``workers``
-    the claim size is the one of 1 and :data:`A_CLAIM_TILES` that ``a_next`` fits (1 if neither).
+    the tiles per claim follow from ``workers`` (:func:`tiles_per_claim`). Without ``workers``
+    the claim size is the one of 1 and :data:`TILES_PER_CLAIM` that ``a_next`` and ``fifo_tail``
+    fit (1 if neither).
     """
     c = np.asarray(counters_host)
     if c.shape != (COUNTER_SLOTS,):
@@ -175,12 +182,13 @@ def verify_counters(counters_host, layout, workers=None):
     if a_over < 0 or head_over < 0:
         raise QueueStateError(f"negative overshoot counters: a_overshoot {a_over}, head_overshoot {head_over}")
     if workers is not None:
-        a_claim = a_claim_tiles(layout.n_tiles, workers)
+        claim = tiles_per_claim(layout.n_tiles, workers)
     else:
-        fits = [k for k in (1, A_CLAIM_TILES)
-                if expected_counters(layout, a_over, head_over, k)["a_next"] == int(c[A_NEXT])]
-        a_claim = fits[0] if fits else 1
-    expected = expected_counters(layout, a_over, head_over, a_claim)
+        def fits(k):
+            expected = expected_counters(layout, a_over, head_over, k)
+            return expected["a_next"] == int(c[A_NEXT]) and expected["fifo_tail"] == int(c[FIFO_TAIL])
+        claim = next((k for k in (1, TILES_PER_CLAIM) if fits(k)), 1)
+    expected = expected_counters(layout, a_over, head_over, claim)
     wrong = [f"{name} = {int(c[i])}, expected {expected[name]}"
              for name, i in COUNTER_INDEX.items() if int(c[i]) != expected[name]]
     if workers is not None and (a_over, head_over) != (workers, workers):
@@ -196,24 +204,32 @@ def verify_counters(counters_host, layout, workers=None):
 
 
 def verify_queue(state, layout, workers=None):
-    """Counters plus the FIFO and arrivals: every B/C task exactly once, all flags set,
-    each row's C tasks after its B, and row_arrivals == row_tile_count (``workers``: see
-    :func:`verify_counters`)."""
-    verify_counters(state["counters"], layout, workers)
+    """Counters plus the FIFO and arrivals: every B task and C entry exactly once, all their
+    flags set, the slots past them untouched, each row's C entries after its B, and
+    row_arrivals == row_tile_count (``workers``: see :func:`verify_counters`)."""
+    expected = verify_counters(state["counters"], layout, workers)
+    entries = expected["fifo_tail"]
     slots = np.asarray(state["fifo_slots"])
     ready = np.asarray(state["fifo_ready"])
     arrivals = np.asarray(state["row_arrivals"])
     problems = []
-    if not np.all(ready == 1):
-        problems.append(f"fifo_ready not set at slots {np.flatnonzero(ready != 1)[:8].tolist()}")
-    if not np.array_equal(np.sort(slots), np.arange(layout.fifo_capacity)):
-        problems.append("fifo_slots is not a permutation of all B and C task ids")
+    if not np.all(ready[:entries] == 1):
+        problems.append(f"fifo_ready not set at slots {np.flatnonzero(ready[:entries] != 1)[:8].tolist()}")
+    if np.any(ready[entries:] != 0) or np.any(slots[entries:] != -1):
+        unused = np.flatnonzero((ready[entries:] != 0) | (slots[entries:] != -1)) + entries
+        problems.append(f"FIFO slots past the {entries} entries were written: {unused[:8].tolist()}")
+    claim = next(k for k in (1, TILES_PER_CLAIM) if layout.fifo_entries(k) == entries)
+    c_first = layout.c_entry_tiles(claim)
+    ids = np.concatenate([np.arange(layout.rows), layout.rows + c_first])
+    used = slots[:entries]
+    if not np.array_equal(np.sort(used), ids):
+        problems.append(f"fifo_slots is not a permutation of all B task ids and C entry ids ({claim} tile(s) each)")
     else:
-        position = np.empty(layout.fifo_capacity, dtype=np.int64)
-        position[slots] = np.arange(layout.fifo_capacity)
+        position = np.full(layout.rows + layout.n_tiles, -1, dtype=np.int64)
+        position[used] = np.arange(entries)
         b_pos = position[:layout.rows]
-        c_pos = position[layout.rows:]
-        early = np.flatnonzero(c_pos <= b_pos[layout.tile_row])
+        c_pos = position[layout.rows + c_first]
+        early = c_first[c_pos <= b_pos[layout.tile_row[c_first]]]
         if early.size:
             problems.append(f"C tiles {early[:8].tolist()} published before their row's B")
     bad_rows = np.flatnonzero(arrivals != layout.row_tile_count)

@@ -6,14 +6,14 @@
 //                    const int64* tile_start, const int32* tile_len, const int32* row_first_tile,
 //                    const int32* row_tile_count, float* tile_max, float* tile_sum,
 //                    float* row_max, float* row_sum, int32* counters, int32* row_arrivals,
-//                    int32* fifo_slots, int32* fifo_ready, int32 max_polls,
+//                    int32* fifo_slots, int32* fifo_ready, int32 paired_entries, int32 max_polls,
 //                    int32 n_tiles, int32 rows, int32 fifo_capacity, int64 n_values)
-//       The first 17 arguments mean what the Numba kernel's do (same order; its 18th, the
+//       The first 18 arguments mean what the Numba kernel's do (same order; its 19th, the
 //       trace array, is untouched by its performance build and has no counterpart here); the Numba
 //       kernel reads n_tiles, rows and fifo_capacity from tile_row.shape[0],
 //       row_first_tile.shape[0] and fifo_slots.shape[0]; here they are passed, and n_values
 //       (values.shape[0]) bounds the L2 prefetches (phased: a worker's next tile; DAG: the claim one round of
-//       claims later, index + a_claim * workers).
+//       claims later, index + claim * workers).
 //       grid (workers,), block (128,), COOPERATIVE launch in both modes (phased uses a grid
 //       barrier; workers <= the cooperative occupancy limit).
 //   init_queue_kernel(int32* counters, int32* row_arrivals, int32* fifo_slots, int32* fifo_ready,
@@ -26,10 +26,12 @@
 // 96 (one 128-byte line each: every task touches them), then error_code, error_task,
 // error_waited_on, error_worker, a_overshoot, head_overshoot at words 128..133; the words in
 // between are padding and stay 0 (numba_softmax/kernels/persistent.py: COUNTER_INDEX). Claims are tickets (atomicAdd); a ticket past the
-// end is counted in the overshoot words, so a_next == k * (ceil(n_tiles / k) + a_overshoot) (k A tiles per
-// claim: A_CLAIM_TILES = 2 where n_tiles >= 2 * workers, else 1) and
-// fifo_head - head_overshoot == fifo_tail == rows + n_tiles after a complete run.
-// FIFO task id r < rows is B(r); rows + t is C(t). Errors: 1 ready flag never set (a ticket
+// end is counted in the overshoot words, so a_next == k * (ceil(n_tiles / k) + a_overshoot) (k tiles per
+// A claim and per C entry: TILES_PER_CLAIM = 2 where n_tiles >= 2 * workers, else 1) and
+// fifo_head - head_overshoot == fifo_tail == the entries (rows + n_tiles, or paired_entries for k = 2)
+// after a complete run.
+// FIFO task id r < rows is B(r); rows + t is C(t) (with k = 2: tiles t and t + 1 where t + 1 is in t's row;
+// a row's entries start at its first tile, every k-th tile). Errors: 1 ready flag never set (a ticket
 // held past max_polls), 2 no work and C not complete, 3 invalid task id, 4 FIFO overflow
 // (first error wins).
 
@@ -59,8 +61,8 @@ enum {
 enum { ERR_NONE = 0, ERR_READY_TIMEOUT = 1, ERR_COMPLETION_TIMEOUT = 2, ERR_INVALID_TASK = 3, ERR_FIFO_OVERFLOW = 4,
        ERR_BARRIER_TIMEOUT = 5 };
 enum { KIND_EXIT = 0, KIND_A = 1, KIND_B = 2, KIND_C = 3, KIND_SYNC = 4 };
-// A tiles per DAG claim where every worker has at least this many (numba_softmax/queue.py: A_CLAIM_TILES).
-enum { A_CLAIM_TILES = 2 };
+// A tiles per DAG claim where every worker has at least this many (numba_softmax/queue.py: TILES_PER_CLAIM).
+enum { TILES_PER_CLAIM = 2 };
 
 struct Decision {
     int kind;
@@ -83,26 +85,28 @@ __device__ __forceinline__ void record_error(int* counters, int code, int task, 
     }
 }
 
-// Reserve count FIFO slots with one atomic add, fill them, then release every flag: one
+// Publish tasks first_task, first_task + step, ... (ceil(count / step) FIFO entries: a C entry holds
+// step tiles): reserve the slots with one atomic add, fill them, then release every flag: one
 // fence.acq_rel.gpu followed by relaxed flag stores is a release pattern for each flag.
-// Slots past the capacity are not written; the first one is recorded (error 4).
+// Slots past the capacity (this invocation's entries) are not written; the first one is recorded (error 4).
 __device__ __forceinline__ void publish_tasks(int* counters, int* fifo_slots, int* fifo_ready, int capacity,
-                                              int first_task, int count) {
-    const int slot = atomicAdd(&counters[FIFO_TAIL], count);
-    for (int k = 0; k < count; ++k) {
+                                              int first_task, int count, int step) {
+    const int entries = (count + step - 1) / step;
+    const int slot = atomicAdd(&counters[FIFO_TAIL], entries);
+    for (int k = 0; k < entries; ++k) {
         if (slot + k < capacity) {
-            fifo_slots[slot + k] = first_task + k;
+            fifo_slots[slot + k] = first_task + k * step;
         }
     }
     fence_acq_rel_gpu();
-    for (int k = 0; k < count; ++k) {
+    for (int k = 0; k < entries; ++k) {
         if (slot + k < capacity) {
             store_relaxed_gpu(&fifo_ready[slot + k], 1);
         }
     }
-    if (slot + count > capacity) {
+    if (slot + entries > capacity) {
         const int first_over = max(slot, capacity);
-        record_error(counters, ERR_FIFO_OVERFLOW, first_task + (first_over - slot), first_over);
+        record_error(counters, ERR_FIFO_OVERFLOW, first_task + (first_over - slot) * step, first_over);
     }
 }
 
@@ -150,7 +154,7 @@ __device__ __forceinline__ void arrive(int* row_arrivals, const int* row_tile_co
                                        int* fifo_ready, int capacity, int row, int n) {
     const int old = atomic_add_acq_rel_gpu(&row_arrivals[row], n);
     if (old + n == row_tile_count[row]) {  // the LAST producer publishes B
-        publish_tasks(counters, fifo_slots, fifo_ready, capacity, row, 1);
+        publish_tasks(counters, fifo_slots, fifo_ready, capacity, row, 1, 1);
     }
 }
 
@@ -167,7 +171,7 @@ __device__ __forceinline__ void arrive(int* row_arrivals, const int* row_tile_co
 // when the A task just run started; a 0 there claims the next A tile without reading it again.
 __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, int* fifo_ready, int rows, int n_tiles,
                                               int capacity, int max_polls, int ticket, bool& a_done,
-                                              int& c_unflushed, bool c_waiting, int seen_ready, int a_claim) {
+                                              int& c_unflushed, bool c_waiting, int seen_ready, int claim) {
     if (ticket == TICKET_NONE) {
         ticket = atomicAdd(&counters[FIFO_HEAD], 1);
     }
@@ -195,7 +199,7 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
         skip_flag = false;
         if (!a_done) {
             // 2. claim the next producer tile (also while a reserved slot fills).
-            const int a = atomicAdd(&counters[A_NEXT], a_claim);
+            const int a = atomicAdd(&counters[A_NEXT], claim);
             if (a < n_tiles) {
                 return Decision{KIND_A, a, ticket};
             }
@@ -287,8 +291,9 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
                                             const long long* tile_start, const int* tile_len,
                                             const int* row_first_tile, const int* row_tile_count, float* tile_max,
                                             float* tile_sum, float* row_max, float* row_sum, int* counters,
-                                            int* row_arrivals, int* fifo_slots, int* fifo_ready, int max_polls,
-                                            int n_tiles, int rows, int fifo_capacity, long long n_values) {
+                                            int* row_arrivals, int* fifo_slots, int* fifo_ready, int paired_entries,
+                                            int max_polls, int n_tiles, int rows, int fifo_capacity,
+                                            long long n_values) {
     __shared__ float partials[TILE_WARPS];
     const int tid = threadIdx.x;
 
@@ -357,13 +362,15 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
     if (mode == MODE_DAG_FLOOR) return;  // the floor: the reset and this launch, no task
     // Two (kind, index) slots, used alternately: one barrier per task.
     __shared__ int ctrl[4];
-    bool c_waiting = false;    // thread 0: the task just run was a C tile; its closing barrier is ahead
+    int c_waiting = 0;         // thread 0: C tiles of the entry just run; their closing barrier is ahead
     int c_unflushed = 0;       // thread 0: finished C tiles, barrier passed, not yet added to c_done
     int ticket = TICKET_NONE;  // thread 0: its FIFO slot (or the claim still in flight)
     bool a_done = false;       // thread 0: an A claim came back past the end
     int seen_ready = SEEN_NOTHING;  // thread 0: its ticket's flag, read (relaxed) as an A task starts
-    // A tiles per claim: two where every worker has at least two (one decision per pair).
-    const int a_claim = n_tiles >= A_CLAIM_TILES * (int)gridDim.x ? A_CLAIM_TILES : 1;
+    // Tiles per A claim and per C entry: two where every worker has at least two (one decision per pair).
+    const int claim = n_tiles >= TILES_PER_CLAIM * (int)gridDim.x ? TILES_PER_CLAIM : 1;
+    // This invocation's FIFO entries: every B and C tile once, or with C entries of two tiles the host's count.
+    const int capacity = claim == 1 ? fifo_capacity : paired_entries;
     if (tid == 0) {
         ctrl[0] = KIND_SYNC;  // a no-task first turn: every decision is made at one place, below
     }
@@ -375,19 +382,20 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
         if (kind == KIND_EXIT) {
             break;
         }
+        int c_tiles = 0;
         if (kind == KIND_A) {
             // The claim: tiles index .. a_end - 1 (one or two), run back to back.
-            const unsigned a_end = min((unsigned)index + (unsigned)a_claim, (unsigned)n_tiles);
+            const unsigned a_end = min((unsigned)index + (unsigned)claim, (unsigned)n_tiles);
             // The announcer (lane 0 of warp 1) asks for the tiles' rows now (one row or two); after the
             // tasks it releases the summaries it wrote while thread 0 decides the next task ...
             const int first_row = tid == TILE_ANNOUNCER ? tile_row[index] : 0;
             const int last_row = tid == TILE_ANNOUNCER ? tile_row[a_end - 1] : 0;
             // ... and the span of the claim one round of claims later, asked for in L2 after the tasks.
-            const unsigned ahead = (unsigned)index + (unsigned)a_claim * gridDim.x;
+            const unsigned ahead = (unsigned)index + (unsigned)claim * gridDim.x;
             long long ahead_start = 0;
             int ahead_len = 0;
             if (tid == TILE_ANNOUNCER && ahead < (unsigned)n_tiles) {
-                const unsigned ahead_last = min(ahead + (unsigned)a_claim, (unsigned)n_tiles) - 1;
+                const unsigned ahead_last = min(ahead + (unsigned)claim, (unsigned)n_tiles) - 1;
                 ahead_start = tile_start[ahead];
                 ahead_len = (int)(tile_start[ahead_last] + tile_len[ahead_last] - ahead_start);
             }
@@ -400,11 +408,11 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             }
             if (tid == TILE_ANNOUNCER) {
                 if (first_row == last_row) {
-                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, fifo_capacity, first_row,
+                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, first_row,
                            (int)(a_end - (unsigned)index));
                 } else {
-                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, fifo_capacity, first_row, 1);
-                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, fifo_capacity, last_row, 1);
+                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, first_row, 1);
+                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, last_row, 1);
                 }
                 if (ahead_len > 0) {  // after the arrivals and any publish: the B they release comes first
                     prefetch_span_l2(values, n_values, ahead_start, ahead_len);
@@ -416,22 +424,29 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
                 task_b(index, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
             }
             if (tid == 0) {
-                publish_tasks(counters, fifo_slots, fifo_ready, fifo_capacity, rows + row_first_tile[index],
-                              row_tile_count[index]);
+                // The row's C tiles in entries of claim consecutive tiles (the last may be shorter).
+                publish_tasks(counters, fifo_slots, fifo_ready, capacity, rows + row_first_tile[index],
+                              row_tile_count[index], claim);
             }
         } else if (kind == KIND_C) {
             // Every thread reads m and z after the barrier that follows thread 0's acquire.
             const int row = tile_row[index];
-            task_c(index, row_max[row], row_sum[row], values, tile_start, tile_len, out);
+            // An entry of two tiles (claim 2) holds the tile after index too when it is in the same row.
+            const bool pair = claim == 2 && (unsigned)index + 1 < (unsigned)n_tiles && tile_row[index + 1] == row;
+            const float m = row_max[row];
+            const float z = row_sum[row];
+            task_c(index, m, z, values, tile_start, tile_len, out);
+            if (pair) {
+                task_c(index + 1, m, z, values, tile_start, tile_len, out);
+            }
+            c_tiles = pair ? 2 : 1;
         }
         // (KIND_SYNC: no task; the barrier below orders the last C tile's stores.)
         if (tid == 0) {
-            if (c_waiting) {  // a C tile run before the previous barrier is ordered now
-                c_unflushed += 1;
-            }
-            c_waiting = kind == KIND_C;
-            const Decision d = next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, fifo_capacity, max_polls,
-                                         ticket, a_done, c_unflushed, c_waiting, seen_ready, a_claim);
+            c_unflushed += c_waiting;  // C tiles run before the previous barrier are ordered now
+            c_waiting = kind == KIND_C ? c_tiles : 0;
+            const Decision d = next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, capacity, max_polls,
+                                         ticket, a_done, c_unflushed, c_waiting != 0, seen_ready, claim);
             seen_ready = SEEN_NOTHING;
             ticket = d.ticket;
             ctrl[2 * (1 - current)] = d.kind;

@@ -52,7 +52,10 @@ freshly reset by :data:`init_queue_kernel` before every invocation:
 * ``fifo_slots[rows + n_tiles]`` = -1 and ``fifo_ready[rows + n_tiles]`` = 0: the FIFO
   of ready consumer tasks. It holds exactly all B and C tasks, each once:
   task id ``r`` is B(r), ``rows + t`` is C(t). A tasks never enter the FIFO; they are
-  claimed from the counter ``a_next``.
+  claimed from the counter ``a_next``. Where a claim takes two A tiles (below), a C entry
+  holds two consecutive tiles of a row too (entries start at the row's first tile, every
+  second tile; C(t) then runs t and t + 1 if t + 1 is in t's row), and the invocation uses
+  the first ``paired_entries`` slots (``layout.fifo_entries(2)``, passed by the host).
 
 Worker loop: thread 0 decides and broadcasts ``(kind, index)`` through shared memory, ONE
 ``syncthreads`` per task. It makes the next decision as soon as its own part of the current
@@ -77,15 +80,15 @@ holds at most one FIFO ticket (a slot of the FIFO, published or only reserved):
 2. Otherwise -- also while its ticketed slot is reserved but not yet published --
    ``a = atomicAdd(a_next, k)`` claims A(a) .. A(a + k - 1) (those below ``n_tiles``) if
    ``a < n_tiles``, and the worker runs them back to back: ``k`` =
-   :data:`~numba_softmax.queue.A_CLAIM_TILES` (2) where every worker has at least two A
-   tiles, else 1 (``queue.a_claim_tiles``), so there is one decision per pair of A tiles,
+   :data:`~numba_softmax.queue.TILES_PER_CLAIM` (2) where every worker has at least two A
+   tiles, else 1 (``queue.tiles_per_claim``), so there is one decision per pair of A tiles,
    not per tile. The first claim past the end is counted in ``a_overshoot`` and the worker
    claims no more A tiles. Thread 0 reads its ticket's flag (relaxed) as each A claim starts;
    if that read gave 0, the decision after the tasks claims at once, without reading the flag
    again (one round trip instead of two; a slot published during the tasks is taken at the
    decision after that one). Doing producer
    work while waiting means every ticketed slot is eventually published: all B and C tasks
-   are published exactly once, filling exactly the FIFO's ``rows + n_tiles`` slots.
+   are published exactly once, filling exactly the FIFO's entries.
 3. Otherwise, once nothing is left to claim (no A tile, no ticket), the worker adds the C
    tiles it finished to ``c_done`` (one release ``atomicAdd`` for all of them) and exits:
    every B and C task still to run is held by a live worker's ticket, and that worker runs
@@ -161,7 +164,7 @@ barriers with no task; the bench times them beside each scheduler.
 from numba import cuda, float32, int32, int64, uint32
 
 from ..launch_spec import KernelLaunch
-from ..queue import (A_CLAIM_TILES, A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_SLOTS, DEFAULT_MAX_POLLS, ERR_BARRIER_TIMEOUT,
+from ..queue import (TILES_PER_CLAIM, A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_SLOTS, DEFAULT_MAX_POLLS, ERR_BARRIER_TIMEOUT,
                      ERR_COMPLETION_TIMEOUT, GRID_BARRIER, BARRIER_GROUP_FIRST, BARRIER_GROUP_MIN, BARRIER_GROUPS,
                      COUNTER_LINE_WORDS,
                      ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK,
@@ -186,10 +189,10 @@ _I64 = "int64[::1]"
 #: Numba signatures the launch layer compiles these kernels for (C-contiguous device arrays).
 SIGNATURES = {
     # mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
-    # tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready, max_polls,
-    # trace
+    # tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready,
+    # paired_entries, max_polls, trace
     "persistent_tiles": (f"void(int32, {_F32}, {_F32}, {_I32}, {_I64}, {_I32}, {_I32}, {_I32}, "
-                         f"{_F32}, {_F32}, {_F32}, {_F32}, {_I32}, {_I32}, {_I32}, {_I32}, int32, "
+                         f"{_F32}, {_F32}, {_F32}, {_F32}, {_I32}, {_I32}, {_I32}, {_I32}, int32, int32, "
                          "int64[:, ::1])"),
     "init_queue_kernel": f"void({_I32}, {_I32}, {_I32}, {_I32})",
 }
@@ -222,30 +225,33 @@ def record_error(counters, code, task, waited_on):
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
-def publish_tasks(counters, fifo_slots, fifo_ready, first_task, count):
-    """Reserve ``count`` FIFO slots with one atomic add, fill them, then release every flag.
+def publish_tasks(counters, fifo_slots, fifo_ready, capacity, first_task, count, step):
+    """Publish tasks ``first_task``, ``first_task + step``, ... (``ceil(count / step)`` FIFO entries:
+    a C entry holds ``step`` tiles): reserve the slots with one atomic add, fill them, then
+    release every flag.
 
     One ``fence.acq_rel.gpu`` followed by relaxed flag stores is a release pattern for each
     flag (PTX memory model): it orders the task results and the slot writes before all of
     them, where ``st.release`` per flag paid one fence per task (a row's B publishes 4-36 C
-    tasks). Slots past the capacity are not written; the first one is recorded (error 4).
+    tiles). Slots past ``capacity`` (this invocation's entries) are not written; the first one
+    is recorded (error 4).
     """
-    capacity = fifo_slots.shape[0]
-    slot = cuda.atomic.add(counters, FIFO_TAIL, count)
-    for k in range(count):
+    entries = (count + step - 1) // step
+    slot = cuda.atomic.add(counters, FIFO_TAIL, entries)
+    for k in range(entries):
         if slot + k < capacity:
-            fifo_slots[uint32(slot + k)] = first_task + k
+            fifo_slots[uint32(slot + k)] = first_task + k * step
     fence_acq_rel_gpu()
-    for k in range(count):
+    for k in range(entries):
         if slot + k < capacity:
             store_relaxed_gpu(fifo_ready, slot + k, 1)
-    if slot + count > capacity:
+    if slot + entries > capacity:
         first_over = max(slot, capacity)
-        record_error(counters, ERR_FIFO_OVERFLOW, first_task + (first_over - slot), first_over)
+        record_error(counters, ERR_FIFO_OVERFLOW, first_task + (first_over - slot) * step, first_over)
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
-def arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, row, n, publish_after_last):
+def arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, row, n, publish_after_last):
     """The announcer, after ``n`` A tiles of ``row`` whose summaries it wrote: one acq_rel add to
     the row's arrivals (it releases those summaries); the arrival that completes the row publishes
     B(row). ``publish_after_last=False`` (a negative control only): the row's FIRST arrival does."""
@@ -255,7 +261,7 @@ def arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, row, 
     else:
         publish = old == 0
     if publish:
-        publish_tasks(counters, fifo_slots, fifo_ready, row, 1)
+        publish_tasks(counters, fifo_slots, fifo_ready, capacity, row, 1, 1)
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
@@ -380,9 +386,8 @@ def _make_next_task(acquire_ready, completion_wait=False):
     """
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
-    def next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
-                  c_waiting, seen_ready, a_claim):
-        capacity = fifo_slots.shape[0]
+    def next_task(counters, fifo_slots, fifo_ready, capacity, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
+                  c_waiting, seen_ready, claim):
         if ticket == TICKET_NONE:
             ticket = cuda.atomic.add(counters, FIFO_HEAD, 1)
         if ticket >= capacity:
@@ -410,7 +415,7 @@ def _make_next_task(acquire_ready, completion_wait=False):
             skip_flag = False
             if not a_done:
                 # 2. claim the next producer tile (also while a reserved slot fills).
-                a = cuda.atomic.add(counters, A_NEXT, a_claim)
+                a = cuda.atomic.add(counters, A_NEXT, claim)
                 if a < n_tiles:
                     return int32(KIND_A), int32(a), ticket, a_done, c_unflushed
                 cuda.atomic.add(counters, A_OVERSHOOT, 1)
@@ -479,7 +484,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
 
     def kernel(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
                tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready,
-               max_polls, trace):
+               paired_entries, max_polls, trace):
         partials = cuda.shared.array(TILE_WARPS, float32)
         tid = cuda.threadIdx.x
         n_tiles = tile_row.shape[0]
@@ -576,14 +581,18 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         # Two (kind, index) slots, used alternately: thread 0 writes the next decision into one
         # while the other still holds the task being run, so one barrier per task suffices.
         ctrl = cuda.shared.array(4, int32)
-        # A tiles per claim (queue.a_claim_tiles): two where every worker has at least two, so a
-        # worker makes one scheduling decision per pair of A tiles instead of one per tile.
-        a_claim = int32(A_CLAIM_TILES) if n_tiles >= A_CLAIM_TILES * int32(cuda.gridDim.x) else int32(1)
+        # Tiles per A claim and per C entry (queue.tiles_per_claim): two where every worker has at
+        # least two, so a worker makes one scheduling decision per pair of A tiles and per pair of a
+        # row's C tiles instead of one per tile.
+        claim = int32(TILES_PER_CLAIM) if n_tiles >= TILES_PER_CLAIM * int32(cuda.gridDim.x) else int32(1)
         if not publish_after_last:
             # Negative control only: one tile per claim, so that the row's first arrival (which it lets
             # publish B) leaves the row's other tiles unfinished even with one worker.
-            a_claim = int32(1)
-        c_waiting = False  # thread 0: the task just run was a C tile; its closing barrier is ahead
+            claim = int32(1)
+        # This invocation's FIFO entries: every B and C tile once, or, with C entries of two tiles,
+        # the host's count of them (layout.fifo_entries(2)).
+        capacity = int32(fifo_slots.shape[0]) if claim == 1 else paired_entries
+        c_waiting = int32(0)  # thread 0: C tiles of the entry just run; their closing barrier is ahead
         c_unflushed = int32(0)  # thread 0: finished C tiles, barrier passed, not yet added to c_done
         ticket = int32(TICKET_NONE)  # thread 0: its FIFO slot (or the claim still in flight)
         a_done = False  # thread 0: an A claim came back past the end
@@ -600,6 +609,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             start = int64(0)
             if TRACE:
                 start = trace_now()
+            c_tiles = int32(0)
             if kind == KIND_A:
                 if not publish_after_last:
                     # Negative control only: hold back every tile but a row's first, so
@@ -608,20 +618,20 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     if tid == 0 and index != row_first_tile[tile_row[index]]:
                         pause_us(50)
                     cuda.syncthreads()
-                # The claim: tiles index .. a_end - 1, one or two (A_CLAIM_TILES), run back to back.
-                a_end = min(uint32(index) + uint32(a_claim), uint32(n_tiles))
+                # The claim: tiles index .. a_end - 1, one or two (TILES_PER_CLAIM), run back to back.
+                a_end = min(uint32(index) + uint32(claim), uint32(n_tiles))
                 # The announcer (lane 0 of warp 1) asks for the tiles' rows now (two tiles span one
                 # row or two): the loads complete during the tasks instead of before the arrival ...
                 first_row = uint32(tile_row[uint32(index)]) if tid == TILE_ANNOUNCER else uint32(0)
                 last_row = uint32(tile_row[a_end - uint32(1)]) if tid == TILE_ANNOUNCER else uint32(0)
-                # ... and the span of the claim one round of claims later (index + a_claim * workers),
+                # ... and the span of the claim one round of claims later (index + claim * workers),
                 # which it asks for in L2 after the tasks: A tiles are claimed in increasing order, so
                 # that span's DRAM read overlaps the tasks in between (a hint: nothing is claimed).
-                ahead = uint32(index) + uint32(a_claim) * uint32(cuda.gridDim.x)
+                ahead = uint32(index) + uint32(claim) * uint32(cuda.gridDim.x)
                 ahead_start = int64(0)
                 ahead_len = int32(0)
                 if tid == TILE_ANNOUNCER and ahead < uint32(n_tiles):
-                    ahead_last = min(ahead + uint32(a_claim), uint32(n_tiles)) - uint32(1)
+                    ahead_last = min(ahead + uint32(claim), uint32(n_tiles)) - uint32(1)
                     ahead_start = tile_start[ahead]
                     ahead_len = int32(tile_start[ahead_last] + tile_len[ahead_last] - ahead_start)
                 # Thread 0 reads its ticket's ready flag now; the value is first used at the next
@@ -641,13 +651,13 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     # row the claim touches); thread 0 meanwhile decides the next task (below): the two
                     # chains of dependent round trips overlap instead of following each other.
                     if first_row == last_row:
-                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, first_row,
-                               int32(a_end - uint32(index)), publish_after_last)
+                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity,
+                               first_row, int32(a_end - uint32(index)), publish_after_last)
                     else:
-                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, first_row,
-                               int32(1), publish_after_last)
-                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, last_row,
-                               int32(1), publish_after_last)
+                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity,
+                               first_row, int32(1), publish_after_last)
+                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity,
+                               last_row, int32(1), publish_after_last)
                     if ahead_len > 0:  # after the arrivals and any publish: the B they release comes first
                         prefetch_span_l2(values, ahead_start, ahead_len)
             elif kind == KIND_B:
@@ -661,28 +671,43 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 if tid == 0:
                     if TRACE:  # before its C tasks are published
                         trace_record(trace, n_tiles + index, start)
-                    publish_tasks(counters, fifo_slots, fifo_ready,
-                                  rows + row_first_tile[uint32(index)], row_tile_count[uint32(index)])
+                    # The row's C tiles in entries of ``claim`` consecutive tiles (the last may be shorter).
+                    publish_tasks(counters, fifo_slots, fifo_ready, capacity, rows + row_first_tile[uint32(index)],
+                                  row_tile_count[uint32(index)], claim)
             elif kind == KIND_C:
                 # Every thread reads the row's m and z itself, after the broadcast barrier that
-                # follows thread 0's acquire of the C task's ready flag (acquire -> bar.sync orders
+                # follows thread 0's acquire of the C entry's ready flag (acquire -> bar.sync orders
                 # these reads after B's release); the tile_row -> m, z chain overlaps the
-                # task's own loads instead of preceding the barrier on thread 0.
-                row = uint32(tile_row[uint32(index)])
-                task_c(index, row_max[row], row_sum[row], values, tile_start, tile_len, out)
+                # task's own loads instead of preceding the barrier on thread 0. An entry of two
+                # tiles (claim 2) holds the tile after ``index`` too when that tile is in the same
+                # row (entries start at the row's first tile, every second tile): both run back
+                # to back with one decision.
+                t = uint32(index)
+                row = uint32(tile_row[t])
+                pair = claim == 2 and t + uint32(1) < uint32(n_tiles) and uint32(tile_row[t + uint32(1)]) == row
+                m = row_max[row]
+                z = row_sum[row]
+                task_c(t, m, z, values, tile_start, tile_len, out)
                 if TRACE:  # the trace build ends a C task at a barrier, like the other schedulers
                     cuda.syncthreads()
                     if tid == 0:
-                        trace_record(trace, n_tiles + rows + index, start)
+                        trace_record(trace, n_tiles + rows + t, start)
+                        start = trace_now()
+                if pair:
+                    task_c(t + uint32(1), m, z, values, tile_start, tile_len, out)
+                    if TRACE:
+                        cuda.syncthreads()
+                        if tid == 0:
+                            trace_record(trace, n_tiles + rows + t + uint32(1), start)
+                c_tiles = int32(2) if pair else int32(1)
             # (KIND_SYNC: no task; the barrier below orders the last C tile's stores.)
             if tid == 0:
-                # A C tile run before the previous barrier is ordered now; one run just now is not.
-                if c_waiting:
-                    c_unflushed += 1
-                c_waiting = kind == KIND_C
+                # C tiles run before the previous barrier are ordered now; those run just now are not.
+                c_unflushed += c_waiting
+                c_waiting = c_tiles if kind == KIND_C else int32(0)
                 decided_kind, decided_index, ticket, a_done, c_unflushed = next_task(
-                    counters, fifo_slots, fifo_ready, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
-                    c_waiting, seen_ready, a_claim)
+                    counters, fifo_slots, fifo_ready, capacity, rows, n_tiles, max_polls, ticket, a_done,
+                    c_unflushed, c_waiting != 0, seen_ready, claim)
                 seen_ready = int32(SEEN_NOTHING)
                 ctrl[2 * (1 - current)] = decided_kind
                 ctrl[2 * (1 - current) + 1] = decided_index
@@ -792,7 +817,8 @@ def persistent_args(mode, buffers, max_polls=DEFAULT_MAX_POLLS):
     b = buffers
     return (int32(mode), b.values, b.out, b.tile_row, b.tile_start, b.tile_len,
             b.row_first_tile, b.row_tile_count, b.tile_max, b.tile_sum, b.row_max, b.row_sum,
-            b.counters, b.row_arrivals, b.fifo_slots, b.fifo_ready, int32(max_polls), b.trace)
+            b.counters, b.row_arrivals, b.fifo_slots, b.fifo_ready, int32(b.layout.fifo_entries(TILES_PER_CLAIM)),
+            int32(max_polls), b.trace)
 
 
 def init_queue_launch(buffers):

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..queue import TILES_PER_CLAIM
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_BUILD_DIR = os.path.join(REPO_ROOT, "reference_cu", "build")
 
@@ -98,7 +100,7 @@ REFERENCE_KERNELS = {
          ("tile_start", "i64*"), ("tile_len", "i32*"), ("row_first_tile", "i32*"),
          ("row_tile_count", "i32*"), ("tile_max", "f32*"), ("tile_sum", "f32*"), ("row_max", "f32*"),
          ("row_sum", "f32*"), ("counters", "i32*"), ("row_arrivals", "i32*"), ("fifo_slots", "i32*"),
-         ("fifo_ready", "i32*"), ("max_polls", "i32"), ("n_tiles", "i32"), ("rows", "i32"),
+         ("fifo_ready", "i32*"), ("paired_entries", "i32"), ("max_polls", "i32"), ("n_tiles", "i32"), ("rows", "i32"),
          ("fifo_capacity", "i32"), ("n_values", "i64")),
         cooperative=True, geometry="grid (workers,), block (128,), cooperative"),
     "init_queue_kernel": ReferenceKernel(
@@ -341,7 +343,8 @@ def reference_persistent_args(mode, buffers, max_polls):
     b = buffers
     return (mode, b.values, b.out, b.tile_row, b.tile_start, b.tile_len, b.row_first_tile, b.row_tile_count,
             b.tile_max, b.tile_sum, b.row_max, b.row_sum, b.counters, b.row_arrivals, b.fifo_slots,
-            b.fifo_ready, max_polls, b.n_tiles, b.rows, b.layout.fifo_capacity, b.values.shape[0])
+            b.fifo_ready, b.layout.fifo_entries(TILES_PER_CLAIM), max_polls, b.n_tiles, b.rows, b.layout.fifo_capacity,
+            b.values.shape[0])
 
 
 def reference_worker_count(library, buffers, workers=None):

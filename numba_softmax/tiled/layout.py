@@ -39,8 +39,20 @@ class TiledLayout:
 
     @property
     def fifo_capacity(self):
-        """Every B and every C task, once."""
+        """Every B and every C tile, once: the FIFO's size (its entries with one C tile each)."""
         return self.rows + self.n_tiles
+
+    def fifo_entries(self, c_tiles):
+        """FIFO entries of a DAG invocation whose C entries hold ``c_tiles`` consecutive tiles of a row
+        (1 or 2, :func:`numba_softmax.queue.tiles_per_claim`): every B, and each row's tiles in runs of
+        ``c_tiles`` (the row's last run may be shorter)."""
+        counts = self.row_tile_count.astype(np.int64)
+        return self.rows + int(((counts + c_tiles - 1) // c_tiles).sum())
+
+    def c_entry_tiles(self, c_tiles):
+        """The first tile of every C entry, in tile order (``c_tiles`` as :meth:`fifo_entries`)."""
+        offset = np.arange(self.n_tiles, dtype=np.int64) - self.row_first_tile[self.tile_row]
+        return np.flatnonzero(offset % c_tiles == 0)
 
 
 def build_layout(row_lengths, tile_elements=TILE_ELEMENTS):

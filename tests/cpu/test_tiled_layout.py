@@ -9,10 +9,10 @@ import pytest
 
 from numba_softmax.cases import (BALANCED_ROW_LENGTH, EXPERIMENT_B_CASES, RAGGED_LONG_ROW,
                                  RAGGED_SHORT_ROW, TILE_ELEMENTS, row_lengths_for)
-from numba_softmax.queue import (A_CLAIM_TILES, BARRIER_WORDS, COUNTER_INDEX, COUNTER_INITIAL, COUNTER_NAMES,
+from numba_softmax.queue import (TILES_PER_CLAIM, BARRIER_WORDS, COUNTER_INDEX, COUNTER_INITIAL, COUNTER_NAMES,
                                  COUNTER_SLOTS,
                                  ERR_COMPLETION_TIMEOUT, ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT,
-                                 ERROR_CODE, ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER, a_claim_tiles)
+                                 ERROR_CODE, ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER, tiles_per_claim)
 from numba_softmax.tiled import (QueueStateError, build_layout, check_layout, describe_error,
                                  expected_counters, verify_counters, verify_queue)
 
@@ -143,8 +143,8 @@ def test_counter_layout_matches_the_names():
     assert {w * 4 // 128 for w in BARRIER_WORDS}.isdisjoint(set(hot) | {COUNTER_INDEX["error_code"] * 4 // 128})
 
 
-def _good_counters(layout, a_overshoot=0, head_overshoot=0, a_claim=1):
-    exp = expected_counters(layout, a_overshoot, head_overshoot, a_claim)
+def _good_counters(layout, a_overshoot=0, head_overshoot=0, claim=1):
+    exp = expected_counters(layout, a_overshoot, head_overshoot, claim)
     counters = np.zeros(COUNTER_SLOTS, dtype=np.int32)
     for name, index in COUNTER_INDEX.items():
         counters[index] = exp[name]
@@ -172,7 +172,7 @@ def test_verify_counters_accepts_counted_overshoot_and_rejects_a_negative_one():
 
 def test_verify_counters_with_workers_requires_one_overshoot_of_each_per_worker():
     layout = _layout()  # 1024 tiles: 600 workers claim one A tile at a time
-    assert a_claim_tiles(layout.n_tiles, 600) == 1
+    assert tiles_per_claim(layout.n_tiles, 600) == 1
     counters = _good_counters(layout)
     for name in ("a_next", "fifo_head", "a_overshoot", "head_overshoot"):
         counters[COUNTER_INDEX[name]] += 600
@@ -188,10 +188,14 @@ def test_verify_counters_with_workers_requires_one_overshoot_of_each_per_worker(
 def test_pair_claims_are_counted_exactly():
     # 9 tiles (rows of 2, 4, 1, 2 tiles): 4 workers claim two A tiles at a time, 5 workers one.
     layout = build_layout(np.array([100, 200, 1, 70]), 64)
-    assert layout.n_tiles == 9 and a_claim_tiles(9, 4) == A_CLAIM_TILES == 2 and a_claim_tiles(9, 5) == 1
-    # five claims in range (the last gets tile 8 alone), then one past the end per worker
-    assert expected_counters(layout, 4, 4, a_claim=2)["a_next"] == 2 * (5 + 4)
-    counters = _good_counters(layout, 4, 4, a_claim=2)
+    assert layout.n_tiles == 9 and tiles_per_claim(9, 4) == TILES_PER_CLAIM == 2 and tiles_per_claim(9, 5) == 1
+    # five claims in range (the last gets tile 8 alone), then one past the end per worker; C entries
+    # of two tiles: rows of 2, 4, 1, 2 tiles give 1 + 2 + 1 + 1 entries after the 4 B tasks
+    assert layout.fifo_entries(2) == 4 + 5 and layout.fifo_entries(1) == layout.fifo_capacity == 4 + 9
+    assert layout.c_entry_tiles(2).tolist() == [0, 2, 4, 6, 7] and layout.c_entry_tiles(1).tolist() == list(range(9))
+    expected = expected_counters(layout, 4, 4, claim=2)
+    assert (expected["a_next"], expected["fifo_tail"], expected["fifo_head"]) == (2 * (5 + 4), 9, 9 + 4)
+    counters = _good_counters(layout, 4, 4, claim=2)
     assert verify_counters(counters, layout, workers=4)["a_next"] == 18
     assert verify_counters(counters, layout)["a_next"] == 18  # the claim size a_next fits
     with pytest.raises(QueueStateError, match="a_next = 18, expected 13"):
@@ -237,21 +241,47 @@ def test_verify_counters_decodes_a_recorded_error(code, task, waited, words):
     assert describe_error(counters, layout) in str(info.value)
 
 
-def _good_queue(layout):
+def _good_queue(layout, claim=1):
+    """A finished queue: B(r) then its C entries (``claim`` tiles each), row by row (one valid FIFO
+    order); the slots past the entries as the reset left them."""
     order = []
-    for r in range(layout.rows):  # B(r) then its C tiles: one valid FIFO order
+    for r in range(layout.rows):
         order.append(r)
         first = int(layout.row_first_tile[r])
-        order.extend(layout.rows + t for t in range(first, first + int(layout.row_tile_count[r])))
-    return {"counters": _good_counters(layout),
+        order.extend(layout.rows + t for t in range(first, first + int(layout.row_tile_count[r]), claim))
+    unused = layout.fifo_capacity - len(order)
+    return {"counters": _good_counters(layout, claim=claim),
             "row_arrivals": layout.row_tile_count.copy(),
-            "fifo_slots": np.array(order, dtype=np.int32),
-            "fifo_ready": np.ones(layout.fifo_capacity, dtype=np.int32)}
+            "fifo_slots": np.array(order + [-1] * unused, dtype=np.int32),
+            "fifo_ready": np.array([1] * len(order) + [0] * unused, dtype=np.int32)}
 
 
 def test_verify_queue_accepts_a_valid_fifo():
     layout = build_layout([100, 300, 64], tile_elements=64)
     assert verify_queue(_good_queue(layout), layout)
+
+
+def test_verify_queue_accepts_c_entries_of_two_tiles_and_rejects_them_with_single_tile_counters():
+    layout = build_layout([100, 300, 64], tile_elements=64)  # rows of 2, 5, 1 tiles: 1 + 3 + 1 entries
+    state = _good_queue(layout, claim=2)
+    assert verify_queue(state, layout)  # the claim size the counters fit
+    state["counters"] = _good_counters(layout, 4, 4, claim=2)  # 8 tiles, 4 workers: two tiles per entry
+    assert verify_queue(state, layout, workers=4)
+    state["counters"] = _good_counters(layout, 5, 5, claim=2)
+    with pytest.raises(QueueStateError, match="fifo_tail = 8, expected 11"):
+        verify_queue(state, layout, workers=5)  # 8 tiles, 5 workers: one tile per entry was due
+
+
+def test_verify_queue_rejects_a_written_slot_past_the_entries_and_a_single_tile_entry_among_pairs():
+    layout = build_layout([100, 300, 64], tile_elements=64)
+    state = _good_queue(layout, claim=2)
+    state["fifo_ready"][-1] = 1
+    with pytest.raises(QueueStateError, match=r"FIFO slots past the 8 entries were written: \[10\]"):
+        verify_queue(state, layout)
+    state = _good_queue(layout, claim=2)
+    state["fifo_slots"][list(state["fifo_slots"]).index(layout.rows + 2)] = layout.rows + 3  # C(3) heads no entry
+    with pytest.raises(QueueStateError, match="not a permutation of all B task ids and C entry ids"):
+        verify_queue(state, layout)
 
 
 def test_verify_queue_rejects_a_c_task_before_its_b():

@@ -120,6 +120,7 @@ def test_persistent_kernel_has_its_own_grid_barrier_and_launches_cooperatively(c
                  "fifo_ready", "trace"):
         setattr(buffers, name, None)
     buffers.fifo_slots = np.zeros(layout.fifo_capacity, dtype=np.int32)
+    buffers.layout = layout  # the DAG's FIFO entries with C entries of two tiles come from the layout
     assert phased_launches(buffers, 4)[0].cooperative and dag_launches(buffers, 4)[1].cooperative
     assert not dag_launches(buffers, 4)[0].cooperative  # the reset kernel is a plain launch
     assert TiledBuffers  # the real buffers carry the same attributes

@@ -18,7 +18,7 @@ from numba_softmax.kernels.persistent import (MODE_DAG, MODE_DAG_FLOOR, MODE_PHA
                                               negative_control_kernel, persistent_tiles)
 from numba_softmax.queue import (A_NEXT, BARRIER_WORDS, C_DONE, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE,
                                  ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, GRID_BARRIER,
-                                 a_claim_tiles)
+                                 tiles_per_claim)
 from numba_softmax.kernels.tiles import (empty_tile_kernel, row_combine_kernel, tile_normalize_kernel,
                                          tile_summary_kernel)
 from numba_softmax.backend import run_launches
@@ -67,7 +67,7 @@ def small_runs():
 def wide_runs():
     return {"separate": _run(CASE_WIDE, "separate"),
             "phased": _run(CASE_WIDE, "phased", 1),
-            "dag-2-workers": _run(CASE_WIDE, "dag", 2),   # 4 tiles, 2 workers: pairs of A tiles per claim
+            "dag-2-workers": _run(CASE_WIDE, "dag", 2),   # 4 tiles, 2 workers: pairs of A tiles per claim, C entries of two tiles
             "dag-3-workers": _run(CASE_WIDE, "dag", 3)}   # 4 tiles, 3 workers: one A tile per claim
 
 
@@ -118,21 +118,25 @@ def test_dag_counters_and_queue_are_exact(request, runs_name, key):
     layout = result.layout
     workers = result.workers
     # every worker leaves after exactly one A claim and one ticket came back past the end
-    k = a_claim_tiles(layout.n_tiles, workers)
+    k = tiles_per_claim(layout.n_tiles, workers)
     assert verify_counters(result.counters, layout, workers) == expected_counters(layout, workers, workers, k)
     # every A claim took k tiles (the last one in range perhaps fewer), and each worker made one claim past the end
     assert result.counters[A_NEXT] == k * (-(-layout.n_tiles // k) + workers)
-    assert result.counters[FIFO_HEAD] == layout.rows + layout.n_tiles + workers
-    assert result.counters[FIFO_TAIL] == layout.rows + layout.n_tiles
+    # the FIFO: every B and every C entry (k consecutive tiles of a row, the row's last run perhaps fewer)
+    entries = layout.fifo_entries(k)
+    assert result.counters[FIFO_HEAD] == entries + workers
+    assert result.counters[FIFO_TAIL] == entries
     assert result.counters[C_DONE] == layout.n_tiles
     assert np.array_equal(result.queue["row_arrivals"], layout.row_tile_count)
-    assert np.all(result.queue["fifo_ready"] == 1)
-    assert sorted(result.queue["fifo_slots"].tolist()) == list(range(layout.fifo_capacity))
+    assert np.all(result.queue["fifo_ready"][:entries] == 1) and np.all(result.queue["fifo_ready"][entries:] == 0)
+    c_first = [t for t in range(layout.n_tiles) if (t - layout.row_first_tile[layout.tile_row[t]]) % k == 0]
+    assert sorted(result.queue["fifo_slots"][:entries].tolist()) == list(range(layout.rows)) + [
+        layout.rows + t for t in c_first]
 
 
 def test_one_worker_dag_prefers_ready_consumers():
     # One worker, traced. Once a B or C task is published, the worker makes at most ONE more
-    # A claim (of a_claim_tiles tiles: two here) before running it: the one thread 0 may make
+    # A claim (of tiles_per_claim tiles: two here) before running it: the one thread 0 may make
     # while the announcer (lane 0 of warp 1) is still publishing (the two run side by side after
     # an A claim). A worker without the preference would claim every A tile first.
     lengths, tile, family = CASE_SMALL
@@ -146,7 +150,7 @@ def test_one_worker_dag_prefers_ready_consumers():
     np.maximum.at(last_a_end, layout.tile_row, end[:n])
     for r in range(rows):
         b_start, b_end = start[n + r], end[n + r]
-        claim = a_claim_tiles(n, 1)
+        claim = tiles_per_claim(n, 1)
         assert np.sum((a_start > last_a_end[r]) & (a_start < b_start)) <= claim, f"B({r}) waited behind A tiles"
         tiles = range(int(layout.row_first_tile[r]), int(layout.row_first_tile[r] + layout.row_tile_count[r]))
         first_c = min(start[n + rows + t] for t in tiles)
