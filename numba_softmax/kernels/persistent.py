@@ -212,6 +212,11 @@ INIT_MAX_BLOCKS = 1024
 #: and the DAG is 7-8% faster at 2048 rows (PERFORMANCE.md).
 MIN_WORKERS_PER_SM = 9
 
+# A C entry runs its first tile and at most the one after it (the ``pair`` of the DAG's C task), so a claim
+# size other than 2 would publish entries the C task does not finish.
+if TILES_PER_CLAIM != 2:
+    raise ImportError(f"the DAG's C entries hold at most two tiles; queue.TILES_PER_CLAIM is {TILES_PER_CLAIM}")
+
 
 # ---- queue helpers (thread 0 only) ------------------------------------------------------------
 
@@ -684,7 +689,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 # to back with one decision.
                 t = uint32(index)
                 row = uint32(tile_row[t])
-                pair = claim == 2 and t + uint32(1) < uint32(n_tiles) and uint32(tile_row[t + uint32(1)]) == row
+                pair = claim == TILES_PER_CLAIM and t + uint32(1) < uint32(n_tiles) and uint32(tile_row[t + uint32(1)]) == row
                 m = row_max[row]
                 z = row_sum[row]
                 task_c(t, m, z, values, tile_start, tile_len, out)
