@@ -91,7 +91,7 @@ __device__ __forceinline__ void record_error(int* counters, int code, int task, 
 // Slots past the capacity (this invocation's entries) are not written; the first one is recorded (error 4).
 __device__ __forceinline__ void publish_tasks(int* counters, int* fifo_slots, int* fifo_ready, int capacity,
                                               int first_task, int count, int step) {
-    const int entries = (count + step - 1) / step;
+    const int entries = (int)((unsigned)(count + step - 1) / (unsigned)step);
     const int slot = atomicAdd(&counters[FIFO_TAIL], entries);
     for (int k = 0; k < entries; ++k) {
         if (slot + k < capacity) {
@@ -254,8 +254,8 @@ __device__ bool block_then_grid_barrier(int* counters, int workers, int max_poll
     if (threadIdx.x == 0) {
         const int b = blockIdx.x;
         const int group_size = max(BARRIER_GROUP_MIN, (workers + BARRIER_GROUPS - 1) / BARRIER_GROUPS);
-        const int groups = (workers + group_size - 1) / group_size;
-        const int g = b / group_size;
+        const int groups = (int)((unsigned)(workers + group_size - 1) / (unsigned)group_size);
+        const int g = (int)((unsigned)b / (unsigned)group_size);
         const int in_group = min(group_size, workers - g * group_size);
         const int before = load_relaxed_gpu(&counters[GRID_BARRIER]);
         const int add = flip_add(b == g * group_size, in_group);

@@ -241,7 +241,7 @@ def publish_tasks(counters, fifo_slots, fifo_ready, capacity, first_task, count,
     tiles). Slots past ``capacity`` (this invocation's entries) are not written; the first one
     is recorded (error 4).
     """
-    entries = (count + step - 1) // step
+    entries = int32(uint32(count + step - 1) // uint32(step))  # unsigned: a 32-bit division (grid_barrier says why)
     slot = cuda.atomic.add(counters, FIFO_TAIL, entries)
     for k in range(entries):
         if slot + k < capacity:
@@ -328,8 +328,11 @@ def grid_barrier(counters, workers, max_polls, which, fenced):
     """
     b = int32(cuda.blockIdx.x)
     group_size = max(int32(BARRIER_GROUP_MIN), (workers + BARRIER_GROUPS - 1) // BARRIER_GROUPS)
-    groups = (workers + group_size - 1) // group_size
-    g = b // group_size
+    # Unsigned 32-bit operands: Numba computes ``//`` of int32 values in int64 with a floor fix-up, a
+    # call to a 64-bit division routine on thread 0's path to the barrier; uint32 operands narrow
+    # to one 32-bit unsigned division (the values are non-negative).
+    groups = int32(uint32(workers + group_size - 1) // uint32(group_size))
+    g = int32(uint32(b) // uint32(group_size))
     in_group = min(group_size, workers - g * group_size)
     word = BARRIER_GROUP_FIRST + g * COUNTER_LINE_WORDS
     # The top word before this barrier: it cannot flip until this worker's group is complete.
