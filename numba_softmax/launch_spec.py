@@ -3,8 +3,8 @@
 Kernel modules describe their launches as :class:`KernelLaunch` values (kernel, grid, block,
 arguments); the launch layer (:mod:`numba_softmax.launch`) decides how to submit them: on a GPU
 it compiles the kernel once, packs the arguments once for their fixed device pointers and
-submits with ``cuLaunchKernel`` / ``cuLaunchCooperativeKernel``; in the Numba CUDA simulator
-it falls back to Numba's own dispatcher. This module sits below both and imports neither.
+submits with ``cuLaunchKernel`` / ``cuLaunchCooperativeKernel`` (``cuLaunchKernelEx`` for a cluster); in
+the Numba CUDA simulator it falls back to Numba's own dispatcher. This module sits below both and imports neither.
 """
 
 from dataclasses import dataclass
@@ -21,6 +21,8 @@ class KernelLaunch:
     #: Launch cooperatively (every block co-resident, checked against the occupancy limit) even
     #: when Numba does not mark the kernel cooperative: a kernel with its own grid barrier needs it.
     cooperative: bool = False
+    #: CTAs per thread block cluster along x (1: no cluster); the grid is a multiple of it.
+    cluster: int = 1
 
 
 __all__ = ["KernelLaunch"]

@@ -21,6 +21,16 @@ Row kernels (``rows_l{L}_q{Q}``): a row held in registers
     row per ``L``-thread block; the warps' partials meet in shared memory (``L / 32`` floats).
     Bytes: read ``rows * cols * 4`` once, write the same once.
 
+Cluster kernels (``cluster_l{L}_q{Q}_c{C}``): a row in the registers of a thread block cluster
+    The row kernel with ``L > 32`` lanes, spread over the ``C`` CTAs of a cluster (:mod:`.cluster`): CTA
+    ``rank`` holds columns ``4 L Q rank`` .. ``4 L Q (rank + 1) - 1``. Each reduction ends with a cluster
+    stage: thread 0 of every CTA writes its CTA's result into slot ``rank`` of every CTA's shared array
+    (distributed shared memory), a cluster barrier (release / acquire), and every thread folds the ``C``
+    slots in rank order, so all CTAs hold the same bits. One exponential and one division per value, as
+    the row kernels; rows up to ``4 L Q C`` columns (262,144 with 1024 lanes, 8 quads, 8 CTAs) read once.
+    16-byte builds only (rows a multiple of 4 columns, aligned arrays); GPU only.
+    Bytes: read ``rows * cols * 4`` once, write the same once.
+
 Long-row kernels (``long_l{L}_q{Q}``): any row length
     One ``L``-thread block per row walks the row in chunks of ``4 * L * Q`` columns.
     Pass 1, chunk by chunk: load the chunk into registers, fold it into a running (max, sum) per thread --
@@ -64,6 +74,9 @@ from ..launch_spec import KernelLaunch
 from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, bounded_kernel,
                         f32_add, f32_div, f32_exp, f32_max, f32_mul, f32_sub)
 from .vector_io import load_quad, store_quad
+
+if not SIMULATOR:
+    from .cluster import cluster_arrive, cluster_arrive_relaxed, cluster_store_f32, cluster_wait
 
 #: Words of the device status record and the value of a clear word (see the module docstring).
 STATUS_WORDS = 2
@@ -190,7 +203,10 @@ def _lowest_bit(mask):
 
 # ---- row kernels: a row in registers ----------------------------------------------------------------------
 
-def _make_rows_kernel(lanes, quads, vector, checked):
+def _make_rows_kernel(lanes, quads, vector, checked, ctas=1):
+    """A row in registers: ``lanes`` threads per row, ``quads`` quads each; with ``ctas > 1`` (the cluster
+    kernels) the row is spread over the ``ctas`` CTAs of a thread block cluster, CTA ``rank`` holding
+    columns ``rank * 4 * lanes * quads`` on, and the two reductions end with a cluster stage (below)."""
     LANES = lanes
     QUADS = quads
     VALUES = quads * QUAD
@@ -200,16 +216,49 @@ def _make_rows_kernel(lanes, quads, vector, checked):
     WARPS = max(1, LANES // WARP_SIZE)
     VECTOR = vector
     CHECKED = checked
+    CTAS = ctas
+    CTA_COLUMNS = QUAD * LANES * QUADS
+    if CTAS > 1 and (SIMULATOR or ROWS != 1 or not VECTOR):
+        raise ValueError("cluster kernels need a GPU (the simulator has no clusters), one row per CTA (more than "
+                         f"{WARP_SIZE} lanes; got {LANES}) and 16-byte quads (a scalar build spills its 64-bit "
+                         "column arithmetic at 32 values per thread)")
     row_max_of, row_sum_of = _row_reductions(LANES, BLOCK)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def cluster_fold(value, exchange, rank, is_max):
+        """The cluster stage of a reduction: thread 0 of every CTA writes its CTA's result into slot
+        ``rank`` of every CTA's ``exchange``; after the barrier (release / acquire) each thread folds the
+        slots in rank order, rank 0 first, so every CTA gets the same bits."""
+        if cuda.threadIdx.x == 0:
+            for j in range(CTAS):
+                cluster_store_f32(exchange, rank, j, value)
+        cluster_arrive()
+        cluster_wait()
+        value = exchange[0]
+        for j in range(1, CTAS):
+            value = f32_max(value, exchange[j]) if is_max else f32_add(value, exchange[j])
+        return value
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def body(x, y, status, alarm):
         tid = cuda.threadIdx.x
         lane = tid % LANES
-        row = cuda.blockIdx.x * ROWS + tid // LANES
+        rank = 0
+        offset = 0  # the first column this CTA holds
+        if CTAS > 1:
+            # Every CTA of the cluster has to have started before another writes into its shared memory:
+            # arrive now, wait just before the first remote store (the loads and the block max between).
+            cluster_arrive_relaxed()
+            rank = cuda.blockIdx.x % CTAS
+            offset = rank * CTA_COLUMNS
+            row = cuda.blockIdx.x // CTAS
+        else:
+            row = cuda.blockIdx.x * ROWS + tid // LANES
         rows, cols = x.shape
         live = row < rows  # a group past the last row still takes part in the shuffles and barriers
         partials = cuda.shared.array(WARPS, float32, alignment=PARTIALS_ALIGNMENT)
+        maxes = cuda.shared.array(CTAS, float32)
+        sums = cuda.shared.array(CTAS, float32)
         values = cuda.local.array(VALUES, float32)
         bad = _U32_ZERO
 
@@ -217,7 +266,7 @@ def _make_rows_kernel(lanes, quads, vector, checked):
         # increasing column order. Columns past the row hold -inf: they add exp(-inf - m) = +0 below.
         local_max = NEG_INF
         for q in range(QUADS):
-            base = QUAD * lane + STRIDE * q
+            base = offset + QUAD * lane + STRIDE * q
             if VECTOR:
                 a = b = c = d = NEG_INF
                 if live and base < cols:  # cols % 4 == 0: the whole quad is in the row
@@ -242,10 +291,14 @@ def _make_rows_kernel(lanes, quads, vector, checked):
         if CHECKED:
             if bad != _U32_ZERO:
                 k = _lowest_bit(bad)
-                _record(status, STATUS_NONFINITE, row * cols + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD, alarm)
+                _record(status, STATUS_NONFINITE,
+                        row * cols + offset + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD, alarm)
         row_max = row_max_of(local_max, partials)
+        if CTAS > 1:
+            cluster_wait()  # every CTA has started (the arrive above)
+            row_max = cluster_fold(row_max, maxes, rank, True)
         if CHECKED:
-            if live and lane == 0 and row_max == NEG_INF:
+            if live and lane == 0 and rank == 0 and row_max == NEG_INF:
                 _record(status, STATUS_MASKED_ROW, np.int64(row), alarm)
 
         local_sum = float32(0.0)
@@ -255,10 +308,12 @@ def _make_rows_kernel(lanes, quads, vector, checked):
                 values[k] = e
                 local_sum = f32_add(local_sum, e)
         row_sum = row_sum_of(local_sum, partials)
+        if CTAS > 1:
+            row_sum = cluster_fold(row_sum, sums, rank, False)
 
         if live:
             for q in range(QUADS):
-                base = QUAD * lane + STRIDE * q
+                base = offset + QUAD * lane + STRIDE * q
                 if VECTOR:
                     if base < cols:
                         store_quad(y, row, base,
@@ -432,15 +487,19 @@ def _make_check_kernel(vector, allow_neg_inf):
 
 # ---- builds and the table ---------------------------------------------------------------------------------
 
-_MAKERS = {"rows": _make_rows_kernel, "long": _make_long_kernel}
+_MAKERS = {"rows": _make_rows_kernel, "cluster": _make_rows_kernel, "long": _make_long_kernel}
+#: Most CTAs of a cluster geometry: the portable cluster size (larger ones need an opt-in attribute).
+MAX_CLUSTER_CTAS = 8
 
 
 @dataclass(frozen=True)
 class Geometry:
-    """One selectable geometry: ``kind`` ``rows`` (a row in registers) or ``long`` (any length)."""
+    """One selectable geometry: ``kind`` ``rows`` (a row in registers), ``cluster`` (a row in the registers
+    of the ``ctas`` CTAs of a thread block cluster) or ``long`` (any length)."""
     kind: str
-    lanes: int      # threads per row
-    quads: int      # quads (4 values) per thread: per row (rows) or per chunk (long)
+    lanes: int      # threads per row (per CTA of the cluster)
+    quads: int      # quads (4 values) per thread: per row (rows, cluster) or per chunk (long)
+    ctas: int = 1   # CTAs per row (cluster only)
 
     def __post_init__(self):
         if self.kind not in _MAKERS:
@@ -450,15 +509,20 @@ class Geometry:
         if not 1 <= self.quads <= MAX_QUADS:
             # A checked build keeps one bit per value in a 32-bit mask.
             raise ValueError(f"geometry {self.name}: quads must be 1 to {MAX_QUADS} (at most 32 values per thread)")
+        if self.kind == "cluster" and not (2 <= self.ctas <= MAX_CLUSTER_CTAS and self.lanes > WARP_SIZE):
+            raise ValueError(f"geometry {self.name}: a cluster holds 2 to {MAX_CLUSTER_CTAS} CTAs (the portable "
+                             f"cluster size) of more than {WARP_SIZE} lanes")
+        if self.kind != "cluster" and self.ctas != 1:
+            raise ValueError(f"geometry {self.name}: only a cluster geometry spreads a row over several CTAs")
 
     @property
     def name(self):
-        return f"{self.kind}_l{self.lanes}_q{self.quads}"
+        return f"{self.kind}_l{self.lanes}_q{self.quads}" + (f"_c{self.ctas}" if self.kind == "cluster" else "")
 
     @property
     def max_columns(self):
         """Widest row it takes (``None``: any)."""
-        return QUAD * self.lanes * self.quads if self.kind == "rows" else None
+        return None if self.kind == "long" else QUAD * self.lanes * self.quads * self.ctas
 
     @property
     def block_threads(self):
@@ -469,18 +533,24 @@ class Geometry:
     def rows_per_block(self):
         return self.block_threads // self.lanes
 
+    @property
+    def vector_only(self):
+        """A cluster geometry has 16-byte builds only (rows of a multiple of 4 columns, 16-byte aligned)."""
+        return self.kind == "cluster"
+
     @classmethod
     def parse(cls, name):
         try:
-            kind, lanes, quads = name.split("_")
-            geometry = cls(kind, int(lanes.removeprefix("l")), int(quads.removeprefix("q")))
-        except ValueError as exc:
+            kind, lanes, quads, *ctas = name.split("_")
+            geometry = cls(kind, int(lanes.removeprefix("l")), int(quads.removeprefix("q")),
+                           *(int(c.removeprefix("c")) for c in ctas))
+        except (ValueError, TypeError) as exc:
             if "geometry" in str(exc):
                 raise
             geometry = None
         if geometry is None or geometry.name != name:
-            raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q> or long_l<L>_q<Q>, "
-                             f"e.g. {AUTO_TABLE[0][1]!r}; candidates: {sorted(CANDIDATE_GEOMETRIES)}")
+            raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q>, cluster_l<L>_q<Q>_c<C> or "
+                             f"long_l<L>_q<Q>, e.g. {AUTO_TABLE[0][1]!r}; candidates: {sorted(CANDIDATE_GEOMETRIES)}")
         return geometry
 
 
@@ -489,7 +559,8 @@ def _build_name(geometry, vector, checked):
 
 
 def _make_build(geometry, vector, checked):
-    body, block, _ = _MAKERS[geometry.kind](geometry.lanes, geometry.quads, vector, checked)
+    extra = (geometry.ctas,) if geometry.kind == "cluster" else ()
+    body, block, _ = _MAKERS[geometry.kind](geometry.lanes, geometry.quads, vector, checked, *extra)
     if checked:
         def kernel(x, y, status, alarm):
             body(x, y, status, alarm)
@@ -505,8 +576,8 @@ def _make_build(geometry, vector, checked):
 
 #: Which geometry ``auto`` runs for a row of up to ``max_columns`` (first match); wider rows: the last.
 #: Narrow rows: a group of L <= 32 lanes per row, several rows per block, shuffles only; wide rows: more
-#: threads per row, 16-32 values per thread in registers; beyond 16384 columns the long-row path, two
-#: 512-thread blocks per SM while their re-read fits L2, one 1024-thread block per SM beyond
+#: threads per row, 16-32 values per thread in registers; to 262,144 columns the row in the registers of the
+#: 2-8 CTAs of a thread block cluster (16-byte rows on a GPU), beyond (and otherwise) the long-row path
 #: (docs/auto_kernels.md).
 AUTO_TABLE = (
     (16, "rows_l4_q1"),
@@ -521,6 +592,10 @@ AUTO_TABLE = (
     (8192, "rows_l512_q4"),
     (16384, "rows_l1024_q4"),
     (32768, "rows_l1024_q8"),  # measured: 272.8 us vs long_l512_q4 330.4 (4096 rows), the row in registers
+    # Beyond, the row in the registers of a thread block cluster (16-byte rows on a GPU; else the long path):
+    (65536, "cluster_l512_q8_c4"),
+    (131072, "cluster_l512_q8_c8"),  # measured: 326.2 us vs long_l1024_q4 391.7 (1024 rows)
+    (262144, "cluster_l1024_q8_c8"),  # the portable cluster size holds no more 512-lane CTAs
     (None, "long_l1024_q4"),
 )
 #: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
@@ -529,8 +604,10 @@ CANDIDATES = {
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
     4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1"),
-    32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8"),
-    131072: ("long_l1024_q4", "long_l512_q4", "long_l256_q4"),
+    32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8", "cluster_l512_q8_c2"),
+    65536: ("long_l1024_q4", "cluster_l1024_q8_c2"),
+    131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4"),
+    262144: ("long_l1024_q4",),
 }
 #: Every geometry that has builds: the table's and the candidates'.
 CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {n for names in CANDIDATES.values() for n in names})
@@ -573,7 +650,7 @@ def builds(geometries=TABLE_GEOMETRIES):
     table's (what the library launches); the CPU tests check every candidate's too."""
     found = {}
     for name in geometries:
-        for vector in (False, True):
+        for vector in (True,) if Geometry.parse(name).vector_only else (False, True):
             for checked in (False, True):
                 kernel = auto_kernel(name, vector, checked)
                 found[kernel.py_func.__name__] = (kernel, CHECKED_SIGNATURE if checked else UNCHECKED_SIGNATURE)
@@ -614,9 +691,19 @@ def _check_status(status, alarm):
         raise ValueError(f"alarm: expected int32[1], got {alarm.dtype}{list(alarm.shape)}")
 
 
-def auto_geometry(cols):
-    """The geometry :data:`AUTO_TABLE` picks for rows of ``cols`` columns."""
+def table_geometry(cols):
+    """The geometry :data:`AUTO_TABLE` names for rows of ``cols`` columns."""
     return next(name for limit, name in AUTO_TABLE if limit is None or cols <= limit)
+
+
+def auto_geometry(cols, vector=True):
+    """The geometry ``auto`` runs for rows of ``cols`` columns: the table's, except that a cluster geometry
+    (16-byte builds on a GPU only) gives way to the long-row path (the table's last entry) for rows that are
+    not 16-byte quads (``vector=False``) and in the simulator."""
+    name = table_geometry(cols)
+    if Geometry.parse(name).vector_only and (SIMULATOR or not vector):
+        return AUTO_TABLE[-1][1]
+    return name
 
 
 def geometry_launches(geometry, x, y, status=None, alarm=None):
@@ -635,17 +722,24 @@ def geometry_launches(geometry, x, y, status=None, alarm=None):
     if geometry.max_columns is not None and cols > geometry.max_columns:
         raise ValueError(f"row too long for geometry {geometry.name}: {cols} columns > {geometry.max_columns}")
     vector = cols % QUAD == 0 and _aligned16(x) and _aligned16(y)
+    if geometry.vector_only and not vector:
+        raise ValueError(f"geometry {geometry.name} needs rows of a multiple of {QUAD} columns in 16-byte aligned "
+                         f"arrays; got {cols} columns")
     kernel = auto_kernel(geometry, vector, checked)
-    grid = (rows + geometry.rows_per_block - 1) // geometry.rows_per_block
+    grid = (rows + geometry.rows_per_block - 1) // geometry.rows_per_block * geometry.ctas
     args = (x, y, status, alarm) if checked else (x, y)
-    return [KernelLaunch(f"auto_{geometry.name}", kernel, (grid,), (geometry.block_threads,), args)]
+    return [KernelLaunch(f"auto_{geometry.name}", kernel, (grid,), (geometry.block_threads,), args,
+                         cluster=geometry.ctas)]
 
 
 def auto_launches(x, y, status=None, alarm=None):
     """``method="auto"``: the launch of the table's geometry for this width (any width: the long-row path
     beyond the table). ``status is None``: unchecked; else checked (see the module docstring)."""
     _check_matrix("x", x)
-    return geometry_launches(auto_geometry(x.shape[1]), x, y, status, alarm)
+    _check_matrix("y", y)
+    cols = x.shape[1]
+    vector = cols % QUAD == 0 and _aligned16(x) and _aligned16(y)
+    return geometry_launches(auto_geometry(cols, vector), x, y, status, alarm)
 
 
 def check_launches(x, status, alarm, allow_neg_inf):
@@ -674,5 +768,6 @@ def status_error(status_host, shape, what="input"):
 
 
 __all__ = ["STATUS_WORDS", "STATUS_CLEAR", "AUTO_TABLE", "CANDIDATES", "CANDIDATE_GEOMETRIES", "TABLE_GEOMETRIES",
-           "Geometry", "auto_geometry", "auto_kernel", "check_kernel", "builds", "auto_launches", "geometry_launches",
+           "Geometry", "table_geometry", "auto_geometry", "auto_kernel", "check_kernel", "builds", "auto_launches",
+           "geometry_launches",
            "check_launches", "status_error"]

@@ -198,6 +198,10 @@ class PreparedLaunch:
         self.grid = tuple(launch.grid) + (1,) * (3 - len(launch.grid))
         self.block = tuple(launch.block) + (1,) * (3 - len(launch.block))
         self.cooperative = bool(self.kernel.cooperative or getattr(launch, "cooperative", False))
+        self.cluster = int(getattr(launch, "cluster", 1))
+        if self.cluster > 1 and (self.cooperative or self.grid[0] % self.cluster):
+            raise ValueError(f"{launch.name}: a cluster launch of {self.cluster} CTAs needs a grid that is a "
+                             f"multiple of it (got {self.grid[0]}) and no cooperative launch")
         self._submit = cu.cuLaunchCooperativeKernel if self.cooperative else cu.cuLaunchKernel
         threads = self.block[0] * self.block[1] * self.block[2]
         if self.cooperative:
@@ -212,10 +216,29 @@ class PreparedLaunch:
     def _bind(self, stream):
         # The whole argument tuple of the driver call, built once per stream: the hot path
         # below is one call with prebuilt arguments (host enqueue per launch is a goal of ``bench perf``).
+        self._stream = stream
+        if self.cluster > 1:
+            self._submit = cu.cuLaunchKernelEx
+            self._arguments = (self._cluster_config(stream), self.kernel.function, self._params, 0)
+            return
         extra = () if self.cooperative else (0,)
         self._arguments = (self.kernel.function, *self.grid, *self.block, self.launch.shared_bytes,
                            stream.handle, self._params, *extra)
-        self._stream = stream
+
+    def _cluster_config(self, stream):
+        """``cuLaunchKernelEx``'s configuration: this launch's geometry with the cluster dimension attribute."""
+        attribute = cu.CUlaunchAttribute()
+        attribute.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attribute.value.clusterDim.x, attribute.value.clusterDim.y, attribute.value.clusterDim.z = self.cluster, 1, 1
+        config = cu.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = self.grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = self.block
+        config.sharedMemBytes = self.launch.shared_bytes
+        config.hStream = stream.handle
+        config.attrs = [attribute]
+        config.numAttrs = 1
+        self._cluster_attribute = attribute  # kept alive with the configuration that points at it
+        return config
 
     def enqueue(self, stream):
         if stream is not self._stream:

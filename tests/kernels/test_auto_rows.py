@@ -17,12 +17,13 @@ from numba_softmax.backend import SIMULATOR, invocation, run_launches
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_rows import (AUTO_TABLE, CANDIDATE_GEOMETRIES, STATUS_CLEAR, STATUS_WORDS,
                                              TABLE_GEOMETRIES, Geometry, auto_geometry, auto_launches,
-                                             check_launches, geometry_launches, status_error)
+                                             check_launches, geometry_launches, status_error, table_geometry)
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.numerics import KERNEL_OPTIONS, NEG_INF, f32_add, f32_div, f32_exp, f32_max, f32_sub
 from numba_softmax.oracle import check_matrix
 
 GPU_ONLY = skip_on_cudasim("too slow for the simulator (one Python thread per CUDA thread); a GPU runs it")
+CLUSTERS_ON_GPU = skip_on_cudasim("thread block clusters (distributed shared memory, cluster barriers) need a GPU")
 #: Lanes of the simulator's stand-ins for the table's rows geometries above 128 lanes (see
 #: test_wide_geometry_code_with_fewer_lanes).
 STAND_IN_LANES = 64
@@ -43,7 +44,7 @@ BLOCK_WIDTHS = (2047, 2048, 2049, 4095, 4096, 4097)
 #: STAND_IN_LANES lanes), then the long-row path (it runs in the simulator with small blocks and chunks).
 WIDE = (8192, 8193, 16385)
 GPU_WIDE_TABLE = (8191, 16383, 16384)
-GPU_WIDE = (32767, 32768, 32769, 100003, 131072)
+GPU_WIDE = (32767, 32768, 32769, 32772, 65536, 100003, 131068, 131072)
 
 
 def _many_lanes(width):
@@ -165,7 +166,7 @@ def test_262144_columns_against_float64():
     with small blocks and chunks (test_long_path_crosses_chunks)."""
     x = matrix_fixture("random", (4, 262144))
     x[0, ::7] = -np.inf
-    assert auto_geometry(262144).startswith("long_")
+    assert auto_geometry(262144) == "cluster_l1024_q8_c8"
     y, _, _ = run(x)
     expect_softmax(y, x)
     if not SIMULATOR:
@@ -187,10 +188,19 @@ def test_the_table_covers_every_width_once():
     assert limits[-1] is None and limits[:-1] == sorted(limits[:-1])
     for limit, name in AUTO_TABLE[:-1]:
         geometry = Geometry.parse(name)
-        if geometry.kind == "rows":
+        if geometry.kind in ("rows", "cluster"):
             assert geometry.max_columns == limit, name   # no entry takes a row it cannot hold
-        assert auto_geometry(limit) == name and auto_geometry(limit + 1) != name
-    assert auto_geometry(10**7) == AUTO_TABLE[-1][1]
+        assert table_geometry(limit) == name and table_geometry(limit + 1) != name
+    assert table_geometry(10**7) == AUTO_TABLE[-1][1]
+
+
+def test_a_cluster_entry_gives_way_to_the_long_path_where_it_cannot_run():
+    """Cluster geometries have 16-byte builds on a GPU only: rows that are not 16-byte quads, and every row in
+    the simulator, take the long-row path instead (the table's last entry)."""
+    assert table_geometry(131072) == "cluster_l512_q8_c8"
+    assert auto_geometry(131072, vector=False) == AUTO_TABLE[-1][1]
+    assert auto_geometry(131072) == (AUTO_TABLE[-1][1] if SIMULATOR else "cluster_l512_q8_c8")
+    assert auto_geometry(32768, vector=False) == "rows_l1024_q8"   # a rows entry has scalar builds too
 
 
 # ---- every candidate geometry -----------------------------------------------------------------------------
@@ -199,6 +209,12 @@ def _candidate_params():
     params = []
     for name in CANDIDATE_GEOMETRIES:
         geometry = Geometry.parse(name)
+        if geometry.kind == "cluster":
+            # Full, one quad short, and one quad into the second CTA's columns (the others hold only -inf).
+            cta = geometry.max_columns // geometry.ctas
+            params += [pytest.param(name, w, id=f"{name}-{w}", marks=CLUSTERS_ON_GPU)
+                       for w in (geometry.max_columns, geometry.max_columns - 4, cta + 4)]
+            continue
         if geometry.kind == "rows":
             widths = (geometry.max_columns, geometry.max_columns - 1, geometry.max_columns // 2 + 3)
         else:
@@ -228,6 +244,44 @@ def test_a_rows_geometry_refuses_a_row_it_cannot_hold():
         geometry_launches("rows_l24_q1", x, x.copy())
     with pytest.raises(ValueError, match="quads must be 1 to 8"):
         geometry_launches("long_l32_q9", x, x.copy())
+    with pytest.raises(ValueError, match="a cluster holds 2 to 8 CTAs"):
+        geometry_launches("cluster_l512_q8_c16", x, x.copy())
+    with pytest.raises(ValueError, match="a cluster holds 2 to 8 CTAs .* of more than 32 lanes"):
+        geometry_launches("cluster_l32_q8_c2", x, x.copy())
+    with pytest.raises(ValueError, match="only a cluster geometry spreads a row"):
+        Geometry("rows", 512, 8, 2)
+    assert Geometry.parse("cluster_l512_q8_c2").max_columns == 32768
+
+
+@CLUSTERS_ON_GPU
+def test_a_cluster_geometry_refuses_rows_it_has_no_build_for():
+    x = cuda.device_array((2, 32766), np.float32)
+    with pytest.raises(ValueError, match="cluster_l512_q8_c2 needs rows of a multiple of 4 columns"):
+        geometry_launches("cluster_l512_q8_c2", x, cuda.device_array((2, 32766), np.float32))
+    wide = cuda.device_array((2, 32772), np.float32)
+    with pytest.raises(ValueError, match="row too long for geometry cluster_l512_q8_c2: 32772 columns > 32768"):
+        geometry_launches("cluster_l512_q8_c2", wide, cuda.device_array((2, 32772), np.float32))
+
+
+@CLUSTERS_ON_GPU
+@pytest.mark.parametrize("geometry", ["cluster_l512_q8_c2", "cluster_l1024_q8_c4"])
+def test_cluster_records_and_masks_across_its_ctas(geometry):
+    """The first non-finite value in a later CTA's columns, a row whose second CTA holds only -inf and a
+    row with no finite entry, through the checked build: records, NaN rows and exact zeros as the rows kernels."""
+    g = Geometry.parse(geometry)
+    cta = g.max_columns // g.ctas
+    width = g.max_columns
+    x = matrix_fixture("random", (ROWS, width))
+    x[1, cta:] = -np.inf                     # CTA 1 has no finite value: its sum is 0, its outputs exactly 0
+    x[2, cta + 5] = np.nan                   # the first offending value, in CTA 1's columns
+    x[2, width - 1] = np.inf
+    x[3, :] = -np.inf                        # no finite entry anywhere in the cluster
+    y, status, alarm = run(x, geometry, checked=True)
+    assert status[0] == 2 * width + cta + 5 and status[1] == 3 and alarm[0] == 1
+    assert np.isnan(y[2]).all() and np.isnan(y[3]).all()
+    keep = np.ones(ROWS, dtype=bool)
+    keep[[2, 3]] = False
+    expect_softmax(y[keep], x[keep])
 
 
 # ---- the long-row path's chunks, cheaply: small blocks, small chunks --------------------------------------
@@ -401,7 +455,7 @@ def test_every_build_holds_its_values_in_registers(checked, evidence):
     for name in CANDIDATE_GEOMETRIES:
         geometry = Geometry.parse(name)
         width = geometry.max_columns or 4 * geometry.lanes * geometry.quads * 2
-        for cols in (width, width - 1):  # vector and scalar builds
+        for cols in (width,) if geometry.vector_only else (width, width - 1):  # vector and scalar builds
             d_x = cuda.device_array((1, cols), np.float32)
             status, alarm = _status() if checked else (None, None)
             launches = geometry_launches(name, d_x, cuda.device_array((1, cols), np.float32), status, alarm)
