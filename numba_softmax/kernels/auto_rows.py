@@ -664,9 +664,12 @@ def builds(geometries=TABLE_GEOMETRIES):
 # ---- launchers --------------------------------------------------------------------------------------------
 
 def _aligned16(array):
+    """Whether the array's data starts on a 16-byte boundary (a device array, or a host array that only
+    builds launches; never in the simulator, which has no vector builds)."""
     if SIMULATOR:
         return False
-    return array.__cuda_array_interface__["data"][0] % 16 == 0
+    interface = getattr(array, "__cuda_array_interface__", None) or getattr(array, "__array_interface__", None)
+    return interface is not None and interface["data"][0] % 16 == 0
 
 
 def _check_matrix(name, array):

@@ -3,6 +3,7 @@ registry, and the perf tool's auto goals and candidate selection (no GPU needed)
 
 import re
 
+import numpy as np
 import pytest
 
 from numba_softmax.kernels.auto_rows import (AUTO_TABLE, CANDIDATE_GEOMETRIES, CANDIDATES, TABLE_GEOMETRIES,
@@ -147,3 +148,21 @@ def test_perf_md_lists_the_candidates_with_auto_against_each():
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| auto")}
     assert "auto:rows_l256_q4" in rows and "auto/auto:rows_l256_q4 0.94" in rows["auto:rows_l256_q4"]
     assert "auto/cudnn 0.7" in next(line for line in text.splitlines() if line.startswith("| cudnn"))
+
+
+def test_auto_launches_pick_the_cluster_for_16_byte_rows_and_the_long_path_otherwise():
+    """Launch descriptions only (no GPU): 131,072-column rows in 16-byte aligned arrays take the table's cluster
+    geometry, one cluster of CTAs per row; the same rows one float off alignment take the long-row path; a host
+    array names a shape mismatch instead of failing on its missing device interface."""
+    from numba_softmax.kernels.auto_rows import auto_launches
+    buffer = np.zeros(2 * 131072 + 4, dtype=np.float32)
+    aligned = buffer[:2 * 131072].reshape(2, 131072)
+    if aligned.__array_interface__["data"][0] % 16:
+        pytest.skip("numpy gave a buffer that is not 16-byte aligned")
+    launch, = auto_launches(aligned, np.zeros((2, 131072), np.float32))
+    assert launch.name == "auto_cluster_l512_q8_c8" and launch.cluster == 8 and launch.grid == (16,)
+    shifted = buffer[1:2 * 131072 + 1].reshape(2, 131072)
+    launch, = auto_launches(shifted, np.zeros((2, 131072), np.float32))
+    assert launch.name == "auto_long_l1024_q4" and launch.cluster == 1 and launch.grid == (2,)
+    with pytest.raises(ValueError, match="x and y must have one shape"):
+        auto_launches(aligned, np.zeros((2, 8), np.float32))
