@@ -203,10 +203,11 @@ def _lowest_bit(mask):
 
 # ---- row kernels: a row in registers ----------------------------------------------------------------------
 
-def _make_rows_kernel(lanes, quads, vector, checked, ctas=1):
+def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True):
     """A row in registers: ``lanes`` threads per row, ``quads`` quads each; with ``ctas > 1`` (the cluster
     kernels) the row is spread over the ``ctas`` CTAs of a thread block cluster, CTA ``rank`` holding
-    columns ``rank * 4 * lanes * quads`` on, and the two reductions end with a cluster stage (below)."""
+    columns ``rank * 4 * lanes * quads`` on, and the two reductions end with a cluster stage (below).
+    ``exchange=False`` (a negative control only): the cluster stage keeps each CTA's own result."""
     LANES = lanes
     QUADS = quads
     VALUES = quads * QUAD
@@ -217,6 +218,7 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1):
     VECTOR = vector
     CHECKED = checked
     CTAS = ctas
+    EXCHANGE = exchange
     CTA_COLUMNS = QUAD * LANES * QUADS
     if CTAS > 1 and (SIMULATOR or ROWS != 1 or not VECTOR):
         raise ValueError("cluster kernels need a GPU (the simulator has no clusters), one row per CTA (more than "
@@ -234,6 +236,8 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1):
                 cluster_store_f32(exchange, rank, j, value)
         cluster_arrive()
         cluster_wait()
+        if not EXCHANGE:
+            return value  # negative control: the other CTAs' results are never read
         value = exchange[0]
         for j in range(1, CTAS):
             value = f32_max(value, exchange[j]) if is_max else f32_add(value, exchange[j])
@@ -613,6 +617,19 @@ CANDIDATES = {
 CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {n for names in CANDIDATES.values() for n in names})
 
 _BUILDS = {}
+
+
+def cluster_control_kernel(geometry="cluster_l512_q8_c2"):
+    """Negative control (tests only; never in the table): the 16-byte unchecked build of a cluster
+    geometry whose reductions keep each CTA's own max and sum, so each CTA normalizes its own columns.
+    The oracle must reject it (each row sums to about the number of CTAs)."""
+    geometry = Geometry.parse(geometry)
+    body, block, _ = _make_rows_kernel(geometry.lanes, geometry.quads, True, False, geometry.ctas, exchange=False)
+
+    def kernel(x, y):
+        body(x, y, None, None)
+    kernel.__name__ = kernel.__qualname__ = f"{_build_name(geometry, True, False)}_control_no_exchange"
+    return bounded_kernel(kernel, block, max(1, MIN_THREADS_PER_SM // block))
 
 
 def auto_kernel(geometry, vector, checked):

@@ -445,6 +445,23 @@ def test_negative_control_giving_minus_inf_a_weight_is_rejected():
         expect_softmax(y, x)          # ... the exact-zero test does not
 
 
+@CLUSTERS_ON_GPU
+def test_negative_control_a_cluster_without_its_exchange_is_rejected():
+    """Each CTA of a 2-CTA cluster normalizing its own half of the row: every row sums to about 2, which the
+    oracle must reject; the same launch through the real build passes."""
+    from numba_softmax.kernels.auto_rows import cluster_control_kernel
+    x = matrix_fixture("random", (ROWS, 32768))
+    d_y = cuda.to_device(np.full(x.shape, np.nan, dtype=np.float32))
+    launch, = geometry_launches("cluster_l512_q8_c2", _device(x), d_y)
+    run_launches([KernelLaunch("control", cluster_control_kernel(), launch.grid, launch.block, launch.args,
+                               cluster=launch.cluster)])
+    y = d_y.copy_to_host()
+    assert np.allclose(y.astype(np.float64).sum(axis=1), 2.0, rtol=1e-3)
+    result = check_matrix(y, x)
+    assert not result.passed and result.max_row_sum_err == pytest.approx(1.0, abs=1e-3), result.describe()
+    expect_softmax(run(x, "cluster_l512_q8_c2")[0], x)
+
+
 # ---- what only a GPU has ----------------------------------------------------------------------------------
 
 @skip_on_cudasim("no driver to report registers and local memory")
