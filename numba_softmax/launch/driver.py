@@ -202,7 +202,8 @@ class PreparedLaunch:
         if self.cluster > 1 and (self.cooperative or self.grid[0] % self.cluster):
             raise ValueError(f"{launch.name}: a cluster launch of {self.cluster} CTAs needs a grid that is a "
                              f"multiple of it (got {self.grid[0]}) and no cooperative launch")
-        self._submit = cu.cuLaunchCooperativeKernel if self.cooperative else cu.cuLaunchKernel
+        self._submit = (cu.cuLaunchKernelEx if self.cluster > 1
+                        else cu.cuLaunchCooperativeKernel if self.cooperative else cu.cuLaunchKernel)
         threads = self.block[0] * self.block[1] * self.block[2]
         if self.cooperative:
             limit = self.kernel.active_blocks_per_sm(threads, launch.shared_bytes) * device_sm_count()
@@ -218,7 +219,6 @@ class PreparedLaunch:
         # below is one call with prebuilt arguments (host enqueue per launch is a goal of ``bench perf``).
         self._stream = stream
         if self.cluster > 1:
-            self._submit = cu.cuLaunchKernelEx
             self._arguments = (self._cluster_config(stream), self.kernel.function, self._params, 0)
             return
         extra = () if self.cooperative else (0,)
