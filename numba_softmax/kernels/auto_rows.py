@@ -562,8 +562,9 @@ def _build_name(geometry, vector, checked):
     return f"auto_{geometry.name}{'_v4' if vector else ''}{'_checked' if checked else ''}"
 
 
-def _make_build(geometry, vector, checked):
-    extra = (geometry.ctas,) if geometry.kind == "cluster" else ()
+def _make_build(geometry, vector, checked, exchange=True):
+    """One build of ``geometry``; ``exchange=False`` only for the cluster negative control."""
+    extra = (geometry.ctas, exchange) if geometry.kind == "cluster" else ()
     body, block, _ = _MAKERS[geometry.kind](geometry.lanes, geometry.quads, vector, checked, *extra)
     if checked:
         def kernel(x, y, status, alarm):
@@ -571,7 +572,8 @@ def _make_build(geometry, vector, checked):
     else:
         def kernel(x, y):
             body(x, y, None, None)
-    kernel.__name__ = kernel.__qualname__ = _build_name(geometry, vector, checked)
+    kernel.__name__ = kernel.__qualname__ = (_build_name(geometry, vector, checked)
+                                             + ("" if exchange else "_control_no_exchange"))
     # Launch bounds: at least 1024 resident threads per SM, i.e. ptxas keeps <= 64 registers per thread
     # (a 1024-thread block could not launch with more; smaller blocks would otherwise take up to 128 and
     # halve the warps in flight that hide DRAM latency).
@@ -623,13 +625,7 @@ def cluster_control_kernel(geometry="cluster_l512_q8_c2"):
     """Negative control (tests only; never in the table): the 16-byte unchecked build of a cluster
     geometry whose reductions keep each CTA's own max and sum, so each CTA normalizes its own columns.
     The oracle must reject it (each row sums to about the number of CTAs)."""
-    geometry = Geometry.parse(geometry)
-    body, block, _ = _make_rows_kernel(geometry.lanes, geometry.quads, True, False, geometry.ctas, exchange=False)
-
-    def kernel(x, y):
-        body(x, y, None, None)
-    kernel.__name__ = kernel.__qualname__ = f"{_build_name(geometry, True, False)}_control_no_exchange"
-    return bounded_kernel(kernel, block, max(1, MIN_THREADS_PER_SM // block))
+    return _make_build(Geometry.parse(geometry), True, False, exchange=False)
 
 
 def auto_kernel(geometry, vector, checked):
