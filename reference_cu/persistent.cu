@@ -390,7 +390,8 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             // tasks it releases the summaries it wrote while thread 0 decides the next task ...
             const int first_row = tid == TILE_ANNOUNCER ? tile_row[index] : 0;
             const int last_row = tid == TILE_ANNOUNCER ? tile_row[a_end - 1] : 0;
-            // ... and the span of the claim one round of claims later, asked for in L2 after the tasks.
+            // ... and the span of the claim one round of claims later, asked for in L2 before the tiles' loads (no
+            // state of it lives across the tasks, where a pair's 16 values need the registers).
             const unsigned ahead = (unsigned)index + (unsigned)claim * gridDim.x;
             long long ahead_start = 0;
             int ahead_len = 0;
@@ -403,8 +404,22 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             if (tid == 0 && ticket >= 0) {
                 seen_ready = load_relaxed_gpu(&fifo_ready[ticket]);
             }
-            for (unsigned t = index; t < a_end; ++t) {
-                task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials);
+            if (a_end - (unsigned)index == 2) {
+                // Both tiles' loads first, then each tile's arithmetic: the second tile's bytes arrive while
+                // the first is reduced, so a pair costs about one load latency, not two.
+                float x_first[TILE_QUADS * 4], x_second[TILE_QUADS * 4];
+                load_tile(index, values, tile_start, tile_len, l2_policy_evict_last(), x_first);
+                load_tile(index + 1, values, tile_start, tile_len, l2_policy_evict_last(), x_second);
+                if (ahead_len > 0) {  // its metadata arrives while the tiles' loads are in flight
+                    prefetch_span_l2(values, n_values, ahead_start, ahead_len);
+                }
+                summarize_tile(index, x_first, tile_max, tile_sum, partials);
+                summarize_tile(index + 1, x_second, tile_max, tile_sum, partials);
+            } else {
+                if (ahead_len > 0) {  // its metadata arrives with the tile's own
+                    prefetch_span_l2(values, n_values, ahead_start, ahead_len);
+                }
+                task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials);
             }
             if (tid == TILE_ANNOUNCER) {
                 if (first_row == last_row) {
@@ -413,9 +428,6 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
                 } else {
                     arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, first_row, 1);
                     arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, last_row, 1);
-                }
-                if (ahead_len > 0) {  // after the arrivals and any publish: the B they release comes first
-                    prefetch_span_l2(values, n_values, ahead_start, ahead_len);
                 }
             }
         } else if (kind == KIND_B) {
@@ -433,11 +445,17 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             const int row = tile_row[index];
             // An entry of two tiles (claim 2) holds the tile after index too when it is in the same row.
             const bool pair = claim == 2 && (unsigned)index + 1 < (unsigned)n_tiles && tile_row[index + 1] == row;
+            // Both tiles' loads before either tile's arithmetic: the second's latency overlaps the first's.
+            float x_first[TILE_QUADS * 4], x_second[TILE_QUADS * 4];
+            load_tile(index, values, tile_start, tile_len, l2_policy_evict_first(), x_first);
+            if (pair) {
+                load_tile(index + 1, values, tile_start, tile_len, l2_policy_evict_first(), x_second);
+            }
             const float m = row_max[row];
             const float z = row_sum[row];
-            task_c(index, m, z, values, tile_start, tile_len, out);
+            normalize_tile(index, x_first, m, z, tile_start, tile_len, out);
             if (pair) {
-                task_c(index + 1, m, z, values, tile_start, tile_len, out);
+                normalize_tile(index + 1, x_second, m, z, tile_start, tile_len, out);
             }
             c_tiles = pair ? 2 : 1;
         }

@@ -63,24 +63,32 @@ __device__ __forceinline__ float4 load_tile_quad(const float* values, long long 
                        base + 2 < n ? values[index + 2] : NEG_INF, base + 3 < n ? values[index + 3] : NEG_INF);
 }
 
-// A(t): tile maximum and shifted exponential sum. Block-level (all TILE_THREADS threads).
-// Thread 0 writes tile_max[t], tile_sum[t] (it also announces the tile to the scheduler).
-__device__ __forceinline__ void task_a(int t, const float* values, const long long* tile_start,
-                                       const int* tile_len, float* tile_max, float* tile_sum, float* partials) {
+// Thread i's quads of tile t (at 4 (i + 128 q)) into x, NEG_INF past the tile's end: the loads only, so a
+// worker running two tiles back to back issues both tiles' loads before either tile's arithmetic.
+__device__ __forceinline__ void load_tile(int t, const float* values, const long long* tile_start, const int* tile_len,
+                                          unsigned long long policy, float* x) {
     const int tid = threadIdx.x;
     const long long start = tile_start[t];
     const int n = tile_len[t];
     const bool aligned = tile_is_aligned(start, n);
-    float x[TILE_QUADS * 4];
-    float local_max = NEG_INF;
 #pragma unroll
     for (int q = 0; q < TILE_QUADS; ++q) {
-        const float4 v = load_tile_quad(values, start, n, aligned, 4 * (tid + q * TILE_THREADS), l2_policy_evict_last());
+        const float4 v = load_tile_quad(values, start, n, aligned, 4 * (tid + q * TILE_THREADS), policy);
         x[4 * q] = v.x;
         x[4 * q + 1] = v.y;
         x[4 * q + 2] = v.z;
         x[4 * q + 3] = v.w;
-        local_max = f32_max(f32_max(f32_max(f32_max(local_max, v.x), v.y), v.z), v.w);
+    }
+}
+
+// A(t)'s arithmetic on loaded values: m_t, then z_t = sum exp(x - m_t), each folded in element order and
+// combined by a block reduction. Lane 0 of warp 1 writes tile_max[t], tile_sum[t] (in the DAG it announces the tile).
+__device__ __forceinline__ void summarize_tile(int t, const float* x, float* tile_max, float* tile_sum,
+                                               float* partials) {
+    float local_max = NEG_INF;
+#pragma unroll
+    for (int k = 0; k < TILE_QUADS * 4; ++k) {
+        local_max = f32_max(local_max, x[k]);
     }
     const float m_t = block_reduce<TILE_WARPS>(local_max, partials, MaxOp());
     float local_sum = 0.0f;
@@ -89,10 +97,18 @@ __device__ __forceinline__ void task_a(int t, const float* values, const long lo
         local_sum = f32_add(local_sum, f32_exp(f32_sub(x[k], m_t)));
     }
     const float z_t = block_reduce<TILE_WARPS>(local_sum, partials, SumOp());
-    if (tid == TILE_ANNOUNCER) {  // lane 0 of warp 1: in the DAG it announces the tile
+    if ((int)threadIdx.x == TILE_ANNOUNCER) {
         tile_max[t] = m_t;
         tile_sum[t] = z_t;
     }
+}
+
+// A(t): tile maximum and shifted exponential sum. Block-level (all TILE_THREADS threads).
+__device__ __forceinline__ void task_a(int t, const float* values, const long long* tile_start,
+                                       const int* tile_len, float* tile_max, float* tile_sum, float* partials) {
+    float x[TILE_QUADS * 4];
+    load_tile(t, values, tile_start, tile_len, l2_policy_evict_last(), x);  // C reads x again: evict-last
+    summarize_tile(t, x, tile_max, tile_sum, partials);
 }
 
 // B(r): combine the row's tile summaries stably. Warp-level: all 32 lanes of one converged warp
@@ -127,10 +143,9 @@ __device__ __forceinline__ void task_b(int r, const int* row_first_tile, const i
     }
 }
 
-// C(t): out = exp(x - m) / z over the tile. Block-level; no barrier inside. m and z are
-// values: the caller decides how they were read (kernel boundary, grid barrier, acquire).
-__device__ __forceinline__ void task_c(int t, float m, float z, const float* values, const long long* tile_start,
-                                       const int* tile_len, float* out) {
+// C(t)'s arithmetic on loaded values: out = exp(x - m) / z, stored evict-first; masked elements never stored.
+__device__ __forceinline__ void normalize_tile(int t, const float* x, float m, float z, const long long* tile_start,
+                                               const int* tile_len, float* out) {
     const int tid = threadIdx.x;
     const long long start = tile_start[t];
     const int n = tile_len[t];
@@ -138,9 +153,9 @@ __device__ __forceinline__ void task_c(int t, float m, float z, const float* val
 #pragma unroll
     for (int q = 0; q < TILE_QUADS; ++q) {
         const int base = 4 * (tid + q * TILE_THREADS);
-        const float4 v = load_tile_quad(values, start, n, aligned, base, l2_policy_evict_first());
-        const float4 y = make_float4(f32_div(f32_exp(f32_sub(v.x, m)), z), f32_div(f32_exp(f32_sub(v.y, m)), z),
-                                     f32_div(f32_exp(f32_sub(v.z, m)), z), f32_div(f32_exp(f32_sub(v.w, m)), z));
+        const float4 y = make_float4(
+            f32_div(f32_exp(f32_sub(x[4 * q], m)), z), f32_div(f32_exp(f32_sub(x[4 * q + 1], m)), z),
+            f32_div(f32_exp(f32_sub(x[4 * q + 2], m)), z), f32_div(f32_exp(f32_sub(x[4 * q + 3], m)), z));
         const unsigned long long index = (unsigned long long)start + (unsigned)base;
         if (aligned) {
             if (base < n) {
@@ -153,6 +168,15 @@ __device__ __forceinline__ void task_c(int t, float m, float z, const float* val
             if (base + 3 < n) out[index + 3] = y.w;
         }
     }
+}
+
+// C(t): out = exp(x - m) / z over the tile. Block-level; no barrier inside. m and z are
+// values: the caller decides how they were read (kernel boundary, grid barrier, acquire).
+__device__ __forceinline__ void task_c(int t, float m, float z, const float* values, const long long* tile_start,
+                                       const int* tile_len, float* out) {
+    float x[TILE_QUADS * 4];
+    load_tile(t, values, tile_start, tile_len, l2_policy_evict_first(), x);  // its last read: evict-first
+    normalize_tile(t, x, m, z, tile_start, tile_len, out);
 }
 
 // Thread 0 asks for tile `ahead` (if it exists) in L2: the tile this block, or the block one

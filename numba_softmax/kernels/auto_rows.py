@@ -68,7 +68,7 @@ Nothing here allocates, synchronizes or copies: launchers only build :class:`Ker
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda, float32, uint32
+from numba import cuda, float32, uint32, uint64
 
 from ..launch_spec import KernelLaunch
 from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, bounded_kernel,
@@ -287,7 +287,7 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True):
                 for j in range(QUAD):
                     v = NEG_INF
                     if live and base + j < cols:
-                        v = x[row, base + j]
+                        v = x[uint64(row), uint64(base + j)]  # unsigned: no negative-index wraparound code
                         if CHECKED:
                             bad |= _bad_bit(v, QUAD * q + j)
                     values[QUAD * q + j] = v
@@ -326,7 +326,7 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True):
                 else:
                     for j in range(QUAD):
                         if base + j < cols:
-                            y[row, base + j] = f32_div(values[QUAD * q + j], row_sum)
+                            y[uint64(row), uint64(base + j)] = f32_div(values[QUAD * q + j], row_sum)
 
     return body, BLOCK, ROWS
 
@@ -363,7 +363,7 @@ def _make_long_kernel(lanes, quads, vector, checked):
                 for j in range(QUAD):
                     v = NEG_INF
                     if base + j < cols:
-                        v = x[row, base + j]
+                        v = x[uint64(row), uint64(base + j)]  # unsigned: no negative-index wraparound code
                     values[QUAD * q + j] = v
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -428,7 +428,8 @@ def _make_long_kernel(lanes, quads, vector, checked):
                 else:
                     for j in range(QUAD):
                         if base + j < cols:
-                            y[row, base + j] = f32_div(f32_exp(f32_sub(values[QUAD * q + j], row_max)), row_sum)
+                            e = f32_exp(f32_sub(values[QUAD * q + j], row_max))
+                            y[uint64(row), uint64(base + j)] = f32_div(e, row_sum)
 
     return body, LANES, 1
 
@@ -472,7 +473,7 @@ def _make_check_kernel(vector, allow_neg_inf):
             else:
                 for j in range(QUAD):
                     if base + j < cols:
-                        v = x[row, base + j]
+                        v = x[uint64(row), uint64(base + j)]  # unsigned: no negative-index wraparound code
                         if first == _CLEAR and bad(v):
                             first = row * cols + base + j
                         if ALLOW_NEG_INF:

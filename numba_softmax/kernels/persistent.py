@@ -173,7 +173,9 @@ from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE, bounded_kernel
 from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, fence_acq_rel_gpu,
                        load_acquire_gpu, load_relaxed_gpu, pause_us, store_relaxed_gpu)
 from .prefetch import prefetch_span_l2
-from .tiles import TILE_ANNOUNCER, TILE_THREADS, TILE_WARPS, task_a, task_b, task_c
+from .tiles import (TILE_ANNOUNCER, TILE_THREADS, TILE_VALUES, TILE_WARPS, load_tile, normalize_tile, summarize_tile,
+                    task_a, task_b, task_c)
+from .vector_io import l2_policy_evict_first, l2_policy_evict_last
 from .tracing import trace_now, trace_record
 
 MODE_PHASED = 0
@@ -633,8 +635,9 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 first_row = uint32(tile_row[uint32(index)]) if tid == TILE_ANNOUNCER else uint32(0)
                 last_row = uint32(tile_row[a_end - uint32(1)]) if tid == TILE_ANNOUNCER else uint32(0)
                 # ... and the span of the claim one round of claims later (index + claim * workers),
-                # which it asks for in L2 after the tasks: A tiles are claimed in increasing order, so
-                # that span's DRAM read overlaps the tasks in between (a hint: nothing is claimed).
+                # which it asks for in L2 once the tiles' own loads are issued (no state of it lives across
+                # the arithmetic, where a pair's 16 values need the registers): A tiles are claimed in
+                # increasing order, so that span's DRAM read overlaps the tasks in between (a hint).
                 ahead = uint32(index) + uint32(claim) * uint32(cuda.gridDim.x)
                 ahead_start = int64(0)
                 ahead_len = int32(0)
@@ -648,12 +651,28 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 if tid == 0 and ticket >= 0:
                     seen_ready = load_relaxed_gpu(fifo_ready, ticket)
                 t = uint32(index)
-                while t < a_end:
-                    task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
+                if a_end - t == uint32(2):
+                    # Both tiles' loads first, then each tile's arithmetic: the second tile's bytes
+                    # arrive while the first is reduced, so a pair costs about one load latency, not two.
+                    x_first = cuda.local.array(TILE_VALUES, float32)
+                    x_second = cuda.local.array(TILE_VALUES, float32)
+                    load_tile(t, values, tile_start, tile_len, l2_policy_evict_last(), x_first)
+                    load_tile(t + uint32(1), values, tile_start, tile_len, l2_policy_evict_last(), x_second)
+                    if ahead_len > 0:  # its metadata arrives while the tiles' loads are in flight
+                        prefetch_span_l2(values, ahead_start, ahead_len)
+                    summarize_tile(t, x_first, tile_max, tile_sum, partials)
                     if TRACE and tid == TILE_ANNOUNCER:
                         trace_record(trace, t, start)
                         start = trace_now()
-                    t += uint32(1)
+                    summarize_tile(t + uint32(1), x_second, tile_max, tile_sum, partials)
+                    if TRACE and tid == TILE_ANNOUNCER:
+                        trace_record(trace, t + uint32(1), start)
+                else:
+                    if ahead_len > 0:  # its metadata arrives with the tile's own, which its loads wait for too
+                        prefetch_span_l2(values, ahead_start, ahead_len)
+                    task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
+                    if TRACE and tid == TILE_ANNOUNCER:
+                        trace_record(trace, t, start)
                 if tid == TILE_ANNOUNCER:
                     # It wrote the summaries itself, so its acq_rel arrivals release them (one add per
                     # row the claim touches); thread 0 meanwhile decides the next task (below): the two
@@ -666,8 +685,6 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                                first_row, int32(1), publish_after_last)
                         arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity,
                                last_row, int32(1), publish_after_last)
-                    if ahead_len > 0:  # after the arrivals and any publish: the B they release comes first
-                        prefetch_span_l2(values, ahead_start, ahead_len)
             elif kind == KIND_B:
                 # Warp 0 runs B; its lane 0 (thread 0) writes row_max/row_sum. Lanes 1-31 read
                 # tile summaries too: they do so after the broadcast barrier that follows thread
@@ -693,16 +710,23 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 t = uint32(index)
                 row = uint32(tile_row[t])
                 pair = claim == TILES_PER_CLAIM and t + uint32(1) < uint32(n_tiles) and uint32(tile_row[t + uint32(1)]) == row
+                # Both tiles' loads before either tile's arithmetic (x is in L2 or on its way there):
+                # the second tile's latency overlaps the first's instead of following it.
+                x_first = cuda.local.array(TILE_VALUES, float32)
+                x_second = cuda.local.array(TILE_VALUES, float32)
+                load_tile(t, values, tile_start, tile_len, l2_policy_evict_first(), x_first)
+                if pair:
+                    load_tile(t + uint32(1), values, tile_start, tile_len, l2_policy_evict_first(), x_second)
                 m = row_max[row]
                 z = row_sum[row]
-                task_c(t, m, z, values, tile_start, tile_len, out)
+                normalize_tile(t, x_first, m, z, tile_start, tile_len, out)
                 if TRACE:  # the trace build ends a C task at a barrier, like the other schedulers
                     cuda.syncthreads()
                     if tid == 0:
                         trace_record(trace, n_tiles + rows + t, start)
                         start = trace_now()
                 if pair:
-                    task_c(t + uint32(1), m, z, values, tile_start, tile_len, out)
+                    normalize_tile(t + uint32(1), x_second, m, z, tile_start, tile_len, out)
                     if TRACE:
                         cuda.syncthreads()
                         if tid == 0:

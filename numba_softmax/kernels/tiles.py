@@ -132,6 +132,42 @@ def load_tile_quad(values, start, n, aligned, base, policy):
     return a, b, c, d
 
 
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def load_tile(t, values, tile_start, tile_len, policy, x):
+    """Thread i's quads of tile ``t`` (at ``4 (i + 128 q)``, q = 0, 1) into ``x`` (``TILE_VALUES``
+    float32 in registers), ``NEG_INF`` past the tile's end. The loads only: a worker that runs two
+    tiles back to back issues both tiles' loads before either tile's arithmetic waits for them."""
+    tid = int32(cuda.threadIdx.x)
+    t = uint32(t)  # unsigned: no negative-index wraparound code in the index math
+    start = tile_start[t]
+    n = tile_len[t]
+    aligned = tile_is_aligned(start, n)
+    for q in range(TILE_QUADS):
+        a, b, c, d = load_tile_quad(values, start, n, aligned, QUAD * (tid + q * TILE_THREADS), policy)
+        x[QUAD * q] = a
+        x[QUAD * q + 1] = b
+        x[QUAD * q + 2] = c
+        x[QUAD * q + 3] = d
+
+
+@cuda.jit(device=True, **KERNEL_OPTIONS)
+def summarize_tile(t, x, tile_max, tile_sum, partials):
+    """A(t)'s arithmetic on the values :func:`load_tile` loaded: m_t, then z_t = sum exp(x - m_t),
+    each folded in element order and combined by a block reduction (which ends with a barrier).
+    Thread :data:`TILE_ANNOUNCER` writes ``tile_max[t]`` and ``tile_sum[t]``."""
+    local_max = NEG_INF
+    for k in range(TILE_VALUES):
+        local_max = f32_max(local_max, x[k])
+    m_t = tile_reduce_max(local_max, partials)
+    local_sum = float32(0.0)
+    for k in range(TILE_VALUES):
+        local_sum = f32_add(local_sum, f32_exp(f32_sub(x[k], m_t)))
+    z_t = tile_reduce_sum(local_sum, partials)
+    if int32(cuda.threadIdx.x) == TILE_ANNOUNCER:
+        tile_max[uint32(t)] = m_t
+        tile_sum[uint32(t)] = z_t
+
+
 @cuda.jit(device=True, **KERNEL_OPTIONS)
 def task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials):
     """A(t): tile maximum and shifted exponential sum. Block-level (all TILE_THREADS threads).
@@ -143,53 +179,28 @@ def task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials):
     (in the DAG it is also the thread that announces the tile, so its own release orders
     the summary: no extra barrier). The task ends with a block barrier (the reduction's).
     """
-    tid = int32(cuda.threadIdx.x)
-    t = uint32(t)  # unsigned: no negative-index wraparound code in the index math
-    start = tile_start[t]
-    n = tile_len[t]
-    aligned = tile_is_aligned(start, n)
     x = cuda.local.array(TILE_VALUES, float32)  # fully unrolled: registers, not local memory
-    local_max = NEG_INF
-    for q in range(TILE_QUADS):
-        # x is read again by C: its lines go to L2 as evict-last, ahead of everything else
-        a, b, c, d = load_tile_quad(values, start, n, aligned, QUAD * (tid + q * TILE_THREADS), l2_policy_evict_last())
-        x[QUAD * q] = a
-        x[QUAD * q + 1] = b
-        x[QUAD * q + 2] = c
-        x[QUAD * q + 3] = d
-        local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
-    m_t = tile_reduce_max(local_max, partials)
-    local_sum = float32(0.0)
-    for k in range(TILE_VALUES):
-        local_sum = f32_add(local_sum, f32_exp(f32_sub(x[k], m_t)))
-    z_t = tile_reduce_sum(local_sum, partials)
-    if tid == TILE_ANNOUNCER:
-        tile_max[t] = m_t
-        tile_sum[t] = z_t
+    # x is read again by C: its lines go to L2 as evict-last, ahead of everything else
+    load_tile(t, values, tile_start, tile_len, l2_policy_evict_last(), x)
+    summarize_tile(t, x, tile_max, tile_sum, partials)
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
-def task_c(t, m, z, values, tile_start, tile_len, out):
-    """C(t): ``out = exp(x - m) / z`` over the tile. Block-level; no barrier inside.
-
-    ``m`` and ``z`` are passed as values: the caller decides how they were read
-    (after a kernel boundary, a grid barrier, or an acquire). Masked elements are
-    computed (``NEG_INF`` -> 0) but never stored.
-    """
+def normalize_tile(t, x, m, z, tile_start, tile_len, out):
+    """C(t)'s arithmetic on the values :func:`load_tile` loaded: ``out = exp(x - m) / z``, stored
+    evict-first (y is never read again). Masked elements are computed (``NEG_INF`` -> 0) but never
+    stored."""
     tid = int32(cuda.threadIdx.x)
-    t = uint32(t)  # unsigned: no negative-index wraparound code in the index math
+    t = uint32(t)
     start = tile_start[t]
     n = tile_len[t]
     aligned = tile_is_aligned(start, n)
     for q in range(TILE_QUADS):
         base = QUAD * (tid + q * TILE_THREADS)
-        # C's read of x is its last and y is never read: both evict-first, so neither displaces the
-        # evict-last x lines other tiles' C tasks have yet to reread
-        a, b, c, d = load_tile_quad(values, start, n, aligned, base, l2_policy_evict_first())
-        ya = f32_div(f32_exp(f32_sub(a, m)), z)
-        yb = f32_div(f32_exp(f32_sub(b, m)), z)
-        yc = f32_div(f32_exp(f32_sub(c, m)), z)
-        yd = f32_div(f32_exp(f32_sub(d, m)), z)
+        ya = f32_div(f32_exp(f32_sub(x[QUAD * q], m)), z)
+        yb = f32_div(f32_exp(f32_sub(x[QUAD * q + 1], m)), z)
+        yc = f32_div(f32_exp(f32_sub(x[QUAD * q + 2], m)), z)
+        yd = f32_div(f32_exp(f32_sub(x[QUAD * q + 3], m)), z)
         index = uint64(start) + uint64(base)
         if aligned:
             if base < n:
@@ -203,6 +214,20 @@ def task_c(t, m, z, values, tile_start, tile_len, out):
                 out[index + uint64(2)] = yc
             if base + 3 < n:
                 out[index + uint64(3)] = yd
+
+
+@cuda.jit(device=True, **KERNEL_OPTIONS)
+def task_c(t, m, z, values, tile_start, tile_len, out):
+    """C(t): ``out = exp(x - m) / z`` over the tile. Block-level; no barrier inside.
+
+    ``m`` and ``z`` are passed as values: the caller decides how they were read
+    (after a kernel boundary, a grid barrier, or an acquire).
+    """
+    x = cuda.local.array(TILE_VALUES, float32)
+    # C's read of x is its last and y is never read: both evict-first, so neither displaces the
+    # evict-last x lines other tiles' C tasks have yet to reread
+    load_tile(t, values, tile_start, tile_len, l2_policy_evict_first(), x)
+    normalize_tile(t, x, m, z, tile_start, tile_len, out)
 
 
 if SIMULATOR:
