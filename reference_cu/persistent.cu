@@ -362,6 +362,7 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
     if (mode == MODE_DAG_FLOOR) return;  // the floor: the reset and this launch, no task
     // Two (kind, index) slots, used alternately: one barrier per task.
     __shared__ int ctrl[4];
+    __shared__ long long ahead_span[2];  // the announcer's: start and length of the span it prefetches after a claim
     int c_waiting = 0;         // thread 0: C tiles of the entry just run; their closing barrier is ahead
     int c_unflushed = 0;       // thread 0: finished C tiles, barrier passed, not yet added to c_done
     int ticket = TICKET_NONE;  // thread 0: its FIFO slot (or the claim still in flight)
@@ -390,8 +391,7 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             // tasks it releases the summaries it wrote while thread 0 decides the next task ...
             const int first_row = tid == TILE_ANNOUNCER ? tile_row[index] : 0;
             const int last_row = tid == TILE_ANNOUNCER ? tile_row[a_end - 1] : 0;
-            // ... and the span of the claim one round of claims later, asked for in L2 before the tiles' loads (no
-            // state of it lives across the tasks, where a pair's 16 values need the registers).
+            // ... and the span of the claim one round of claims later, asked for in L2 after the tasks.
             const unsigned ahead = (unsigned)index + (unsigned)claim * gridDim.x;
             long long ahead_start = 0;
             int ahead_len = 0;
@@ -399,6 +399,12 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
                 const unsigned ahead_last = min(ahead + (unsigned)claim, (unsigned)n_tiles) - 1;
                 ahead_start = tile_start[ahead];
                 ahead_len = (int)(tile_start[ahead_last] + tile_len[ahead_last] - ahead_start);
+            }
+            // Kept in shared memory across the tasks, not in registers as the Numba kernel does: with a pair's 16
+            // values live, ptxas spilled 8 bytes of this kernel at its 56-register bound (the Numba build fits).
+            if (tid == TILE_ANNOUNCER) {
+                ahead_span[0] = ahead_start;
+                ahead_span[1] = ahead_len;
             }
             // Thread 0 reads its ticket's flag now; the value is first used at the next decision.
             if (tid == 0 && ticket >= 0) {
@@ -410,15 +416,9 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
                 float x_first[TILE_QUADS * 4], x_second[TILE_QUADS * 4];
                 load_tile(index, values, tile_start, tile_len, l2_policy_evict_last(), x_first);
                 load_tile(index + 1, values, tile_start, tile_len, l2_policy_evict_last(), x_second);
-                if (ahead_len > 0) {  // its metadata arrives while the tiles' loads are in flight
-                    prefetch_span_l2(values, n_values, ahead_start, ahead_len);
-                }
                 summarize_tile(index, x_first, tile_max, tile_sum, partials);
                 summarize_tile(index + 1, x_second, tile_max, tile_sum, partials);
             } else {
-                if (ahead_len > 0) {  // its metadata arrives with the tile's own
-                    prefetch_span_l2(values, n_values, ahead_start, ahead_len);
-                }
                 task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials);
             }
             if (tid == TILE_ANNOUNCER) {
@@ -428,6 +428,9 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
                 } else {
                     arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, first_row, 1);
                     arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, last_row, 1);
+                }
+                if (ahead_span[1] > 0) {  // after the arrivals and any publish: the B they release comes first
+                    prefetch_span_l2(values, n_values, ahead_span[0], (int)ahead_span[1]);
                 }
             }
         } else if (kind == KIND_B) {

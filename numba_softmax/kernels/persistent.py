@@ -635,9 +635,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 first_row = uint32(tile_row[uint32(index)]) if tid == TILE_ANNOUNCER else uint32(0)
                 last_row = uint32(tile_row[a_end - uint32(1)]) if tid == TILE_ANNOUNCER else uint32(0)
                 # ... and the span of the claim one round of claims later (index + claim * workers),
-                # which it asks for in L2 once the tiles' own loads are issued (no state of it lives across
-                # the arithmetic, where a pair's 16 values need the registers): A tiles are claimed in
-                # increasing order, so that span's DRAM read overlaps the tasks in between (a hint).
+                # which it asks for in L2 after the tasks: A tiles are claimed in increasing order, so
+                # that span's DRAM read overlaps the tasks in between (a hint: nothing is claimed).
                 ahead = uint32(index) + uint32(claim) * uint32(cuda.gridDim.x)
                 ahead_start = int64(0)
                 ahead_len = int32(0)
@@ -658,8 +657,6 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     x_second = cuda.local.array(TILE_VALUES, float32)
                     load_tile(t, values, tile_start, tile_len, l2_policy_evict_last(), x_first)
                     load_tile(t + uint32(1), values, tile_start, tile_len, l2_policy_evict_last(), x_second)
-                    if ahead_len > 0:  # its metadata arrives while the tiles' loads are in flight
-                        prefetch_span_l2(values, ahead_start, ahead_len)
                     summarize_tile(t, x_first, tile_max, tile_sum, partials)
                     if TRACE and tid == TILE_ANNOUNCER:
                         trace_record(trace, t, start)
@@ -668,8 +665,6 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     if TRACE and tid == TILE_ANNOUNCER:
                         trace_record(trace, t + uint32(1), start)
                 else:
-                    if ahead_len > 0:  # its metadata arrives with the tile's own, which its loads wait for too
-                        prefetch_span_l2(values, ahead_start, ahead_len)
                     task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
                     if TRACE and tid == TILE_ANNOUNCER:
                         trace_record(trace, t, start)
@@ -685,6 +680,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                                first_row, int32(1), publish_after_last)
                         arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity,
                                last_row, int32(1), publish_after_last)
+                    if ahead_len > 0:  # after the arrivals and any publish: the B they release comes first
+                        prefetch_span_l2(values, ahead_start, ahead_len)
             elif kind == KIND_B:
                 # Warp 0 runs B; its lane 0 (thread 0) writes row_max/row_sum. Lanes 1-31 read
                 # tile summaries too: they do so after the broadcast barrier that follows thread
