@@ -212,9 +212,17 @@ def access_width_bits(ins):
     return 32
 
 
+def is_padding(ins):
+    """An instruction that never executes: a ``NOP``, or one predicated on ``!PT`` (never true), which ptxas
+    places as filler (``@!PT LDS RZ, [RZ]``); it is counted as padding, not as the operation it names."""
+    return ins.base == "NOP" or ins.predicate == "@!PT"
+
+
 def classify(ins):
     """The counting classes of one instruction (several may apply)."""
     base = ins.base
+    if is_padding(ins):
+        return ["NOP"]
     classes = []
     if base in ("LDG", "STG", "LD", "ST"):
         kind = {"LDG": "global load", "STG": "global store", "LD": "generic load", "ST": "generic store"}[base]
@@ -241,8 +249,6 @@ def classify(ins):
         classes.append("int width: 64-bit part" if is_64bit_integer(ins) else "int width: 32-bit")
     if ins.predicate:
         classes.append("predicated")
-    if base == "NOP":
-        classes.append("NOP")
     return classes
 
 
@@ -250,7 +256,7 @@ def class_counts(instructions):
     counts = Counter()
     for ins in instructions:
         counts.update(classify(ins))
-    counts["instructions (no NOP)"] = sum(1 for i in instructions if i.base != "NOP")
+    counts["instructions (no NOP)"] = sum(1 for i in instructions if not is_padding(i))
     return dict(sorted(counts.items()))
 
 
@@ -429,7 +435,7 @@ class SassComparison:
 
 def _loop_record(function, loop_range, body):
     return {"range": None if loop_range is None else [f"{loop_range[0]:04x}", f"{loop_range[1]:04x}"],
-            "whole_kernel": loop_range is None, "instructions": sum(1 for i in body if i.base != "NOP"),
+            "whole_kernel": loop_range is None, "instructions": sum(1 for i in body if not is_padding(i)),
             "counts": class_counts(body)}
 
 

@@ -71,6 +71,23 @@ def _disassembled(ptx, tmp_path, name):
     return sass.only_entry(sass.disassemble(cubin, TOOLS["nvdisasm"]), name), resources
 
 
+def test_never_executed_filler_is_padding_not_the_operation_it_names():
+    """ptxas pads with ``@!PT LDS RZ, [RZ]`` (predicated on never-true): counted as padding like a NOP, not
+    as a shared load, so two kernels differing only in filler count the same real instructions."""
+    line = "        /*1c20*/              @!PT LDS RZ, [RZ] ;"
+    match = sass._INSTRUCTION.search(line)
+    assert (match.group(2) or "").strip() == "@!PT" and match.group(3) == "LDS"
+    instructions = [sass.SassInstruction(0x00, "", "LDS.128", "R4, [R2]"),
+                    sass.SassInstruction(0x10, "@!PT", "LDS", "RZ, [RZ]"),
+                    sass.SassInstruction(0x20, "", "NOP", ""),
+                    sass.SassInstruction(0x30, "@P0", "LDS", "R6, [R3]"),
+                    sass.SassInstruction(0x40, "", "EXIT", "")]
+    counts = sass.class_counts(instructions)
+    assert counts["shared load"] == 2 and counts["predicated"] == 1
+    assert counts["NOP"] == 2 and counts["instructions (no NOP)"] == 3
+    assert sass.is_padding(instructions[1]) and not sass.is_padding(instructions[3])
+
+
 @needs_tools
 def test_negative_control_load_width_is_named(tmp_path):
     wide, wide_res = _disassembled(_copy_kernel("copy_v4", VECTOR_BODY), tmp_path, "copy_v4")
