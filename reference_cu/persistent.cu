@@ -414,8 +414,8 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
                 // Both tiles' loads first, then each tile's arithmetic: the second tile's bytes arrive while
                 // the first is reduced, so a pair costs about one load latency, not two.
                 float x_first[TILE_QUADS * 4], x_second[TILE_QUADS * 4];
-                load_tile(index, values, tile_start, tile_len, l2_policy_evict_last(), x_first);
-                load_tile(index + 1, values, tile_start, tile_len, l2_policy_evict_last(), x_second);
+                load_a_tile(index, values, tile_start, tile_len, x_first);
+                load_a_tile(index + 1, values, tile_start, tile_len, x_second);
                 summarize_tile(index, x_first, tile_max, tile_sum, partials);
                 summarize_tile(index + 1, x_second, tile_max, tile_sum, partials);
             } else {
@@ -450,9 +450,9 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             const bool pair = claim == 2 && (unsigned)index + 1 < (unsigned)n_tiles && tile_row[index + 1] == row;
             // Both tiles' loads before either tile's arithmetic: the second's latency overlaps the first's.
             float x_first[TILE_QUADS * 4], x_second[TILE_QUADS * 4];
-            load_tile(index, values, tile_start, tile_len, l2_policy_evict_first(), x_first);
+            load_c_tile(index, values, tile_start, tile_len, x_first);
             if (pair) {
-                load_tile(index + 1, values, tile_start, tile_len, l2_policy_evict_first(), x_second);
+                load_c_tile(index + 1, values, tile_start, tile_len, x_second);
             }
             const float m = row_max[row];
             const float z = row_sum[row];

@@ -81,6 +81,18 @@ __device__ __forceinline__ void load_tile(int t, const float* values, const long
     }
 }
 
+// A's loads (x is read again by C: evict-last) and C's (its last read of x: evict-first), as tiles.py's
+// load_a_tile and load_c_tile.
+__device__ __forceinline__ void load_a_tile(int t, const float* values, const long long* tile_start, const int* tile_len,
+                                            float* x) {
+    load_tile(t, values, tile_start, tile_len, l2_policy_evict_last(), x);
+}
+
+__device__ __forceinline__ void load_c_tile(int t, const float* values, const long long* tile_start, const int* tile_len,
+                                            float* x) {
+    load_tile(t, values, tile_start, tile_len, l2_policy_evict_first(), x);
+}
+
 // A(t)'s arithmetic on loaded values: m_t, then z_t = sum exp(x - m_t), each folded in element order and
 // combined by a block reduction. Lane 0 of warp 1 writes tile_max[t], tile_sum[t] (in the DAG it announces the tile).
 __device__ __forceinline__ void summarize_tile(int t, const float* x, float* tile_max, float* tile_sum,
@@ -107,7 +119,7 @@ __device__ __forceinline__ void summarize_tile(int t, const float* x, float* til
 __device__ __forceinline__ void task_a(int t, const float* values, const long long* tile_start,
                                        const int* tile_len, float* tile_max, float* tile_sum, float* partials) {
     float x[TILE_QUADS * 4];
-    load_tile(t, values, tile_start, tile_len, l2_policy_evict_last(), x);  // C reads x again: evict-last
+    load_a_tile(t, values, tile_start, tile_len, x);
     summarize_tile(t, x, tile_max, tile_sum, partials);
 }
 
@@ -175,7 +187,7 @@ __device__ __forceinline__ void normalize_tile(int t, const float* x, float m, f
 __device__ __forceinline__ void task_c(int t, float m, float z, const float* values, const long long* tile_start,
                                        const int* tile_len, float* out) {
     float x[TILE_QUADS * 4];
-    load_tile(t, values, tile_start, tile_len, l2_policy_evict_first(), x);  // its last read: evict-first
+    load_c_tile(t, values, tile_start, tile_len, x);
     normalize_tile(t, x, m, z, tile_start, tile_len, out);
 }
 

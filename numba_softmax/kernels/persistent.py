@@ -173,9 +173,8 @@ from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE, bounded_kernel
 from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, fence_acq_rel_gpu,
                        load_acquire_gpu, load_relaxed_gpu, pause_us, store_relaxed_gpu)
 from .prefetch import prefetch_span_l2
-from .tiles import (TILE_ANNOUNCER, TILE_THREADS, TILE_VALUES, TILE_WARPS, load_tile, normalize_tile, summarize_tile,
-                    task_a, task_b, task_c)
-from .vector_io import l2_policy_evict_first, l2_policy_evict_last
+from .tiles import (TILE_ANNOUNCER, TILE_THREADS, TILE_VALUES, TILE_WARPS, load_a_tile, load_c_tile, normalize_tile,
+                    summarize_tile, task_a, task_b, task_c)
 from .tracing import trace_now, trace_record
 
 MODE_PHASED = 0
@@ -655,8 +654,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     # arrive while the first is reduced, so a pair costs about one load latency, not two.
                     x_first = cuda.local.array(TILE_VALUES, float32)
                     x_second = cuda.local.array(TILE_VALUES, float32)
-                    load_tile(t, values, tile_start, tile_len, l2_policy_evict_last(), x_first)
-                    load_tile(t + uint32(1), values, tile_start, tile_len, l2_policy_evict_last(), x_second)
+                    load_a_tile(t, values, tile_start, tile_len, x_first)
+                    load_a_tile(t + uint32(1), values, tile_start, tile_len, x_second)
                     summarize_tile(t, x_first, tile_max, tile_sum, partials)
                     if TRACE and tid == TILE_ANNOUNCER:
                         trace_record(trace, t, start)
@@ -711,9 +710,9 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 # the second tile's latency overlaps the first's instead of following it.
                 x_first = cuda.local.array(TILE_VALUES, float32)
                 x_second = cuda.local.array(TILE_VALUES, float32)
-                load_tile(t, values, tile_start, tile_len, l2_policy_evict_first(), x_first)
+                load_c_tile(t, values, tile_start, tile_len, x_first)
                 if pair:
-                    load_tile(t + uint32(1), values, tile_start, tile_len, l2_policy_evict_first(), x_second)
+                    load_c_tile(t + uint32(1), values, tile_start, tile_len, x_second)
                 m = row_max[row]
                 z = row_sum[row]
                 normalize_tile(t, x_first, m, z, tile_start, tile_len, out)

@@ -150,6 +150,21 @@ def load_tile(t, values, tile_start, tile_len, policy, x):
         x[QUAD * q + 3] = d
 
 
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def load_a_tile(t, values, tile_start, tile_len, x):
+    """A's loads of tile ``t``: x is read again by C, so its lines go to L2 as evict-last, ahead of
+    everything else."""
+    load_tile(t, values, tile_start, tile_len, l2_policy_evict_last(), x)
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def load_c_tile(t, values, tile_start, tile_len, x):
+    """C's loads of tile ``t``: C's read of x is its last (and y, stored by :func:`normalize_tile`, is
+    never read), so both are evict-first: neither displaces the evict-last x lines other tiles' C tasks
+    have yet to reread."""
+    load_tile(t, values, tile_start, tile_len, l2_policy_evict_first(), x)
+
+
 @cuda.jit(device=True, **KERNEL_OPTIONS)
 def summarize_tile(t, x, tile_max, tile_sum, partials):
     """A(t)'s arithmetic on the values :func:`load_tile` loaded: m_t, then z_t = sum exp(x - m_t),
@@ -180,8 +195,7 @@ def task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials):
     the summary: no extra barrier). The task ends with a block barrier (the reduction's).
     """
     x = cuda.local.array(TILE_VALUES, float32)  # fully unrolled: registers, not local memory
-    # x is read again by C: its lines go to L2 as evict-last, ahead of everything else
-    load_tile(t, values, tile_start, tile_len, l2_policy_evict_last(), x)
+    load_a_tile(t, values, tile_start, tile_len, x)
     summarize_tile(t, x, tile_max, tile_sum, partials)
 
 
@@ -224,9 +238,7 @@ def task_c(t, m, z, values, tile_start, tile_len, out):
     (after a kernel boundary, a grid barrier, or an acquire).
     """
     x = cuda.local.array(TILE_VALUES, float32)
-    # C's read of x is its last and y is never read: both evict-first, so neither displaces the
-    # evict-last x lines other tiles' C tasks have yet to reread
-    load_tile(t, values, tile_start, tile_len, l2_policy_evict_first(), x)
+    load_c_tile(t, values, tile_start, tile_len, x)
     normalize_tile(t, x, m, z, tile_start, tile_len, out)
 
 
