@@ -187,6 +187,11 @@ def _repeat_key(x, out, stream, method, check):
     return id(x), id(out), method, check, id(stream)
 
 
+def remembered_call(x, out, stream, method, check):
+    """The :class:`RepeatedCall` remembered for these arguments, or None (for diagnostics)."""
+    return _repeats.get(_repeat_key(x, out, stream, method, check))
+
+
 def _remember(x, out, stream, method, check, key, plan, target, torch_layout=None):
     """Remember a call with Numba arrays, or torch tensors and an explicit stream, for :class:`RepeatedCall`."""
     try:

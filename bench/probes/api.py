@@ -11,7 +11,9 @@ Per shape (default 1x128 and 4096x4096, the goal's shapes), the median host time
 * ``idle_sync``           a synchronize of an idle stream (the floor of any completion);
 * ``read_device``, ``array_kind``, ``resolve_stream``: the steps a first call makes on the host;
 * where torch has CUDA: ``torch_api`` (the ``api`` call on torch tensors, the goal's torch / Numba
-  ratio) and ``torch_read_device`` (reading one tensor).
+  ratio), ``torch_read_device`` (reading one tensor) and ``torch_repeat_check`` (the repeated-call
+  shortcut's look at both tensors' pointer, shape, dtype and contiguity: what a repeated torch call
+  costs beyond a repeated Numba call).
 
     python -m bench probe api [--shapes 1x128,4096x4096] [--calls 2000] [--out DIR]
 """
@@ -23,6 +25,7 @@ from numba import cuda
 
 from bench.probes import write_results
 from bench.probes.launch import per_call_us
+from numba_softmax import api as api_module
 from numba_softmax import arrays, softmax
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches
@@ -54,6 +57,9 @@ def probe_shape(shape, stream, calls):
         torch.cuda.synchronize()
         steps["torch_api"] = lambda: softmax(t_x, out=t_y, stream=stream)
         steps["torch_read_device"] = lambda: arrays.read_device(t_x, arrays.TORCH)
+        softmax(t_x, out=t_y, stream=stream)
+        repeat = api_module.remembered_call(t_x, t_y, stream, "auto", True)
+        steps["torch_repeat_check"] = lambda: repeat.matches(t_x, t_y, stream, "auto", True)
     result = {"shape": list(shape), "calls": calls}
     for name, step in steps.items():
         for _ in range(max(50, calls // 10)):

@@ -169,7 +169,7 @@ from ..queue import (TILES_PER_CLAIM, A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_SLOTS
                      COUNTER_LINE_WORDS,
                      ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK,
                      ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, HEAD_OVERSHOOT)
-from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, WARP_SIZE, bounded_kernel
+from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, PARTIALS_ALIGNMENT, WARP_SIZE, bounded_kernel
 from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, fence_acq_rel_gpu,
                        load_acquire_gpu, load_relaxed_gpu, pause_us, store_relaxed_gpu)
 from .prefetch import prefetch_span_l2
@@ -494,7 +494,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
     def kernel(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
                tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready,
                paired_entries, max_polls, trace):
-        partials = cuda.shared.array(TILE_WARPS, float32)
+        partials = cuda.shared.array(TILE_WARPS, float32, alignment=PARTIALS_ALIGNMENT)
         tid = cuda.threadIdx.x
         n_tiles = tile_row.shape[0]
         rows = row_first_tile.shape[0]

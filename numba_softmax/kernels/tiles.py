@@ -63,8 +63,8 @@ owned by the kernel and passed to :func:`task_a`.
 from numba import cuda, float32, int32, int64, uint32, uint64
 
 from ..launch_spec import KernelLaunch
-from ..numerics import (KERNEL_OPTIONS, NEG_INF, QUAD, SIMULATOR, WARP_SIZE, block_reductions, f32_add,
-                        f32_div, f32_exp, f32_max, f32_mul, f32_sub, warp_reduce_max)
+from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, block_reductions,
+                        f32_add, f32_div, f32_exp, f32_max, f32_mul, f32_sub, warp_reduce_max)
 from .prefetch import prefetch_span_l2, sm_id_bound
 from .tracing import trace_now, trace_record
 from .vector_io import l2_policy_evict_first, l2_policy_evict_last, load_quad_at_hinted, store_quad_at_hinted
@@ -323,7 +323,7 @@ def _make_separate_kernels(trace_build):
     TRACE = trace_build
 
     def tile_summary_kernel(values, tile_start, tile_len, tile_max, tile_sum, trace):
-        partials = cuda.shared.array(TILE_WARPS, float32)
+        partials = cuda.shared.array(TILE_WARPS, float32, alignment=PARTIALS_ALIGNMENT)
         t = cuda.blockIdx.x
         if not TRACE:
             prefetch_tile_l2(t + TILE_BLOCKS_PER_SM_WAVE * sm_id_bound(), values, tile_start, tile_len)
