@@ -12,6 +12,13 @@ batches), through each layer of the launch path:
 
 Then the same after ``import torch, triton`` (the perf tool's process has both loaded).
 
+``graph_params``: what a kernel's parameter block costs the GPU. A CUDA graph of three empty
+launches of 1024 blocks x 128 threads (the separate scheduler's shape at 128 rows), replayed 20
+times between two events (median over batches, per graph): once with six 1-D float32 array
+parameters in Numba's ABI (meminfo, parent, nitems, itemsize, data, shape, stride: 56 bytes each,
+336 in all) and once with six ``uint64`` words (48 bytes, what an nvcc twin's six pointers take).
+Same compiler, same grid, no work: any difference is the parameters.
+
     python -m bench probe launch [--batches 200] [--out DIR]
 """
 
@@ -34,6 +41,47 @@ BATCH = 32
 @cuda.jit
 def empty_kernel():
     pass
+
+
+@cuda.jit
+def empty_six_arrays(a, b, c, d, e, f):
+    pass
+
+
+@cuda.jit
+def empty_six_words(a, b, c, d, e, f):
+    pass
+
+
+GRAPH_REPLAYS = 20
+
+
+def graph_params(stream, batches):
+    """Per-graph replay time of three empty launches with array parameters against word parameters."""
+    import numpy as np
+
+    from numba_softmax.launch.driver import Event
+    from numba_softmax.launch.graphs import CapturedGraph
+
+    arrays = [cuda.device_array(1024, dtype=np.float32) for _ in range(6)]
+    words = [np.uint64(a.__cuda_array_interface__["data"][0]) for a in arrays]
+    result = {"param_bytes": {"arrays": 6 * 56, "words": 6 * 8}, "launches": 3, "grid": 1024, "block": 128}
+    for name, kernel, args in (("arrays", empty_six_arrays, arrays), ("words", empty_six_words, words)):
+        invocation = Invocation.from_launches(
+            name, [KernelLaunch(f"{name}_{i}", kernel, (1024,), (128,), tuple(args)) for i in range(3)])
+        graph = CapturedGraph(invocation, stream)
+        start, end = Event(), Event()
+        values = []
+        for _ in range(batches):
+            start.record(stream)
+            for _ in range(GRAPH_REPLAYS):
+                graph.launch(stream)
+            end.record(stream)
+            end.synchronize()
+            values.append(end.elapsed_us_since(start) / GRAPH_REPLAYS)
+        result[f"{name}_us"] = statistics.median(values)
+        result[f"{name}_p10_us"], result[f"{name}_p90_us"] = np.percentile(values, [10, 90]).tolist()
+    return result
 
 
 def per_launch_us(call, stream, batches):
@@ -101,7 +149,9 @@ def main(argv=None):
         results["after_torch_triton_import"] = measure(stream, invocation, args.batches)
     except ImportError as exc:
         results["after_torch_triton_import"] = f"skipped: {exc}"
+    results["graph_params"] = graph_params(stream, args.batches)
     for name, values in results.items():
-        print(name, json.dumps(values if isinstance(values, str) else {k: round(v, 3) for k, v in values.items()}))
+        print(name, json.dumps(values if isinstance(values, str) else
+                               {k: round(v, 3) if isinstance(v, float) else v for k, v in values.items()}))
     write_results(args.out, "launch_probe.json", results)
 
