@@ -29,10 +29,12 @@ import json
 import statistics
 import time
 
+import numpy as np
 from numba import cuda
 
 from bench.probes import write_results
-from numba_softmax.launch.driver import Invocation, Stream, cu
+from numba_softmax.launch.driver import Event, Invocation, Stream, cu
+from numba_softmax.launch.graphs import CapturedGraph
 from numba_softmax.launch_spec import KernelLaunch
 
 BATCH = 32
@@ -58,11 +60,6 @@ GRAPH_REPLAYS = 20
 
 def graph_params(stream, batches):
     """Per-graph replay time of three empty launches with array parameters against word parameters."""
-    import numpy as np
-
-    from numba_softmax.launch.driver import Event
-    from numba_softmax.launch.graphs import CapturedGraph
-
     arrays = [cuda.device_array(1024, dtype=np.float32) for _ in range(6)]
     words = [np.uint64(a.__cuda_array_interface__["data"][0]) for a in arrays]
     result = {"param_bytes": {"arrays": 6 * 56, "words": 6 * 8}, "launches": 3, "grid": 1024, "block": 128}
