@@ -176,8 +176,10 @@ def ptxas_resources(ptx, arch="sm_90"):
         source = os.path.join(tmp, "kernel.ptx")
         with open(source, "w") as handle:
             handle.write(ptx)
-        # -c: relocatable (grid sync calls into libcudadevrt, linked only at load time).
-        proc = subprocess.run([ptxas, "-v", "-c", f"-arch={arch}", source, "-o", os.path.join(tmp, "k.o")],
+        # Whole-program, as the driver compiles a kernel's one PTX module when Numba loads it: in relocatable
+        # mode (-c) ptxas allocates differently (the persistent kernel: no spill with -c where the driver's
+        # build made local-memory stores, which a whole-program build shows; PERFORMANCE.md).
+        proc = subprocess.run([ptxas, "-v", f"-arch={arch}", source, "-o", os.path.join(tmp, "k.o")],
                               capture_output=True, text=True)
     text = proc.stdout + proc.stderr
     if proc.returncode != 0:

@@ -145,6 +145,13 @@ __device__ __forceinline__ void prefetch_next_tile(int t, int workers, long long
 // Thread 0's ticket besides a slot index: none (take one at the next decision), or exhausted
 // (a ticket came back past the capacity: every B/C task has a consumer).
 enum { TICKET_NONE = -1, TICKET_EXHAUSTED = -2 };
+// Thread 0's scheduling state between decisions (DAG mode), slots of a shared int array.
+#define STATE_C_WAITING 0
+#define STATE_C_UNFLUSHED 1
+#define STATE_TICKET 2
+#define STATE_A_DONE 3
+#define STATE_SEEN_READY 4
+#define STATE_SLOTS 5
 // Thread 0's view of its ticket's ready flag when it did not read it during the task just run.
 enum { SEEN_NOTHING = -1 };
 
@@ -283,9 +290,9 @@ __device__ bool block_then_grid_barrier(int* counters, int workers, int max_poll
     return passed;
 }
 
-// Launch bounds as in numba_softmax/kernels/persistent.py (MIN_WORKERS_PER_SM): at most 56 registers,
-// so that 9 workers of 128 threads fit on an SM.
-#define MIN_WORKERS_PER_SM 9
+// Launch bounds as in numba_softmax/kernels/persistent.py (MIN_WORKERS_PER_SM): at most 48 registers,
+// so that 10 workers of 128 threads fit on an SM.
+#define MIN_WORKERS_PER_SM 10
 
 extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) persistent_tiles(int mode, const float* values, float* out, const int* tile_row,
                                             const long long* tile_start, const int* tile_len,
@@ -363,16 +370,19 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
     // Two (kind, index) slots, used alternately: one barrier per task.
     __shared__ int ctrl[4];
     __shared__ long long ahead_span[2];  // the announcer's: start and length of the span it prefetches after a claim
-    int c_waiting = 0;         // thread 0: C tiles of the entry just run; their closing barrier is ahead
-    int c_unflushed = 0;       // thread 0: finished C tiles, barrier passed, not yet added to c_done
-    int ticket = TICKET_NONE;  // thread 0: its FIFO slot (or the claim still in flight)
-    bool a_done = false;       // thread 0: an A claim came back past the end
-    int seen_ready = SEEN_NOTHING;  // thread 0: its ticket's flag, read (relaxed) as an A task starts
+    // Thread 0's scheduling state, in shared memory as in the Numba kernel: in registers every thread would
+    // hold it through every task, which keeps the kernel from 48 registers (10 workers per SM).
+    __shared__ int state[STATE_SLOTS];
     // Tiles per A claim and per C entry: two where every worker has at least two (one decision per pair).
     const int claim = n_tiles >= TILES_PER_CLAIM * (int)gridDim.x ? TILES_PER_CLAIM : 1;
     // This invocation's FIFO entries: every B and C tile once, or with C entries of two tiles the host's count.
     const int capacity = claim == 1 ? fifo_capacity : paired_entries;
     if (tid == 0) {
+        state[STATE_C_WAITING] = 0;  // C tiles of the entry just run; their closing barrier is ahead
+        state[STATE_C_UNFLUSHED] = 0;  // finished C tiles, barrier passed, not yet added to c_done
+        state[STATE_TICKET] = TICKET_NONE;  // its FIFO slot (or the claim still in flight)
+        state[STATE_A_DONE] = 0;  // an A claim came back past the end
+        state[STATE_SEEN_READY] = SEEN_NOTHING;  // its ticket's flag, read (relaxed) as an A task starts
         ctrl[0] = KIND_SYNC;  // a no-task first turn: every decision is made at one place, below
     }
     __syncthreads();
@@ -407,8 +417,8 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
                 ahead_span[1] = ahead_len;
             }
             // Thread 0 reads its ticket's flag now; the value is first used at the next decision.
-            if (tid == 0 && ticket >= 0) {
-                seen_ready = load_relaxed_gpu(&fifo_ready[ticket]);
+            if (tid == 0 && state[STATE_TICKET] >= 0) {
+                state[STATE_SEEN_READY] = load_relaxed_gpu(&fifo_ready[state[STATE_TICKET]]);
             }
             if (a_end - (unsigned)index == 2) {
                 // Both tiles' loads first, then each tile's arithmetic: the second tile's bytes arrive while
@@ -464,12 +474,18 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
         }
         // (KIND_SYNC: no task; the barrier below orders the last C tile's stores.)
         if (tid == 0) {
-            c_unflushed += c_waiting;  // C tiles run before the previous barrier are ordered now
-            c_waiting = kind == KIND_C ? c_tiles : 0;
+            // C tiles run before the previous barrier are ordered now; those run just now are not.
+            int c_unflushed = state[STATE_C_UNFLUSHED] + state[STATE_C_WAITING];
+            const int c_waiting = kind == KIND_C ? c_tiles : 0;
+            bool a_done = state[STATE_A_DONE] != 0;
             const Decision d = next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, capacity, max_polls,
-                                         ticket, a_done, c_unflushed, c_waiting != 0, seen_ready, claim);
-            seen_ready = SEEN_NOTHING;
-            ticket = d.ticket;
+                                         state[STATE_TICKET], a_done, c_unflushed, c_waiting != 0,
+                                         state[STATE_SEEN_READY], claim);
+            state[STATE_C_WAITING] = c_waiting;
+            state[STATE_C_UNFLUSHED] = c_unflushed;
+            state[STATE_TICKET] = d.ticket;
+            state[STATE_A_DONE] = a_done;
+            state[STATE_SEEN_READY] = SEEN_NOTHING;
             ctrl[2 * (1 - current)] = d.kind;
             ctrl[2 * (1 - current) + 1] = d.index;
         }

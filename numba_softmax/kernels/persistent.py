@@ -207,11 +207,13 @@ KIND_SYNC = 4  # no task: one more barrier, so that the worker's last C tile is 
 
 INIT_MAX_BLOCKS = 1024
 
-#: Workers of TILE_THREADS that the launch bounds ask ptxas to fit on one SM: 9 x 128 threads x 56
-#: registers = 64,512 of the SM's 65,536. Without the bound the driver's compiler gave this kernel 1056
-#: workers on the H200 (8 per SM) where its nvcc twin, at 55 registers, got 1188; with it both get 1188,
-#: and the DAG is 7-8% faster at 2048 rows (PERFORMANCE.md).
-MIN_WORKERS_PER_SM = 9
+#: Workers of TILE_THREADS that the launch bounds ask ptxas to fit on one SM: 10 x 128 threads x 48
+#: registers = 61,440 of the SM's 65,536 (registers go in steps of 8 per thread, so 9 workers meant 56).
+#: Without a bound the driver's compiler once gave this kernel 1056 workers on the H200 (8 per SM); at 9
+#: (56 registers) the DAG was 7-8% faster than that at 2048 rows, and at 10, with thread 0's
+#: scheduling state moved to shared memory so that 48 registers need no spills, faster again
+#: (PERFORMANCE.md).
+MIN_WORKERS_PER_SM = 10
 
 # A C entry runs its first tile and at most the one after it (the ``pair`` of the DAG's C task), so a claim
 # size other than 2 would publish entries the C task does not finish.
@@ -369,6 +371,14 @@ TICKET_NONE = -1
 TICKET_EXHAUSTED = -2
 #: Thread 0's view of its ticket's ready flag when it did not read it during the task just run.
 SEEN_NOTHING = -1
+
+#: Thread 0's scheduling state between decisions (DAG mode), slots of a shared int32 array.
+STATE_C_WAITING = 0
+STATE_C_UNFLUSHED = 1
+STATE_TICKET = 2
+STATE_A_DONE = 3
+STATE_SEEN_READY = 4
+STATE_SLOTS = 5
 
 
 def _make_next_task(acquire_ready, completion_wait=False):
@@ -601,12 +611,16 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         # This invocation's FIFO entries: every B and C tile once, or, with C entries of two tiles,
         # the host's count of them (layout.fifo_entries(2)).
         capacity = int32(fifo_slots.shape[0]) if claim == 1 else paired_entries
-        c_waiting = int32(0)  # thread 0: C tiles of the entry just run; their closing barrier is ahead
-        c_unflushed = int32(0)  # thread 0: finished C tiles, barrier passed, not yet added to c_done
-        ticket = int32(TICKET_NONE)  # thread 0: its FIFO slot (or the claim still in flight)
-        a_done = False  # thread 0: an A claim came back past the end
-        seen_ready = int32(SEEN_NOTHING)  # thread 0: its ticket's flag, read (relaxed) as an A task starts
+        # Thread 0's scheduling state lives in shared memory, not in registers: only thread 0 reads
+        # it, at its decisions, but in registers it would be held by every thread of the block
+        # through every task, and it is what keeps this kernel from 48 registers (10 workers per SM).
+        state = cuda.shared.array(STATE_SLOTS, int32)
         if tid == 0:
+            state[STATE_C_WAITING] = 0  # C tiles of the entry just run; their closing barrier is ahead
+            state[STATE_C_UNFLUSHED] = 0  # finished C tiles, barrier passed, not yet added to c_done
+            state[STATE_TICKET] = TICKET_NONE  # its FIFO slot (or the claim still in flight)
+            state[STATE_A_DONE] = 0  # an A claim came back past the end
+            state[STATE_SEEN_READY] = SEEN_NOTHING  # its ticket's flag, read (relaxed) as an A task starts
             ctrl[0] = KIND_SYNC  # a no-task first turn: every decision is made at one place, below
         cuda.syncthreads()
         current = 0
@@ -646,8 +660,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 # Thread 0 reads its ticket's ready flag now; the value is first used at the next
                 # decision, so the load completes during the task: a 0 there lets that decision claim
                 # the next A tiles with one round trip (the claim) instead of two (flag, then claim).
-                if tid == 0 and ticket >= 0:
-                    seen_ready = load_relaxed_gpu(fifo_ready, ticket)
+                if tid == 0 and state[STATE_TICKET] >= 0:
+                    state[STATE_SEEN_READY] = load_relaxed_gpu(fifo_ready, state[STATE_TICKET])
                 t = uint32(index)
                 if a_end - t == uint32(2):
                     # Both tiles' loads first, then each tile's arithmetic: the second tile's bytes
@@ -731,12 +745,16 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             # (KIND_SYNC: no task; the barrier below orders the last C tile's stores.)
             if tid == 0:
                 # C tiles run before the previous barrier are ordered now; those run just now are not.
-                c_unflushed += c_waiting
+                c_unflushed = state[STATE_C_UNFLUSHED] + state[STATE_C_WAITING]
                 c_waiting = c_tiles if kind == KIND_C else int32(0)
                 decided_kind, decided_index, ticket, a_done, c_unflushed = next_task(
-                    counters, fifo_slots, fifo_ready, capacity, rows, n_tiles, max_polls, ticket, a_done,
-                    c_unflushed, c_waiting != 0, seen_ready, claim)
-                seen_ready = int32(SEEN_NOTHING)
+                    counters, fifo_slots, fifo_ready, capacity, rows, n_tiles, max_polls, state[STATE_TICKET],
+                    state[STATE_A_DONE] != 0, c_unflushed, c_waiting != 0, state[STATE_SEEN_READY], claim)
+                state[STATE_C_WAITING] = c_waiting
+                state[STATE_C_UNFLUSHED] = c_unflushed
+                state[STATE_TICKET] = ticket
+                state[STATE_A_DONE] = int32(a_done)
+                state[STATE_SEEN_READY] = SEEN_NOTHING
                 ctrl[2 * (1 - current)] = decided_kind
                 ctrl[2 * (1 - current) + 1] = decided_index
             cuda.syncthreads()
