@@ -290,9 +290,9 @@ __device__ bool block_then_grid_barrier(int* counters, int workers, int max_poll
     return passed;
 }
 
-// Launch bounds as in numba_softmax/kernels/persistent.py (MIN_WORKERS_PER_SM): at most 48 registers,
-// so that 10 workers of 128 threads fit on an SM.
-#define MIN_WORKERS_PER_SM 10
+// Launch bounds as in numba_softmax/kernels/persistent.py (MIN_WORKERS_PER_SM): at most 56 registers,
+// so that 9 workers of 128 threads fit on an SM.
+#define MIN_WORKERS_PER_SM 9
 
 extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) persistent_tiles(int mode, const float* values, float* out, const int* tile_row,
                                             const long long* tile_start, const int* tile_len,
@@ -371,7 +371,7 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
     __shared__ int ctrl[4];
     __shared__ long long ahead_span[2];  // the announcer's: start and length of the span it prefetches after a claim
     // Thread 0's scheduling state, in shared memory as in the Numba kernel: in registers every thread would
-    // hold it through every task, which keeps the kernel from 48 registers (10 workers per SM).
+    // hold it through every task.
     __shared__ int state[STATE_SLOTS];
     // Tiles per A claim and per C entry: two where every worker has at least two (one decision per pair).
     const int claim = n_tiles >= TILES_PER_CLAIM * (int)gridDim.x ? TILES_PER_CLAIM : 1;

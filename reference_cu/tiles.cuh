@@ -129,11 +129,7 @@ __device__ __forceinline__ void task_a(int t, const float* values, const long lo
 __device__ __forceinline__ void task_b(int r, const int* row_first_tile, const int* row_tile_count,
                                        const float* tile_max, const float* tile_sum, float* row_max,
                                        float* row_sum) {
-    // The lane from an asm volatile read, not threadIdx.x: nvcc would hoist lane + 32, + 64, + 96 of the
-    // unrolled loop below out of the persistent kernel's task loop, three registers held through every task
-    // (spilled at its 48-register bound).
-    int lane;
-    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    const int lane = threadIdx.x & (WARP_SIZE - 1);
     const int first = row_first_tile[r];
     const int count = row_tile_count[r];
     float m = NEG_INF;

@@ -207,13 +207,13 @@ KIND_SYNC = 4  # no task: one more barrier, so that the worker's last C tile is 
 
 INIT_MAX_BLOCKS = 1024
 
-#: Workers of TILE_THREADS that the launch bounds ask ptxas to fit on one SM: 10 x 128 threads x 48
-#: registers = 61,440 of the SM's 65,536 (registers go in steps of 8 per thread, so 9 workers meant 56).
-#: Without a bound the driver's compiler once gave this kernel 1056 workers on the H200 (8 per SM); at 9
-#: (56 registers) the DAG was 7-8% faster than that at 2048 rows, and at 10, with thread 0's
-#: scheduling state moved to shared memory so that 48 registers need no spills, faster again
-#: (PERFORMANCE.md).
-MIN_WORKERS_PER_SM = 10
+#: Workers of TILE_THREADS that the launch bounds ask ptxas to fit on one SM: 9 x 128 threads x 56
+#: registers = 64,512 of the SM's 65,536. Without the bound the driver's compiler gave this kernel 1056
+#: workers on the H200 (8 per SM) where its nvcc twin, at 55 registers, got 1188; with it both get 1188,
+#: and the DAG is 7-8% faster at 2048 rows (PERFORMANCE.md). 10 per SM (48 registers, no spills with
+#: thread 0's state in shared memory) made the DAG up to 7% faster at 2048 rows but 3-5% slower at 128
+#: and 512, and phased slower everywhere (PERFORMANCE.md).
+MIN_WORKERS_PER_SM = 9
 
 # A C entry runs its first tile and at most the one after it (the ``pair`` of the DAG's C task), so a claim
 # size other than 2 would publish entries the C task does not finish.
@@ -613,7 +613,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         capacity = int32(fifo_slots.shape[0]) if claim == 1 else paired_entries
         # Thread 0's scheduling state lives in shared memory, not in registers: only thread 0 reads
         # it, at its decisions, but in registers it would be held by every thread of the block
-        # through every task, and it is what keeps this kernel from 48 registers (10 workers per SM).
+        # through every task: at the 56-register bound the driver's compiler then spilled 8 bytes.
         state = cuda.shared.array(STATE_SLOTS, int32)
         if tid == 0:
             state[STATE_C_WAITING] = 0  # C tiles of the entry just run; their closing barrier is ahead
