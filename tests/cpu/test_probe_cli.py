@@ -10,7 +10,7 @@ def test_help_lists_every_probe(capsys):
         probe.main(["--help"])
     assert exit_.value.code == 0
     text = capsys.readouterr().out
-    for name in ("fused", "tiles", "launch", "handoff", "api"):
+    for name in ("fused", "tiles", "launch", "handoff", "api", "twins"):
         assert name in text and probe.PROBES[name][1].split()[0] in text
 
 
@@ -58,3 +58,15 @@ def test_the_api_probe_refuses_bad_shapes(capsys, shapes):
         probe.main(["api", "--shapes", shapes])
     assert exit_.value.code == 2
     assert "--shapes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--shapes", "4x"], "--shapes: '4x' is not ROWSxCOLS"),
+    (["--shapes", "0x128"], "--shapes: '0x128' is not ROWSxCOLS"),
+    (["--shapes", "", "--cases", "balanced-9"], "--cases: unknown case 'balanced-9'"),
+])
+def test_the_twins_probe_refuses_bad_shapes_and_cases(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_:
+        probe.main(["twins", *argv])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
