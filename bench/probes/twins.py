@@ -11,7 +11,9 @@ launch back to back, a throughput) and single (one launch behind a delay kernel,
 round sees), median and p10 / p90, and the ratio of the medians. Experiment A shapes rotate over
 enough input sets to exceed L2, as the fused probe does. Before timing, each side's invocation runs
 once and the twin's outputs and intermediates are compared bit for bit with Numba's (a probe that
-times a twin computing something else would be meaningless).
+times a twin computing something else would be meaningless). Each twin runs twice: from nvcc's cubin
+(nvcc's ptxas) and from nvcc's PTX compiled by the driver at load time, as Numba's PTX is, so that a
+gap the driver's compiler makes shows apart from one in the PTX the two front ends emit.
 """
 
 import argparse
@@ -24,7 +26,7 @@ from bench.timing import DelaySampler, time_batches, time_single
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.kernels.row_stages import stages_launches
 from numba_softmax.launch.driver import Invocation, Stream
-from numba_softmax.peers.nvcc_twins import (ReferenceLibrary, reference_invocation, reference_separate_launches,
+from numba_softmax.peers.nvcc_twins import (IMAGES, ReferenceLibrary, reference_invocation, reference_separate_launches,
                                             reference_stages_launches)
 from numba_softmax.tiled import TiledBuffers, build_layout, tiled_launches
 
@@ -37,26 +39,47 @@ def _timed(stream, sampler, invocations):
     return stats
 
 
-def _compare_per_kernel(label, numba_sets, nvcc_sets, stream, sampler, results):
-    """``numba_sets`` / ``nvcc_sets``: per input set, the launch list (same kernels, same order)."""
+def _compare_per_kernel(label, numba_sets, twin_sets, stream, sampler, results):
+    """``numba_sets``: per input set, Numba's launch list; ``twin_sets``: image ("cubin", "ptx") -> the
+    twins' launch lists for the same sets (same kernels, same order)."""
     for k, launch in enumerate(numba_sets[0]):
         name = launch.name
-        numba = _timed(stream, sampler, [Invocation.from_launches(name, [s[k]]) for s in numba_sets])
-        nvcc = _timed(stream, sampler, [reference_invocation(name, [s[k]]) for s in nvcc_sets])
-        row = {"case": label, "kernel": name, "numba": numba, "nvcc": nvcc,
-               "batched_ratio": numba["median_us"] / nvcc["median_us"],
-               "single_ratio": numba["single_median_us"] / nvcc["single_median_us"]}
+        row = {"case": label, "kernel": name,
+               "numba": _timed(stream, sampler, [Invocation.from_launches(name, [s[k]]) for s in numba_sets])}
+        numba = row["numba"]
+        line = f"{label:>14} {name:<22} Numba {numba['median_us']:7.2f} / {numba['single_median_us']:7.2f}"
+        for image, sets in twin_sets.items():
+            twin = _timed(stream, sampler, [reference_invocation(name, [s[k]]) for s in sets])
+            row[f"nvcc_{image}"] = twin
+            row[f"batched_ratio_{image}"] = row["numba"]["median_us"] / twin["median_us"]
+            row[f"single_ratio_{image}"] = row["numba"]["single_median_us"] / twin["single_median_us"]
+            line += (f" | nvcc {image} {twin['median_us']:7.2f} / {twin['single_median_us']:7.2f} us, Numba / nvcc "
+                     f"{row[f'batched_ratio_{image}']:.3f} / {row[f'single_ratio_{image}']:.3f}")
         results.append(row)
-        print(f"{label:>14} {name:<22} batched {numba['median_us']:8.2f} / {nvcc['median_us']:8.2f} us "
-              f"= {row['batched_ratio']:.3f}   single {numba['single_median_us']:8.2f} / "
-              f"{nvcc['single_median_us']:8.2f} us = {row['single_ratio']:.3f}", flush=True)
+        print(line + "  (batched / single)", flush=True)
 
 
 def _same(arrays, reference):
     return all(np.array_equal(a.copy_to_host(), b) for a, b in zip(arrays, reference, strict=True))
 
 
-def probe_stages(text, library, stream, sampler, results):
+def _check_twins(label, name, run_numba, twin_invocations, outputs, stream, results):
+    """Run Numba's invocation, then each twin's on NaN-filled outputs and intermediates (an unwritten
+    element must fail), comparing every array bit for bit with Numba's."""
+    run_numba.enqueue(stream)
+    stream.synchronize()
+    reference = [a.copy_to_host() for a in outputs]
+    for image, invocation in twin_invocations.items():
+        for a in outputs:
+            a.copy_to_device(np.full(a.shape, np.nan, dtype=np.float32))
+        invocation.enqueue(stream)
+        stream.synchronize()
+        same = _same(outputs, reference)
+        results.append({"case": label, "what": f"bitwise: {name}-nvcc ({image}) == {name}", "equal": bool(same)})
+        print(f"{label:>14} {name}-nvcc ({image}) == {name} bitwise (output and intermediates): {same}", flush=True)
+
+
+def probe_stages(text, libraries, stream, sampler, results):
     rows, cols = (int(v) for v in text.split("x"))
     nbytes = rows * cols * 4
     sets = max(2, min(16, int(np.ceil(3 * cuda.get_current_device().L2_CACHE_SIZE / (2 * nbytes)))))
@@ -67,41 +90,28 @@ def probe_stages(text, library, stream, sampler, results):
         buffers.append((x, cuda.device_array((rows, cols), np.float32), cuda.device_array(rows, np.float32),
                         cuda.device_array((rows, cols), np.float32), cuda.device_array(rows, np.float32)))
     numba_sets = [stages_launches(*b) for b in buffers]
-    nvcc_sets = [reference_stages_launches(library, *b) for b in buffers]
-    outputs = buffers[0][1:]
-    Invocation.from_launches("stages", numba_sets[0]).enqueue(stream)
-    stream.synchronize()
-    reference = [a.copy_to_host() for a in outputs]
-    for a in outputs:
-        a.copy_to_device(np.full(a.shape, np.nan, dtype=np.float32))  # an unwritten element must fail
-    reference_invocation("stages-nvcc", nvcc_sets[0]).enqueue(stream)
-    stream.synchronize()
-    same = _same(outputs, reference)
-    results.append({"case": text, "what": "bitwise: stages-nvcc == stages", "equal": bool(same)})
-    print(f"{text:>14} stages-nvcc == stages bitwise (output and intermediates): {same}", flush=True)
-    _compare_per_kernel(text, numba_sets, nvcc_sets, stream, sampler, results)
+    twin_sets = {image: [reference_stages_launches(library, *b) for b in buffers]
+                 for image, library in libraries.items()}
+    _check_twins(text, "stages", Invocation.from_launches("stages", numba_sets[0]),
+                 {image: reference_invocation("stages-nvcc", sets[0]) for image, sets in twin_sets.items()},
+                 buffers[0][1:], stream, results)
+    _compare_per_kernel(text, numba_sets, twin_sets, stream, sampler, results)
 
 
-def probe_separate(name, library, stream, sampler, results):
+def probe_separate(name, libraries, stream, sampler, results):
     case = next(c for c in EXPERIMENT_B_CASES if c.name == name)
     layout = build_layout(case.row_lengths())
     values = np.random.default_rng(0).standard_normal(layout.total_elements, dtype=np.float32)
     buffers = TiledBuffers.allocate(layout, values, stream=stream.numba)
     stream.synchronize()
     numba = tiled_launches("separate", buffers)
-    nvcc = reference_separate_launches(library, buffers)
+    twins = {image: reference_separate_launches(library, buffers) for image, library in libraries.items()}
     outputs = [getattr(buffers, field) for field in ("out", "tile_max", "tile_sum", "row_max", "row_sum")]
-    Invocation.from_launches("separate", numba).enqueue(stream)
-    stream.synchronize()
-    reference = [a.copy_to_host() for a in outputs]
-    for a in outputs:
-        a.copy_to_device(np.full(a.shape, np.nan, dtype=np.float32))  # an unwritten element must fail
-    reference_invocation("separate-nvcc", nvcc).enqueue(stream)
-    stream.synchronize()
-    same = _same(outputs, reference)
-    results.append({"case": name, "what": "bitwise: separate-nvcc == separate", "equal": bool(same)})
-    print(f"{name:>14} separate-nvcc == separate bitwise (output and intermediates): {same}", flush=True)
-    _compare_per_kernel(name, [numba], [nvcc], stream, sampler, results)
+    _check_twins(name, "separate", Invocation.from_launches("separate", numba),
+                 {image: reference_invocation("separate-nvcc", launches) for image, launches in twins.items()},
+                 outputs, stream, results)
+    _compare_per_kernel(name, [numba], {image: [launches] for image, launches in twins.items()}, stream, sampler,
+                        results)
 
 
 def main(argv=None):
@@ -126,14 +136,16 @@ def main(argv=None):
             parser.error(f"--shapes: {s!r} is not ROWSxCOLS with positive integers")
     from bench import reference_build
     reference_build.ensure_built(args.reference_build)
-    library = ReferenceLibrary(args.reference_build)
+    # The twins twice: nvcc's cubin, and nvcc's PTX compiled by the driver as Numba's PTX is, which
+    # separates what the front ends emit from what the two ptxas builds make of it.
+    libraries = {image: ReferenceLibrary(args.reference_build, image=image) for image in IMAGES}
     stream = Stream()
     sampler = DelaySampler()
     sampler.calibrate_delay()
     results = []
     for text in shapes:
-        probe_stages(text, library, stream, sampler, results)
+        probe_stages(text, libraries, stream, sampler, results)
     for name in cases:
-        probe_separate(name, library, stream, sampler, results)
+        probe_separate(name, libraries, stream, sampler, results)
     write_results(args.out, "twins_probe.json", results)
     return 0 if all(r.get("equal", True) for r in results) else 1

@@ -144,24 +144,35 @@ def pack_arguments(kernel, values):
     return packed
 
 
-class ReferenceLibrary:
-    """The reference cubins, loaded once into Numba's primary context."""
+#: What a :class:`ReferenceLibrary` loads: nvcc's cubins (compiled by nvcc's own ptxas), or nvcc's PTX,
+#: which the driver compiles at load time as it compiles Numba's PTX (a control for the compiler back end).
+IMAGES = ("cubin", "ptx")
 
-    def __init__(self, build_dir=DEFAULT_BUILD_DIR):
+
+class ReferenceLibrary:
+    """The reference kernels, loaded once into Numba's primary context: the cubins, or with
+    ``image="ptx"`` the PTX of the same build, compiled by the driver."""
+
+    def __init__(self, build_dir=DEFAULT_BUILD_DIR, image="cubin"):
         from cuda.bindings import driver as cu
 
         from ..launch.driver import check, ensure_context
+        if image not in IMAGES:
+            raise ValueError(f"image must be one of {IMAGES}, not {image!r}")
         ensure_context()
         self.build_dir = build_dir
+        self.image = image
         self._modules, self._functions, self._images = {}, {}, {}
         for module in sorted({k.module for k in REFERENCE_KERNELS.values()}):
-            path = os.path.join(build_dir, f"{module}.cubin")
+            path = os.path.join(build_dir, f"{module}.{self.image}")
             if not os.path.exists(path):
                 raise FileNotFoundError(f"{path} missing: run `python -m bench build-reference`")
             with open(path, "rb") as handle:
-                image = handle.read()
-            self._images[module] = image  # keep the image alive while the module is loaded
-            self._modules[module] = check(cu.cuModuleLoadData(image))
+                data = handle.read()
+            if self.image == "ptx":
+                data += b"\0"  # PTX is loaded as text: the driver reads it up to a NUL
+            self._images[module] = data  # keep the image alive while the module is loaded
+            self._modules[module] = check(cu.cuModuleLoadData(data))
         #: Table entries this build does not contain (e.g. the fused width builds of a QUAD=1 build).
         self.missing = []
         for name, kernel in REFERENCE_KERNELS.items():

@@ -384,3 +384,13 @@ def test_a_failed_reference_build_is_one_error_line_and_its_exit_code(capsys):
     assert capsys.readouterr().err == "error: ptxas failed on tiles.cu\n"
     with pytest.raises(ValueError):                      # anything else is not a build failure
         build_failure_exit(ValueError("bad argument"))
+
+
+def test_a_reference_library_refuses_an_unknown_image():
+    # "cubin" (nvcc's ptxas) or "ptx" (the driver compiles it, as Numba's PTX): anything else is named, before any
+    # CUDA call, so the check holds on a machine without a GPU.
+    from numba_softmax.peers.nvcc_twins import IMAGES, ReferenceLibrary
+
+    assert IMAGES == ("cubin", "ptx")
+    with pytest.raises(ValueError, match=r"image must be one of \('cubin', 'ptx'\), not 'sass'"):
+        ReferenceLibrary("/nonexistent", image="sass")

@@ -333,3 +333,39 @@ def test_a_reference_launch_keeps_its_arrays_alive(reference, stream):
     reference_invocation("stages[nvcc]", launches).enqueue(stream)
     stream.synchronize()
     assert check_matrix(d_y.copy_to_host(), x).passed
+
+
+def test_the_twins_loaded_from_ptx_give_the_cubins_bits(reference, stream):
+    # `bench probe twins` times the twins from nvcc's PTX, compiled by the driver as Numba's PTX is, beside the
+    # cubins: the same kernels through another back end must give the same bits (the stages and the separate
+    # tile kernels at one shape each).
+    from numba import cuda
+
+    from numba_softmax.peers.nvcc_twins import (ReferenceLibrary, reference_invocation, reference_separate_launches,
+                                                reference_stages_launches)
+    from numba_softmax.tiled import TiledBuffers, build_layout
+
+    jit = ReferenceLibrary(reference.build_dir, image="ptx")
+    try:
+        assert jit.image == "ptx" and not set(jit.missing) - set(reference.missing)
+        x = cuda.to_device(matrix_fixture("random", (32, 1024)), stream=stream.numba)
+        sides = [_matrix_buffers((32, 1024), payload, stream) for payload in (NUMBA_NAN, NVCC_NAN)]
+        for library, b in zip((reference, jit), sides, strict=True):
+            reference_invocation("stages", reference_stages_launches(
+                library, x, b["y"], b["row_max"], b["exps"], b["row_sum"])).enqueue(stream)
+        stream.synchronize()
+        for key in ("row_max", "exps", "row_sum", "y"):
+            assert_bitwise(f"stages {key} (ptx vs cubin)", sides[1][key].copy_to_host(), sides[0][key].copy_to_host())
+        lengths = EXTRA_B_CASES[0][1]
+        layout = build_layout(lengths)
+        values = packed_fixture("random", lengths)
+        outputs = []
+        for library in (reference, jit):
+            buffers = TiledBuffers.allocate(layout, values, stream=stream.numba)
+            reference_invocation("separate", reference_separate_launches(library, buffers)).enqueue(stream)
+            stream.synchronize()
+            outputs.append([getattr(buffers, name).copy_to_host() for name in TILED_ARRAYS])
+        for name, a, b in zip(TILED_ARRAYS, *outputs, strict=True):
+            assert_bitwise(f"separate {name} (ptx vs cubin)", b, a)
+    finally:
+        jit.close()
