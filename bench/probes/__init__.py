@@ -5,8 +5,11 @@ and ``python -m bench perf``. Each probe module has ``main(argv)``; they time wi
 :mod:`bench.timing` (the one timing module) and write their results with :func:`write_results`.
 """
 
+import importlib
+import importlib.util
 import json
 import os
+import sys
 
 
 def write_results(out_dir, filename, results):
@@ -15,3 +18,21 @@ def write_results(out_dir, filename, results):
         os.makedirs(out_dir, exist_ok=True)
         with open(os.path.join(out_dir, filename), "w") as handle:
             json.dump(results, handle, indent=1)
+
+
+def other_tree_module(tree, name):
+    """Module ``numba_softmax.<name>`` of the package under ``tree`` (another checkout, e.g. a ``git
+    archive`` of a baseline commit), imported as ``numba_softmax_other`` beside this tree's package so
+    that a probe times both trees' kernels in one process. The package imports itself relatively,
+    so the alias holds; its launch code takes this tree's buffers, whose fields it shares."""
+    alias = "numba_softmax_other"
+    if alias not in sys.modules:
+        package = os.path.join(os.path.abspath(tree), "numba_softmax")
+        if not os.path.isfile(os.path.join(package, "__init__.py")):
+            raise FileNotFoundError(f"--compare-tree {tree}: no numba_softmax package in it")
+        spec = importlib.util.spec_from_file_location(alias, os.path.join(package, "__init__.py"),
+                                                      submodule_search_locations=[package])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[alias] = module
+        spec.loader.exec_module(module)
+    return importlib.import_module(f"{alias}.{name}")

@@ -27,12 +27,10 @@ schedulers still agree bit for bit on the case it timed.
 """
 
 import argparse
-import os
-import sys
 
 import numpy as np
 
-from bench.probes import write_results
+from bench.probes import other_tree_module, write_results
 from bench.timing import time_batches
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.launch.driver import Invocation, Stream, check
@@ -56,22 +54,6 @@ def same_bits(arrays, reference):
     """(out, intermediates) pairs bitwise equal."""
     (out, mid), (reference_out, reference_mid) = arrays, reference
     return np.array_equal(out, reference_out) and all(np.array_equal(mid[k], reference_mid[k]) for k in reference_mid)
-
-
-def other_tree_kernels(tree):
-    """``(kernels.persistent, kernels.tiles)`` of the ``numba_softmax`` package under ``tree``,
-    imported as ``numba_softmax_other`` (the package imports itself relatively, so the alias
-    holds; its launch code takes this tree's TiledBuffers, whose fields it shares)."""
-    import importlib
-    import importlib.util
-    package = os.path.join(os.path.abspath(tree), "numba_softmax")
-    spec = importlib.util.spec_from_file_location("numba_softmax_other", os.path.join(package, "__init__.py"),
-                                                  submodule_search_locations=[package])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return (importlib.import_module("numba_softmax_other.kernels.persistent"),
-            importlib.import_module("numba_softmax_other.kernels.tiles"))
 
 
 def probe_case(case, stream, register_caps=(), other_tree=None):
@@ -133,7 +115,8 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
         # The other tree's kernels with its OWN launch lists and worker count (its block shape
         # and launch rules may differ from this tree's); the buffers are shared.
         from numba_softmax.launch.driver import compiled, device_sm_count
-        other_persistent, other_tiles = other_tree_kernels(other_tree)
+        other_persistent = other_tree_module(other_tree, "kernels.persistent")
+        other_tiles = other_tree_module(other_tree, "kernels.tiles")
         threads = getattr(other_persistent, "WORKER_THREADS", other_tiles.TILE_THREADS)
         occupancy = compiled(other_persistent.persistent_tiles, other_persistent.persistent_args(0, buffers))
         workers = min(int(occupancy.active_blocks_per_sm(threads, 0)) * int(device_sm_count()), layout.n_tiles)

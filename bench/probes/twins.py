@@ -3,7 +3,7 @@ the separate tile path (Experiment B cases), Numba's launch and its nvcc twin's,
 same process.
 
     python -m bench probe twins [--shapes 32x1024,4096x128,4096x1024] [--cases balanced-128,balanced-512]
-                                [--reference-build DIR] [--out DIR]
+                                [--compare-tree DIR] [--reference-build DIR] [--out DIR]
 
 The experiments' ``--twins`` tables give the Numba / nvcc ratio of a whole invocation (four stage
 kernels, or three tile kernels); this probe splits it per kernel. Per kernel and side: batched (the
@@ -21,7 +21,7 @@ import argparse
 import numpy as np
 from numba import cuda
 
-from bench.probes import write_results
+from bench.probes import other_tree_module, write_results
 from bench.timing import DelaySampler, time_batches, time_single
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.kernels.row_stages import stages_launches
@@ -39,15 +39,20 @@ def _timed(stream, sampler, invocations):
     return stats
 
 
-def _compare_per_kernel(label, numba_sets, twin_sets, stream, sampler, results):
+def _compare_per_kernel(label, numba_sets, twin_sets, stream, sampler, results, other_sets=None):
     """``numba_sets``: per input set, Numba's launch list; ``twin_sets``: image ("cubin", "ptx") -> the
-    twins' launch lists for the same sets (same kernels, same order)."""
+    twins' launch lists for the same sets (same kernels, same order); ``other_sets``: the other tree's
+    Numba launch lists (``--compare-tree``), or None."""
     for k, launch in enumerate(numba_sets[0]):
         name = launch.name
         row = {"case": label, "kernel": name,
                "numba": _timed(stream, sampler, [Invocation.from_launches(name, [s[k]]) for s in numba_sets])}
         numba = row["numba"]
         line = f"{label:>14} {name:<22} Numba {numba['median_us']:7.2f} / {numba['single_median_us']:7.2f}"
+        if other_sets is not None:
+            other = _timed(stream, sampler, [Invocation.from_launches(name, [s[k]]) for s in other_sets])
+            row["numba_other_tree"] = other
+            line += f" | other tree {other['median_us']:7.2f} / {other['single_median_us']:7.2f}"
         for image, sets in twin_sets.items():
             twin = _timed(stream, sampler, [reference_invocation(name, [s[k]]) for s in sets])
             row[f"nvcc_{image}"] = twin
@@ -64,22 +69,23 @@ def _same(arrays, reference):
 
 
 def _check_twins(label, name, run_numba, twin_invocations, outputs, stream, results):
-    """Run Numba's invocation, then each twin's on NaN-filled outputs and intermediates (an unwritten
-    element must fail), comparing every array bit for bit with Numba's."""
+    """Run Numba's invocation ``name``, then each of ``twin_invocations`` (display name -> invocation) on
+    NaN-filled outputs and intermediates (an unwritten element must fail), comparing every array bit for
+    bit with Numba's."""
     run_numba.enqueue(stream)
     stream.synchronize()
     reference = [a.copy_to_host() for a in outputs]
-    for image, invocation in twin_invocations.items():
+    for twin, invocation in twin_invocations.items():
         for a in outputs:
             a.copy_to_device(np.full(a.shape, np.nan, dtype=np.float32))
         invocation.enqueue(stream)
         stream.synchronize()
         same = _same(outputs, reference)
-        results.append({"case": label, "what": f"bitwise: {name}-nvcc ({image}) == {name}", "equal": bool(same)})
-        print(f"{label:>14} {name}-nvcc ({image}) == {name} bitwise (output and intermediates): {same}", flush=True)
+        results.append({"case": label, "what": f"bitwise: {twin} == {name}", "equal": bool(same)})
+        print(f"{label:>14} {twin} == {name} bitwise (output and intermediates): {same}", flush=True)
 
 
-def probe_stages(text, libraries, stream, sampler, results):
+def probe_stages(text, libraries, stream, sampler, results, other=None):
     rows, cols = (int(v) for v in text.split("x"))
     nbytes = rows * cols * 4
     sets = max(2, min(16, int(np.ceil(3 * cuda.get_current_device().L2_CACHE_SIZE / (2 * nbytes)))))
@@ -93,12 +99,19 @@ def probe_stages(text, libraries, stream, sampler, results):
     twin_sets = {image: [reference_stages_launches(library, *b) for b in buffers]
                  for image, library in libraries.items()}
     _check_twins(text, "stages", Invocation.from_launches("stages", numba_sets[0]),
-                 {image: reference_invocation("stages-nvcc", sets[0]) for image, sets in twin_sets.items()},
+                 {f"stages-nvcc ({image})": reference_invocation("stages-nvcc", sets[0])
+                  for image, sets in twin_sets.items()},
                  buffers[0][1:], stream, results)
-    _compare_per_kernel(text, numba_sets, twin_sets, stream, sampler, results)
+    other_sets = None
+    if other is not None:
+        other_sets = [other["row_stages"].stages_launches(*b) for b in buffers]
+        _check_twins(text, "stages", Invocation.from_launches("stages", numba_sets[0]),
+                     {"stages (other tree)": Invocation.from_launches("stages-other", other_sets[0])},
+                     buffers[0][1:], stream, results)
+    _compare_per_kernel(text, numba_sets, twin_sets, stream, sampler, results, other_sets)
 
 
-def probe_separate(name, libraries, stream, sampler, results):
+def probe_separate(name, libraries, stream, sampler, results, other=None):
     case = next(c for c in EXPERIMENT_B_CASES if c.name == name)
     layout = build_layout(case.row_lengths())
     values = np.random.default_rng(0).standard_normal(layout.total_elements, dtype=np.float32)
@@ -108,10 +121,17 @@ def probe_separate(name, libraries, stream, sampler, results):
     twins = {image: reference_separate_launches(library, buffers) for image, library in libraries.items()}
     outputs = [getattr(buffers, field) for field in ("out", "tile_max", "tile_sum", "row_max", "row_sum")]
     _check_twins(name, "separate", Invocation.from_launches("separate", numba),
-                 {image: reference_invocation("separate-nvcc", launches) for image, launches in twins.items()},
+                 {f"separate-nvcc ({image})": reference_invocation("separate-nvcc", launches)
+                  for image, launches in twins.items()},
                  outputs, stream, results)
+    other_sets = None
+    if other is not None:
+        other_sets = [other["tiles"].separate_launches(buffers)]
+        _check_twins(name, "separate", Invocation.from_launches("separate", numba),
+                     {"separate (other tree)": Invocation.from_launches("separate-other", other_sets[0])},
+                     outputs, stream, results)
     _compare_per_kernel(name, [numba], {image: [launches] for image, launches in twins.items()}, stream, sampler,
-                        results)
+                        results, other_sets)
 
 
 def main(argv=None):
@@ -122,6 +142,9 @@ def main(argv=None):
                         help="Experiment B cases for the separate tile kernels; '' for none")
     parser.add_argument("--reference-build", default="/tmp/probe_reference_build",
                         help="nvcc cubins dir (built here when absent)")
+    parser.add_argument("--compare-tree", default=None, metavar="DIR",
+                        help="also time the kernels of DIR/numba_softmax (another tree, e.g. a git archive of a "
+                             "baseline commit), in the same process")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     known = [c.name for c in EXPERIMENT_B_CASES]
@@ -142,10 +165,13 @@ def main(argv=None):
     stream = Stream()
     sampler = DelaySampler()
     sampler.calibrate_delay()
+    other = None
+    if args.compare_tree:
+        other = {name: other_tree_module(args.compare_tree, f"kernels.{name}") for name in ("row_stages", "tiles")}
     results = []
     for text in shapes:
-        probe_stages(text, libraries, stream, sampler, results)
+        probe_stages(text, libraries, stream, sampler, results, other)
     for name in cases:
-        probe_separate(name, libraries, stream, sampler, results)
+        probe_separate(name, libraries, stream, sampler, results, other)
     write_results(args.out, "twins_probe.json", results)
     return 0 if all(r.get("equal", True) for r in results) else 1
