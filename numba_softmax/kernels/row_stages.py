@@ -61,12 +61,10 @@ def row_max_stage(x, row_max):
 def exp_stage(x, row_max, exps):
     i = uint64(uint32(cuda.blockIdx.x)) * uint32(cuda.blockDim.x) + uint32(cuda.threadIdx.x)
     cols = uint64(x.shape[1])
-    if i < uint64(x.shape[0]) * cols:
-        # One element per thread: what comes before the loads is paid by every block, on its critical
-        # path. So Numba's zero-divisor test of ``i // cols`` is a select (``max``; cols > 0 here) rather
-        # than a branch, and the store's address is computed after the loads are issued
-        # (docs/numba_vs_nvcc.md).
-        row = i // max(cols, uint64(1))
+    # The launcher gave exps x's shape; saying so lets the compiler see that exps[row, col] is
+    # element i too, so the store needs no address of its own (as the twin's exps[i]).
+    if i < uint64(x.shape[0]) * cols and uint64(exps.shape[1]) == cols:
+        row = i // cols
         col = i - row * cols
         exps[row, col] = f32_exp(f32_sub(x[row, col], row_max[row]))
 
@@ -93,8 +91,8 @@ def row_sum_stage(exps, row_sum):
 def divide_stage(exps, row_sum, y):
     i = uint64(uint32(cuda.blockIdx.x)) * uint32(cuda.blockDim.x) + uint32(cuda.threadIdx.x)
     cols = uint64(exps.shape[1])
-    if i < uint64(exps.shape[0]) * cols:  # as in exp_stage
-        row = i // max(cols, uint64(1))
+    if i < uint64(exps.shape[0]) * cols and uint64(y.shape[1]) == cols:  # as in exp_stage
+        row = i // cols
         col = i - row * cols
         y[row, col] = f32_div(exps[row, col], row_sum[row])
 
