@@ -155,7 +155,11 @@ and y written once, about 12N bytes for N elements, plus the tile and row summar
 the reset and again for the run, plus the counter atomics.
 
 Shared memory (static, no dynamic reservation): partials float32[4] (16 B), the
-broadcast ``(kind, index)`` slots int32[4] (16 B), the barrier's verdict int32[1].
+broadcast ``(kind, index)`` slots int32[4] (16 B), the barrier's verdict int32[1], and in DAG
+mode thread 0's scheduling state int32[:data:`STATE_SLOTS`] (its ticket, whether A is done, the
+C tiles not yet counted, its ticket's early flag read): only thread 0 uses it, and in registers
+every thread would hold it through every task (the driver's compiler then spilled 8 bytes at the
+56-register bound).
 
 Empty-work floors (:data:`MODE_PHASED_FLOOR`, :data:`MODE_DAG_FLOOR`): the same launches and
 barriers with no task; the bench times them beside each scheduler.
