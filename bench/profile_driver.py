@@ -3,6 +3,10 @@
     python -m bench.profile_driver --experiment A --case 4096x1024 --variant fused \\
         [--mode stream|graph] [--repeat 3] --record FILE.json --scratch DIR [--expect-device H100]
 
+A variant named ``<variant>-nvcc`` is that variant's nvcc twin (the plan then loads the twins, as
+``python -m bench --twins`` does), so ``python -m bench profile --variants stages,stages-nvcc``
+profiles a Numba kernel and its twin with the same counters.
+
 It builds the case with the SAME harness classes as the benchmark (the experiment's
 plan: bench.experiment_a.MatrixCase / bench.experiment_b.TiledBenchCase, the launch
 layer, the captured graph), loads the ``random`` fixture, runs the variant a couple of
@@ -70,9 +74,14 @@ def main(argv=None) -> int:
         from bench.experiment_a import EXPERIMENT_PLAN_A as plan
     else:
         from bench.experiment_b import EXPERIMENT_PLAN_B as plan
+    from bench.twins import TWIN_SUFFIX
+    # A twin variant ("stages-nvcc", "separate-nvcc", ...) exists only in a plan built with the twins, as
+    # under `python -m bench --twins`; profiling it beside its Numba variant compares what the memory system
+    # sees of the two kernels (docs/numba_vs_nvcc.md).
     plan_args = argparse.Namespace(experiment=args.experiment, shapes=args.case if args.experiment == "A" else None,
                                    cases=args.case if args.experiment == "B" else None,
-                                   no_cudnn=args.variant != "cudnn", no_arrays=True, expect_device=args.expect_device)
+                                   no_cudnn=args.variant != "cudnn", no_arrays=True, expect_device=args.expect_device,
+                                   twins=args.variant.endswith(TWIN_SUFFIX))
     metadata = {}
     stream, factories, notes = plan(plan_args, True, metadata, RunFolder(args.scratch, resume=True))
     record["notes"] = notes

@@ -406,6 +406,7 @@ def test_driver_brackets_exactly_the_repeated_invocations(tmp_path, monkeypatch,
 
     def plan(args, gpu, metadata, run):
         assert args.shapes == "4x8" and args.no_cudnn is True and gpu is True
+        assert args.twins is False  # a Numba variant: the plan loads no twins
         return _FakeStream(), [lambda: _FakeCase(log, wrong)], ["a note"]
 
     monkeypatch.setattr(bench.environment, "select_backend", lambda: True)
@@ -460,3 +461,27 @@ def test_issue_table_sums_launches_per_invocation():
     assert cells[4] == "1.5"                # 0.5 + 1.0 us of issue floor
     assert cells[5] == "2.0"                # kernel time per invocation
     assert cells[6] == "60.0"               # busy %, weighted by duration
+
+
+def test_driver_builds_the_plan_with_twins_for_a_twin_variant(tmp_path, monkeypatch):
+    # "stages-nvcc" exists only in a plan built with the twins (as under `bench --twins`); the driver asks for them
+    # exactly when the variant is a twin, and an unknown variant is still named.
+    import bench.environment
+    import bench.experiment_a
+    import numba_softmax.launch.driver as launch_driver
+    from bench import profile_driver
+
+    seen = []
+
+    def plan(args, gpu, metadata, run):
+        seen.append(args.twins)
+        return _FakeStream(), [lambda: _FakeCase([], False)], []
+
+    monkeypatch.setattr(bench.environment, "select_backend", lambda: True)
+    monkeypatch.setattr(bench.experiment_a, "EXPERIMENT_PLAN_A", plan)
+    monkeypatch.setattr(launch_driver, "device_record", lambda: {"name": "NVIDIA H100 80GB HBM3", "sm_count": 132})
+    record = tmp_path / "record.json"
+    status = profile_driver.main(["--experiment", "A", "--case", "4x8", "--variant", "stages-nvcc",
+                                  "--record", str(record), "--scratch", str(tmp_path / "s")])
+    assert seen == [True] and status == 2
+    assert "variant 'stages-nvcc' is not one of ['fused']" in json.loads(record.read_text())["error"]
