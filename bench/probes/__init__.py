@@ -36,3 +36,13 @@ def other_tree_module(tree, name):
         sys.modules[alias] = module
         spec.loader.exec_module(module)
     return importlib.import_module(f"{alias}.{name}")
+
+
+def require_gpu(parser):
+    """Called by each probe once its options are read: a probe times kernels on a GPU, so without one
+    (or under the simulator) it stops with one line naming why, exit status 2, not a driver traceback."""
+    from bench.environment import gpu_present
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        parser.error("needs a CUDA GPU: NUMBA_ENABLE_CUDASIM=1 selects the simulator, which a timing probe cannot use")
+    if not gpu_present():
+        parser.error("needs a CUDA GPU: none found (the CUDA driver did not load or reports no device)")

@@ -23,7 +23,7 @@ import argparse
 import numpy as np
 from numba import cuda
 
-from bench.probes import write_results
+from bench.probes import require_gpu, write_results
 from bench.probes.launch import per_call_us
 from numba_softmax import api as api_module
 from numba_softmax import arrays, softmax
@@ -95,5 +95,6 @@ def main(argv=None):
         parser.error(f"--shapes: expected ROWSxCOLS[,ROWSxCOLS...], got {args.shapes!r}")
     if any(len(shape) != 2 or min(shape) < 1 for shape in shapes):
         parser.error(f"--shapes: expected positive ROWSxCOLS pairs, got {args.shapes!r}")
+    require_gpu(parser)
     stream = Stream()
     write_results(args.out, "api_probe.json", [probe_shape(shape, stream, args.calls) for shape in shapes])

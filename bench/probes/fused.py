@@ -27,7 +27,7 @@ from numba import cuda, float32, types, uint32
 from numba.cuda import cgutils
 from numba.cuda.extending import intrinsic
 
-from bench.probes import write_results
+from bench.probes import require_gpu, write_results
 from bench.timing import DelaySampler, time_batches, time_single
 from numba_softmax.kernels.fused_row import fused_kernel_for
 from numba_softmax.kernels.vector_io import load_quad, store_quad
@@ -591,6 +591,7 @@ def main(argv=None):
     parser.add_argument("--no-pipelined", action="store_true", help="skip the pipelined row candidates")
     parser.add_argument("--reference-build", default=None, help="nvcc cubins dir (built here when absent)")
     args = parser.parse_args(argv)
+    require_gpu(parser)
     stream = Stream()
     sampler = DelaySampler()
     sampler.calibrate_delay()

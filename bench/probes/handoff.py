@@ -27,7 +27,7 @@ import statistics
 import numpy as np
 from numba import cuda, int32, int64
 
-from bench.probes import write_results
+from bench.probes import require_gpu, write_results
 from numba_softmax.kernels.ordering import (fence_acq_rel_gpu, globaltimer, load_acquire_gpu, load_relaxed_gpu,
                                             smid, store_relaxed_gpu)
 
@@ -161,6 +161,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.rounds < 10 or args.contenders < 1:
         parser.error("--rounds must be >= 10 and --contenders >= 1")
+    require_gpu(parser)
     results = measure(args.rounds, args.contenders)
     for name, values in results.items():
         print(name, json.dumps(values))

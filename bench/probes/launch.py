@@ -32,7 +32,7 @@ import time
 import numpy as np
 from numba import cuda
 
-from bench.probes import write_results
+from bench.probes import require_gpu, write_results
 from numba_softmax.launch.driver import Event, Invocation, Stream, cu
 from numba_softmax.launch.graphs import CapturedGraph
 from numba_softmax.launch_spec import KernelLaunch
@@ -134,6 +134,7 @@ def main(argv=None):
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
+    require_gpu(parser)
     stream = Stream()
     invocation = Invocation.from_launches("empty", [KernelLaunch("empty", empty_kernel, (1,), (32,), ())])
     for _ in range(3):

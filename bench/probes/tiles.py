@@ -30,7 +30,7 @@ import argparse
 
 import numpy as np
 
-from bench.probes import other_tree_module, write_results
+from bench.probes import other_tree_module, require_gpu, write_results
 from bench.timing import time_batches
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.launch.driver import Invocation, Stream, check
@@ -146,6 +146,7 @@ def main(argv=None):
     unknown = [name for name in args.cases.split(",") if name not in by_name]
     if unknown:
         parser.error(f"unknown cases {unknown}; expected some of {sorted(by_name)}")
+    require_gpu(parser)
     stream = Stream()
     results = []
     for name in args.cases.split(","):

@@ -21,7 +21,7 @@ import argparse
 import numpy as np
 from numba import cuda
 
-from bench.probes import other_tree_module, write_results
+from bench.probes import other_tree_module, require_gpu, write_results
 from bench.timing import DelaySampler, time_batches, time_single
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.kernels.row_stages import stages_launches
@@ -157,8 +157,12 @@ def main(argv=None):
         parts = s.split("x")
         if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
             parser.error(f"--shapes: {s!r} is not ROWSxCOLS with positive integers")
+    require_gpu(parser)
     from bench import reference_build
-    reference_build.ensure_built(args.reference_build)
+    try:
+        reference_build.ensure_built(args.reference_build)
+    except (reference_build.NvccNotFound, reference_build.BuildError) as exc:
+        parser.error(f"the nvcc twins cannot be built into {args.reference_build}: {exc}")
     # The twins twice: nvcc's cubin, and nvcc's PTX compiled by the driver as Numba's PTX is, which
     # separates what the front ends emit from what the two ptxas builds make of it.
     libraries = {image: ReferenceLibrary(args.reference_build, image=image) for image in IMAGES}

@@ -70,3 +70,27 @@ def test_the_twins_probe_refuses_bad_shapes_and_cases(capsys, argv, message):
         probe.main(["twins", *argv])
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", sorted(probe.PROBES))
+def test_every_probe_without_a_gpu_says_so_in_one_line(capsys, monkeypatch, name):
+    # A probe times kernels: without a GPU (made so here, so the test means the same on a GPU machine) it stops
+    # with one line and exit status 2 once its options are read, never with the driver's traceback.
+    import bench.environment
+
+    monkeypatch.setattr(bench.environment, "gpu_present", lambda: False)
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    with pytest.raises(SystemExit) as exit_:
+        probe.main([name])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"python -m bench probe {name}: error: needs a CUDA GPU: none found" in err
+    assert "Traceback" not in err
+
+
+def test_a_probe_refuses_the_simulator(capsys, monkeypatch):
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    with pytest.raises(SystemExit) as exit_:
+        probe.main(["launch"])
+    assert exit_.value.code == 2
+    assert "NUMBA_ENABLE_CUDASIM=1 selects the simulator" in capsys.readouterr().err
