@@ -215,8 +215,8 @@ INIT_MAX_BLOCKS = 1024
 #: registers = 64,512 of the SM's 65,536. Without the bound the driver's compiler gave this kernel 1056
 #: workers on the H200 (8 per SM) where its nvcc twin, at 55 registers, got 1188; with it both get 1188,
 #: and the DAG is 7-8% faster at 2048 rows (PERFORMANCE.md). 10 per SM (48 registers, no spills with
-#: thread 0's state in shared memory) made the DAG up to 7% faster at 2048 rows but 3-5% slower at 128
-#: and 512, and phased slower everywhere (PERFORMANCE.md).
+#: thread 0's state in shared memory) made the DAG 1-2% faster at 2048 rows but 3-5% slower at 128 and
+#: 512, and phased slower everywhere (PERFORMANCE.md).
 MIN_WORKERS_PER_SM = 9
 
 # A C entry runs its first tile and at most the one after it (the ``pair`` of the DAG's C task), so a claim
