@@ -13,11 +13,20 @@ import sys
 
 
 def write_results(out_dir, filename, results):
-    """``results`` as indented JSON in ``out_dir/filename`` (nothing when ``out_dir`` is None)."""
+    """``results`` as indented JSON in ``out_dir/filename`` (nothing when ``out_dir`` is None). Never over
+    an existing file (a probe checks that first, :func:`refuse_existing_results`; this is the last guard)."""
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
-        with open(os.path.join(out_dir, filename), "w") as handle:
+        with open(os.path.join(out_dir, filename), "x") as handle:
             json.dump(results, handle, indent=1)
+
+
+def refuse_existing_results(parser, out_dir, filename):
+    """Called by each probe once its options are read, before anything runs: a probe writes only a file
+    it creates, so ``out_dir/filename`` must not exist yet (committed evidence is never overwritten)."""
+    if out_dir and os.path.exists(os.path.join(out_dir, filename)):
+        parser.error(f"--out {out_dir}: {filename} is already there; give a folder without one (a probe never "
+                     "writes over results it did not create)")
 
 
 def other_tree_module(tree, name):

@@ -23,13 +23,16 @@ import argparse
 import numpy as np
 from numba import cuda
 
-from bench.probes import require_gpu, write_results
+from bench.probes import refuse_existing_results, require_gpu, write_results
 from bench.probes.launch import per_call_us
 from numba_softmax import api as api_module
 from numba_softmax import arrays, softmax
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches
 from numba_softmax.launch.driver import Invocation, Stream
+
+#: What the probe writes under --out (never over an existing file).
+RESULTS_FILE = "api_probe.json"
 
 
 def probe_shape(shape, stream, calls):
@@ -95,6 +98,7 @@ def main(argv=None):
         parser.error(f"--shapes: expected ROWSxCOLS[,ROWSxCOLS...], got {args.shapes!r}")
     if any(len(shape) != 2 or min(shape) < 1 for shape in shapes):
         parser.error(f"--shapes: expected positive ROWSxCOLS pairs, got {args.shapes!r}")
+    refuse_existing_results(parser, args.out, RESULTS_FILE)
     require_gpu(parser)
     stream = Stream()
-    write_results(args.out, "api_probe.json", [probe_shape(shape, stream, args.calls) for shape in shapes])
+    write_results(args.out, RESULTS_FILE, [probe_shape(shape, stream, args.calls) for shape in shapes])

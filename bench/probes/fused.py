@@ -27,7 +27,7 @@ from numba import cuda, float32, types, uint32
 from numba.cuda import cgutils
 from numba.cuda.extending import intrinsic
 
-from bench.probes import require_gpu, write_results
+from bench.probes import refuse_existing_results, require_gpu, write_results
 from bench.timing import DelaySampler, time_batches, time_single
 from numba_softmax.kernels.fused_row import fused_kernel_for
 from numba_softmax.kernels.vector_io import load_quad, store_quad
@@ -37,6 +37,8 @@ from numba_softmax.numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, QUAD
                                     block_reduce_max, block_reduce_sum, f32_add, f32_div, f32_exp,
                                     f32_max, f32_sub, warp_reduce_max, warp_reduce_sum)
 
+#: What the probe writes under --out (never over an existing file).
+RESULTS_FILE = "fused_probe.json"
 
 
 # ---- the block reduction before the lean one (run-time warp count, int64 lane math) ----
@@ -591,6 +593,7 @@ def main(argv=None):
     parser.add_argument("--no-pipelined", action="store_true", help="skip the pipelined row candidates")
     parser.add_argument("--reference-build", default=None, help="nvcc cubins dir (built here when absent)")
     args = parser.parse_args(argv)
+    refuse_existing_results(parser, args.out, RESULTS_FILE)
     require_gpu(parser)
     stream = Stream()
     sampler = DelaySampler()
@@ -667,5 +670,5 @@ def main(argv=None):
             same = np.array_equal(y_shipped, ys[0].copy_to_host())
             results.append({"shape": text, "variant": name, "bitwise_equal_to_shipped": same})
             print(f"{text:>11} {name} == shipped bitwise: {same}")
-    write_results(args.out, "fused_probe.json", results)
+    write_results(args.out, RESULTS_FILE, results)
 

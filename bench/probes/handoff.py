@@ -27,7 +27,7 @@ import statistics
 import numpy as np
 from numba import cuda, int32, int64
 
-from bench.probes import require_gpu, write_results
+from bench.probes import refuse_existing_results, require_gpu, write_results
 from numba_softmax.kernels.ordering import (fence_acq_rel_gpu, globaltimer, load_acquire_gpu, load_relaxed_gpu,
                                             smid, store_relaxed_gpu)
 
@@ -35,6 +35,9 @@ from numba_softmax.kernels.ordering import (fence_acq_rel_gpu, globaltimer, load
 LINE = 32
 #: Polls before a side gives up (a probe bug must not hang the GPU): far above any real wait.
 MAX_POLLS = 1 << 24
+
+#: What the probe writes under --out (never over an existing file).
+RESULTS_FILE = "handoff_probe.json"
 
 
 @cuda.jit(device=True)
@@ -161,8 +164,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.rounds < 10 or args.contenders < 1:
         parser.error("--rounds must be >= 10 and --contenders >= 1")
+    refuse_existing_results(parser, args.out, RESULTS_FILE)
     require_gpu(parser)
     results = measure(args.rounds, args.contenders)
     for name, values in results.items():
         print(name, json.dumps(values))
-    write_results(args.out, "handoff_probe.json", results)
+    write_results(args.out, RESULTS_FILE, results)

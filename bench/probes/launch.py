@@ -32,12 +32,15 @@ import time
 import numpy as np
 from numba import cuda
 
-from bench.probes import require_gpu, write_results
+from bench.probes import refuse_existing_results, require_gpu, write_results
 from numba_softmax.launch.driver import Event, Invocation, Stream, cu
 from numba_softmax.launch.graphs import CapturedGraph
 from numba_softmax.launch_spec import KernelLaunch
 
 BATCH = 32
+
+#: What the probe writes under --out (never over an existing file).
+RESULTS_FILE = "launch_probe.json"
 
 
 @cuda.jit
@@ -134,6 +137,7 @@ def main(argv=None):
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
+    refuse_existing_results(parser, args.out, RESULTS_FILE)
     require_gpu(parser)
     stream = Stream()
     invocation = Invocation.from_launches("empty", [KernelLaunch("empty", empty_kernel, (1,), (32,), ())])
@@ -151,5 +155,5 @@ def main(argv=None):
     for name, values in results.items():
         print(name, json.dumps(values if isinstance(values, str) else
                                {k: round(v, 3) if isinstance(v, float) else v for k, v in values.items()}))
-    write_results(args.out, "launch_probe.json", results)
+    write_results(args.out, RESULTS_FILE, results)
 

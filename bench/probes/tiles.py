@@ -30,13 +30,17 @@ import argparse
 
 import numpy as np
 
-from bench.probes import other_tree_module, require_gpu, write_results
+from bench.probes import other_tree_module, refuse_existing_results, require_gpu, write_results
 from bench.timing import time_batches
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.launch.driver import Invocation, Stream, check
 from numba_softmax.kernels.persistent import completion_wait_kernel, register_capped_kernel
 from numba_softmax.tiled import (SCHEDULERS, TiledBuffers, build_layout, floor_launches, tiled_launches,
                                  worker_plan)
+
+#: What the probe writes under --out (never over an existing file).
+RESULTS_FILE = "tiles_probe.json"
+
 
 def enqueue_of(invocation):
     return lambda stream, _: invocation.enqueue(stream)
@@ -146,10 +150,11 @@ def main(argv=None):
     unknown = [name for name in args.cases.split(",") if name not in by_name]
     if unknown:
         parser.error(f"unknown cases {unknown}; expected some of {sorted(by_name)}")
+    refuse_existing_results(parser, args.out, RESULTS_FILE)
     require_gpu(parser)
     stream = Stream()
     results = []
     for name in args.cases.split(","):
         results.extend(probe_case(by_name[name], stream, caps, args.compare_tree))
-    write_results(args.out, "tiles_probe.json", results)
+    write_results(args.out, RESULTS_FILE, results)
 

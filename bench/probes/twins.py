@@ -21,7 +21,7 @@ import argparse
 import numpy as np
 from numba import cuda
 
-from bench.probes import other_tree_module, require_gpu, write_results
+from bench.probes import other_tree_module, refuse_existing_results, require_gpu, write_results
 from bench.timing import DelaySampler, time_batches, time_single
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.kernels.row_stages import stages_launches
@@ -29,6 +29,9 @@ from numba_softmax.launch.driver import Invocation, Stream
 from numba_softmax.peers.nvcc_twins import (IMAGES, ReferenceLibrary, reference_invocation, reference_separate_launches,
                                             reference_stages_launches)
 from numba_softmax.tiled import TiledBuffers, build_layout, tiled_launches
+
+#: What the probe writes under --out (never over an existing file).
+RESULTS_FILE = "twins_probe.json"
 
 
 def _timed(stream, sampler, invocations):
@@ -157,6 +160,7 @@ def main(argv=None):
         parts = s.split("x")
         if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
             parser.error(f"--shapes: {s!r} is not ROWSxCOLS with positive integers")
+    refuse_existing_results(parser, args.out, RESULTS_FILE)
     require_gpu(parser)
     from bench import reference_build
     try:
@@ -177,5 +181,5 @@ def main(argv=None):
         probe_stages(text, libraries, stream, sampler, results, other)
     for name in cases:
         probe_separate(name, libraries, stream, sampler, results, other)
-    write_results(args.out, "twins_probe.json", results)
+    write_results(args.out, RESULTS_FILE, results)
     return 0 if all(r.get("equal", True) for r in results) else 1

@@ -94,3 +94,25 @@ def test_a_probe_refuses_the_simulator(capsys, monkeypatch):
         probe.main(["launch"])
     assert exit_.value.code == 2
     assert "NUMBA_ENABLE_CUDASIM=1 selects the simulator" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", sorted(probe.PROBES))
+def test_a_probe_never_writes_over_results_it_did_not_create(tmp_path, capsys, monkeypatch, name):
+    # The check comes once the options are read, before the GPU check and before anything runs, so a long probe
+    # cannot end by overwriting evidence; the file is untouched.
+    import importlib
+
+    import bench.environment
+    from bench.probes import write_results
+
+    module = importlib.import_module(probe.PROBES[name][0])
+    existing = tmp_path / module.RESULTS_FILE
+    existing.write_text("committed evidence")
+    monkeypatch.setattr(bench.environment, "gpu_present", lambda: True)
+    with pytest.raises(SystemExit) as exit_:
+        probe.main([name, "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert f"{module.RESULTS_FILE} is already there" in capsys.readouterr().err
+    with pytest.raises(FileExistsError):
+        write_results(str(tmp_path), module.RESULTS_FILE, [])
+    assert existing.read_text() == "committed evidence"
