@@ -4,7 +4,7 @@ Runs without a GPU. For every Numba kernel with an nvcc twin
 (:data:`numba_softmax.peers.nvcc_twins.REFERENCE_KERNELS`):
 
 * Numba side: the kernel's sm_90 PTX (:func:`numba_softmax.ptx.kernel_ptx`, as ``bench ptx``
-  gets it) assembled by ptxas (``-c``, ``-v``) into a cubin of its own;
+  gets it) assembled by ptxas (``-v``, whole-program, as the driver builds it) into a cubin of its own;
 * nvcc side: the twin's entry in ``reference_cu/build/<module>.cubin``
   (:func:`bench.reference_build.ensure_built`: built by nvcc with the project's policy flags);
 * both disassembled by nvdisasm (``nvdisasm -c``; the ``nvidia-cuda-nvdisasm`` wheel of the
@@ -153,16 +153,12 @@ def disassemble(cubin_path, nvdisasm):
 
 
 def assemble(ptx, out_cubin, ptxas, arch=ARCH):
-    """ptxas -c -v: PTX -> relocatable cubin; returns the ``ptxas -v`` resources of its one entry."""
+    """ptxas -v: PTX -> cubin, whole-program as the driver builds it (:func:`numba_softmax.ptx.run_ptxas`);
+    returns the ``ptxas -v`` resources of its one entry."""
     from bench.reference_build import parse_ptxas_verbose
+    from numba_softmax.ptx import run_ptxas
 
-    with tempfile.TemporaryDirectory() as tmp:
-        source = os.path.join(tmp, "kernel.ptx")
-        with open(source, "w") as handle:
-            handle.write(ptx)
-        # -c: relocatable (a kernel may call into libcudadevrt, linked only at load time).
-        proc = subprocess.run([ptxas, "-v", "-c", f"-arch={arch}", source, "-o", str(out_cubin)],
-                              capture_output=True, text=True, check=False)
+    proc = run_ptxas(ptx, out_cubin, ptxas, arch)
     if proc.returncode != 0:
         raise RuntimeError(f"ptxas failed:\n{proc.stdout}{proc.stderr}")
     resources = parse_ptxas_verbose(proc.stdout + proc.stderr)

@@ -167,20 +167,27 @@ _PTXAS_USED = re.compile(r"Used (\d+) registers")
 _PTXAS_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
+def run_ptxas(ptx, out_path, ptxas, arch="sm_90"):
+    """``ptxas -v`` on one kernel's PTX into the cubin ``out_path``; returns the finished process.
+
+    Whole-program, as the driver compiles a kernel's one PTX module when Numba loads it: in relocatable
+    mode (``-c``) ptxas allocates differently (the persistent kernel had no spill with ``-c`` where the
+    driver's build made local-memory stores, which a whole-program build shows; PERFORMANCE.md)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source = os.path.join(tmp, "kernel.ptx")
+        with open(source, "w") as handle:
+            handle.write(ptx)
+        return subprocess.run([ptxas, "-v", f"-arch={arch}", source, "-o", str(out_path)],
+                              capture_output=True, text=True, check=False)
+
+
 def ptxas_resources(ptx, arch="sm_90"):
     """Registers, stack frame and spills from ``ptxas -v`` (None without ptxas)."""
     ptxas = find_ptxas()
     if ptxas is None:
         return None
     with tempfile.TemporaryDirectory() as tmp:
-        source = os.path.join(tmp, "kernel.ptx")
-        with open(source, "w") as handle:
-            handle.write(ptx)
-        # Whole-program, as the driver compiles a kernel's one PTX module when Numba loads it: in relocatable
-        # mode (-c) ptxas allocates differently (the persistent kernel: no spill with -c where the driver's
-        # build made local-memory stores, which a whole-program build shows; PERFORMANCE.md).
-        proc = subprocess.run([ptxas, "-v", f"-arch={arch}", source, "-o", os.path.join(tmp, "k.o")],
-                              capture_output=True, text=True)
+        proc = run_ptxas(ptx, os.path.join(tmp, "k.cubin"), ptxas, arch)
     text = proc.stdout + proc.stderr
     if proc.returncode != 0:
         return {"error": text.strip()}
