@@ -74,7 +74,7 @@ def build(out, arch=DEFAULT_ARCH) -> dict:
     from bench.environment import package_versions
     from bench.ptx_report import find_nvdisasm
     from numba_softmax.launch.prebuilt import MANIFEST_NAME, source_digest
-    from numba_softmax.ptx import find_ptxas, kernel_ptx
+    from numba_softmax.ptx import find_ptxas, kernel_ptx, run_ptxas
 
     match = re.fullmatch(r"sm_(\d+)(\d)", arch)
     if not match:
@@ -93,11 +93,10 @@ def build(out, arch=DEFAULT_ARCH) -> dict:
         entries = _ENTRY.findall(ptx)
         if len(entries) != 1:
             raise RuntimeError(f"{name}: expected one .entry in its PTX, found {entries}")
-        ptx_path = folder.write_text(f"ptx/{name}.ptx", ptx)
+        folder.write_text(f"ptx/{name}.ptx", ptx)
         cubin_path = folder.path_of(f"cubin/{name}.cubin")
         cubin_path.parent.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run([ptxas, f"-arch={arch}", str(ptx_path), "-o", str(cubin_path)],
-                              capture_output=True, text=True, check=False)
+        proc = run_ptxas(ptx, cubin_path, ptxas, arch)
         if proc.returncode != 0:
             raise RuntimeError(f"{name}: ptxas failed:\n{proc.stdout}{proc.stderr}")
         record = {"key": expected_key(dispatcher, signature), "name": name,

@@ -437,19 +437,18 @@ def find_nvdisasm():
 
 
 def sass_counts(ptx, arch="sm_90"):
-    """Static counts of float SASS instructions after ``ptxas -c`` (None without ptxas/nvdisasm)."""
+    """Static counts of float SASS instructions after ptxas (whole-program, :func:`numba_softmax.ptx.run_ptxas`;
+    None without ptxas/nvdisasm)."""
     import subprocess
     import tempfile
 
-    from numba_softmax.ptx import find_ptxas
+    from numba_softmax.ptx import find_ptxas, run_ptxas
     ptxas, nvdisasm = find_ptxas(), find_nvdisasm()
     if ptxas is None or nvdisasm is None:
         return None
     with tempfile.TemporaryDirectory() as tmp:
-        source, cubin = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
-        with open(source, "w") as handle:
-            handle.write(ptx)
-        proc = subprocess.run([ptxas, "-c", f"-arch={arch}", source, "-o", cubin], capture_output=True, text=True)
+        cubin = os.path.join(tmp, "k.cubin")
+        proc = run_ptxas(ptx, cubin, ptxas, arch)
         if proc.returncode != 0:
             return {"error": (proc.stdout + proc.stderr).strip()}
         text = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True).stdout

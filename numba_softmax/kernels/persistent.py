@@ -168,11 +168,10 @@ barriers with no task; the bench times them beside each scheduler.
 from numba import cuda, float32, int32, int64, uint32
 
 from ..launch_spec import KernelLaunch
-from ..queue import (TILES_PER_CLAIM, A_NEXT, A_OVERSHOOT, C_DONE, COUNTER_SLOTS, DEFAULT_MAX_POLLS, ERR_BARRIER_TIMEOUT,
-                     ERR_COMPLETION_TIMEOUT, GRID_BARRIER, BARRIER_GROUP_FIRST, BARRIER_GROUP_MIN, BARRIER_GROUPS,
-                     COUNTER_LINE_WORDS,
-                     ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK,
-                     ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, HEAD_OVERSHOOT)
+from ..queue import (A_NEXT, A_OVERSHOOT, BARRIER_GROUP_FIRST, BARRIER_GROUP_MIN, BARRIER_GROUPS, C_DONE,
+                     COUNTER_LINE_WORDS, COUNTER_SLOTS, DEFAULT_MAX_POLLS, ERR_BARRIER_TIMEOUT, ERR_COMPLETION_TIMEOUT,
+                     ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK, ERROR_WAITED_ON,
+                     ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, GRID_BARRIER, HEAD_OVERSHOOT, TILES_PER_CLAIM)
 from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, PARTIALS_ALIGNMENT, WARP_SIZE, bounded_kernel
 from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, fence_acq_rel_gpu,
                        load_acquire_gpu, load_relaxed_gpu, pause_us, store_relaxed_gpu)
@@ -582,7 +581,9 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     ahead_start, ahead_len = prefetch_next_tile(t, workers, ahead_start, ahead_len, values,
                                                                 tile_start, tile_len, True)
                 following = t + workers
-                next_row = uint32(tile_row[uint32(visit(following, n_tiles, True))]) if following < n_tiles else uint32(0)
+                next_row = uint32(0)
+                if following < n_tiles:
+                    next_row = uint32(tile_row[uint32(visit(following, n_tiles, True))])
                 start = int64(0)
                 if TRACE and tid == 0:
                     start = trace_now()
@@ -723,7 +724,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 # to back with one decision.
                 t = uint32(index)
                 row = uint32(tile_row[t])
-                pair = claim == TILES_PER_CLAIM and t + uint32(1) < uint32(n_tiles) and uint32(tile_row[t + uint32(1)]) == row
+                pair = (claim == TILES_PER_CLAIM and t + uint32(1) < uint32(n_tiles)
+                        and uint32(tile_row[t + uint32(1)]) == row)
                 # Both tiles' loads before either tile's arithmetic (x is in L2 or on its way there):
                 # the second tile's latency overlaps the first's instead of following it.
                 x_first = cuda.local.array(TILE_VALUES, float32)
