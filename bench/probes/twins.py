@@ -72,9 +72,9 @@ def _same(arrays, reference):
 
 
 def _check_twins(label, name, run_numba, twin_invocations, outputs, stream, results):
-    """Run Numba's invocation ``name``, then each of ``twin_invocations`` (display name -> invocation) on
-    NaN-filled outputs and intermediates (an unwritten element must fail), comparing every array bit for
-    bit with Numba's."""
+    """Run Numba's invocation ``name``, then each of ``twin_invocations`` (display name -> invocation: the
+    twins, and the other tree's kernels) on NaN-filled outputs and intermediates (an unwritten element must
+    fail), comparing every array bit for bit with Numba's."""
     run_numba.enqueue(stream)
     stream.synchronize()
     reference = [a.copy_to_host() for a in outputs]
@@ -101,16 +101,14 @@ def probe_stages(text, libraries, stream, sampler, results, other=None):
     numba_sets = [stages_launches(*b) for b in buffers]
     twin_sets = {image: [reference_stages_launches(library, *b) for b in buffers]
                  for image, library in libraries.items()}
-    _check_twins(text, "stages", Invocation.from_launches("stages", numba_sets[0]),
-                 {f"stages-nvcc ({image})": reference_invocation("stages-nvcc", sets[0])
-                  for image, sets in twin_sets.items()},
-                 buffers[0][1:], stream, results)
+    checks = {f"stages-nvcc ({image})": reference_invocation("stages-nvcc", sets[0])
+              for image, sets in twin_sets.items()}
     other_sets = None
     if other is not None:
         other_sets = [other["row_stages"].stages_launches(*b) for b in buffers]
-        _check_twins(text, "stages", Invocation.from_launches("stages", numba_sets[0]),
-                     {"stages (other tree)": Invocation.from_launches("stages-other", other_sets[0])},
-                     buffers[0][1:], stream, results)
+        checks["stages (other tree)"] = Invocation.from_launches("stages-other", other_sets[0])
+    _check_twins(text, "stages", Invocation.from_launches("stages", numba_sets[0]), checks, buffers[0][1:], stream,
+                 results)
     _compare_per_kernel(text, numba_sets, twin_sets, stream, sampler, results, other_sets)
 
 
@@ -123,16 +121,13 @@ def probe_separate(name, libraries, stream, sampler, results, other=None):
     numba = tiled_launches("separate", buffers)
     twins = {image: reference_separate_launches(library, buffers) for image, library in libraries.items()}
     outputs = [getattr(buffers, field) for field in ("out", "tile_max", "tile_sum", "row_max", "row_sum")]
-    _check_twins(name, "separate", Invocation.from_launches("separate", numba),
-                 {f"separate-nvcc ({image})": reference_invocation("separate-nvcc", launches)
-                  for image, launches in twins.items()},
-                 outputs, stream, results)
+    checks = {f"separate-nvcc ({image})": reference_invocation("separate-nvcc", launches)
+              for image, launches in twins.items()}
     other_sets = None
     if other is not None:
         other_sets = [other["tiles"].separate_launches(buffers)]
-        _check_twins(name, "separate", Invocation.from_launches("separate", numba),
-                     {"separate (other tree)": Invocation.from_launches("separate-other", other_sets[0])},
-                     outputs, stream, results)
+        checks["separate (other tree)"] = Invocation.from_launches("separate-other", other_sets[0])
+    _check_twins(name, "separate", Invocation.from_launches("separate", numba), checks, outputs, stream, results)
     _compare_per_kernel(name, [numba], {image: [launches] for image, launches in twins.items()}, stream, sampler,
                         results, other_sets)
 
