@@ -35,14 +35,19 @@ extern "C" __global__ void row_max_stage(const float* x, float* row_max, long lo
     }
 }
 
-extern "C" __global__ void exp_stage(const float* x, const float* row_max, float* exps, long long rows,
-                                     long long cols) {
+__device__ __forceinline__ void exp_element(const float* x, const float* row_max, float* exps, long long rows,
+                                            long long cols) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < rows * cols) {
         const long long row = i / cols;
         const long long col = i - row * cols;
         exps[row * cols + col] = f32_exp(f32_sub(x[row * cols + col], row_max[row]));
     }
+}
+
+extern "C" __global__ void exp_stage(const float* x, const float* row_max, float* exps, long long rows,
+                                     long long cols) {
+    exp_element(x, row_max, exps, rows, cols);
 }
 
 extern "C" __global__ void row_sum_stage(const float* exps, float* row_sum, long long rows, long long cols) {
@@ -64,12 +69,44 @@ extern "C" __global__ void row_sum_stage(const float* exps, float* row_sum, long
     }
 }
 
-extern "C" __global__ void divide_stage(const float* exps, const float* row_sum, float* y, long long rows,
-                                        long long cols) {
+__device__ __forceinline__ void divide_element(const float* exps, const float* row_sum, float* y, long long rows,
+                                               long long cols) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < rows * cols) {
         const long long row = i / cols;
         const long long col = i - row * cols;
         y[row * cols + col] = f32_div(exps[row * cols + col], row_sum[row]);
     }
+}
+
+extern "C" __global__ void divide_stage(const float* exps, const float* row_sum, float* y, long long rows,
+                                        long long cols) {
+    divide_element(exps, row_sum, y, rows, cols);
+}
+
+// ---- the element-wise stages in Numba's argument layout (diagnostic entries) -----------------
+// numba-cuda passes a C-contiguous array as the members of its data model, each its own 8-byte
+// parameter: meminfo, parent, nitems, itemsize, data, shape[ndim], strides[ndim]. A struct of the
+// same members passed by value puts the same bytes at the same parameter offsets, so these entries
+// are the twins' code reading their pointers and sizes where Numba's kernels read them (a 184-byte
+// parameter block, read over four 64-byte lines instead of one): `python -m bench probe twins`
+// times them to show what the layout alone costs. The arguments are the Numba launch's: x (rows,
+// cols), row_max (rows,), exps flat (rows * cols,); exps (rows, cols), row_sum (rows,), y flat.
+template <int NDIM>
+struct NumbaArray {
+    void* meminfo;
+    void* parent;
+    long long nitems;
+    long long itemsize;
+    float* data;
+    long long shape[NDIM];
+    long long strides[NDIM];
+};
+
+extern "C" __global__ void exp_stage_numba_abi(NumbaArray<2> x, NumbaArray<1> row_max, NumbaArray<1> exps) {
+    exp_element(x.data, row_max.data, exps.data, x.shape[0], x.shape[1]);
+}
+
+extern "C" __global__ void divide_stage_numba_abi(NumbaArray<2> exps, NumbaArray<1> row_sum, NumbaArray<1> y) {
+    divide_element(exps.data, row_sum.data, y.data, exps.shape[0], exps.shape[1]);
 }

@@ -13,7 +13,10 @@ enough input sets to exceed L2, as the fused probe does. Before timing, each sid
 once and the twin's outputs and intermediates are compared bit for bit with Numba's (a probe that
 times a twin computing something else would be meaningless). Each twin runs twice: from nvcc's cubin
 (nvcc's ptxas) and from nvcc's PTX compiled by the driver at load time, as Numba's PTX is, so that a
-gap the driver's compiler makes shows apart from one in the PTX the two front ends emit.
+gap the driver's compiler makes shows apart from one in the PTX the two front ends emit. The
+element-wise stages run a third way: the twin's code taking Numba's argument layout
+(``NUMBA_ABI_TWINS``: each array as the members of Numba's data model, read at Numba's parameter
+offsets), which measures what that layout costs apart from the code (docs/numba_vs_nvcc.md).
 """
 
 import argparse
@@ -26,7 +29,8 @@ from bench.timing import DelaySampler, time_batches, time_single
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.kernels.row_stages import stages_launches
 from numba_softmax.launch.driver import Invocation, Stream
-from numba_softmax.peers.nvcc_twins import (IMAGES, ReferenceLibrary, reference_invocation, reference_separate_launches,
+from numba_softmax.peers.nvcc_twins import (IMAGES, NUMBA_ABI_PREFIX, NUMBA_ABI_TWINS, ReferenceLaunch,
+                                            ReferenceLibrary, reference_invocation, reference_separate_launches,
                                             reference_stages_launches)
 from numba_softmax.tiled import TiledBuffers, build_layout, tiled_launches
 
@@ -42,10 +46,11 @@ def _timed(stream, sampler, invocations):
     return stats
 
 
-def _compare_per_kernel(label, numba_sets, twin_sets, stream, sampler, results, other_sets=None):
+def _compare_per_kernel(label, numba_sets, twin_sets, stream, sampler, results, other_sets=None, abi_sets=None):
     """``numba_sets``: per input set, Numba's launch list; ``twin_sets``: image ("cubin", "ptx") -> the
     twins' launch lists for the same sets (same kernels, same order); ``other_sets``: the other tree's
-    Numba launch lists (``--compare-tree``), or None."""
+    Numba launch lists (``--compare-tree``), or None; ``abi_sets``: per input set, kernel name -> the
+    twin's code in Numba's argument layout (``NUMBA_ABI_TWINS``), or None."""
     for k, launch in enumerate(numba_sets[0]):
         name = launch.name
         row = {"case": label, "kernel": name,
@@ -63,6 +68,15 @@ def _compare_per_kernel(label, numba_sets, twin_sets, stream, sampler, results, 
             row[f"single_ratio_{image}"] = row["numba"]["single_median_us"] / twin["single_median_us"]
             line += (f" | nvcc {image} {twin['median_us']:7.2f} / {twin['single_median_us']:7.2f} us, Numba / nvcc "
                      f"{row[f'batched_ratio_{image}']:.3f} / {row[f'single_ratio_{image}']:.3f}")
+        if abi_sets is not None and name in abi_sets[0]:
+            # The same nvcc code reading its arguments where Numba's kernel reads them: what the layout costs.
+            abi = _timed(stream, sampler, [reference_invocation(name, [s[name]]) for s in abi_sets])
+            row["nvcc_cubin_numba_abi"] = abi
+            row["abi_over_twin_batched"] = abi["median_us"] / row["nvcc_cubin"]["median_us"]
+            row["abi_over_twin_single"] = abi["single_median_us"] / row["nvcc_cubin"]["single_median_us"]
+            row["numba_over_abi_single"] = numba["single_median_us"] / abi["single_median_us"]
+            line += (f" | nvcc in Numba's argument layout {abi['median_us']:7.2f} / {abi['single_median_us']:7.2f} us, "
+                     f"layout / twin {row['abi_over_twin_batched']:.3f} / {row['abi_over_twin_single']:.3f}")
         results.append(row)
         print(line + "  (batched / single)", flush=True)
 
@@ -103,13 +117,18 @@ def probe_stages(text, libraries, stream, sampler, results, other=None):
                  for image, library in libraries.items()}
     checks = {f"stages-nvcc ({image})": reference_invocation("stages-nvcc", sets[0])
               for image, sets in twin_sets.items()}
+    abi_sets = [{launch.name: ReferenceLaunch(libraries["cubin"], NUMBA_ABI_PREFIX + launch.name, launch.grid,
+                                              launch.block, launch.args)
+                 for launch in launches if launch.name in NUMBA_ABI_TWINS} for launches in numba_sets]
+    checks["stages-nvcc in Numba's argument layout"] = reference_invocation(
+        "stages-nvcc-abi", [abi_sets[0].get(t.name, t) for t in twin_sets["cubin"][0]])
     other_sets = None
     if other is not None:
         other_sets = [other["row_stages"].stages_launches(*b) for b in buffers]
         checks["stages (other tree)"] = Invocation.from_launches("stages-other", other_sets[0])
     _check_twins(text, "stages", Invocation.from_launches("stages", numba_sets[0]), checks, buffers[0][1:], stream,
                  results)
-    _compare_per_kernel(text, numba_sets, twin_sets, stream, sampler, results, other_sets)
+    _compare_per_kernel(text, numba_sets, twin_sets, stream, sampler, results, other_sets, abi_sets)
 
 
 def probe_separate(name, libraries, stream, sampler, results, other=None):

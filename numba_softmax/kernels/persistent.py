@@ -172,7 +172,7 @@ from ..queue import (A_NEXT, A_OVERSHOOT, BARRIER_GROUP_FIRST, BARRIER_GROUP_MIN
                      COUNTER_LINE_WORDS, COUNTER_SLOTS, DEFAULT_MAX_POLLS, ERR_BARRIER_TIMEOUT, ERR_COMPLETION_TIMEOUT,
                      ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK, ERROR_WAITED_ON,
                      ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, GRID_BARRIER, HEAD_OVERSHOOT, TILES_PER_CLAIM)
-from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, PARTIALS_ALIGNMENT, WARP_SIZE, bounded_kernel
+from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, PARTIALS_ALIGNMENT, WARP_SIZE, bounded_kernel, udiv
 from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, fence_acq_rel_gpu,
                        load_acquire_gpu, load_relaxed_gpu, pause_us, store_relaxed_gpu)
 from .prefetch import prefetch_span_l2
@@ -247,7 +247,7 @@ def publish_tasks(counters, fifo_slots, fifo_ready, capacity, first_task, count,
     tiles). Slots past ``capacity`` (this invocation's entries) are not written; the first one
     is recorded (error 4).
     """
-    entries = int32(uint32(count + step - 1) // uint32(step))  # unsigned: a 32-bit division (grid_barrier says why)
+    entries = int32(udiv(uint32(count + step - 1), uint32(step)))  # one 32-bit division (grid_barrier says why)
     slot = cuda.atomic.add(counters, FIFO_TAIL, entries)
     for k in range(entries):
         if slot + k < capacity:
@@ -335,10 +335,10 @@ def grid_barrier(counters, workers, max_polls, which, fenced):
     b = int32(cuda.blockIdx.x)
     group_size = max(int32(BARRIER_GROUP_MIN), (workers + BARRIER_GROUPS - 1) // BARRIER_GROUPS)
     # Unsigned 32-bit operands: Numba computes ``//`` of int32 values in int64 with a floor fix-up, a
-    # call to a 64-bit division routine on thread 0's path to the barrier; uint32 operands narrow
-    # to one 32-bit unsigned division (the values are non-negative).
-    groups = int32(uint32(workers + group_size - 1) // uint32(group_size))
-    g = int32(uint32(b) // uint32(group_size))
+    # call to a 64-bit division routine on thread 0's path to the barrier; udiv of uint32 values is one
+    # 32-bit unsigned division without the zero-divisor branch (the values are non-negative, group_size >= 1).
+    groups = int32(udiv(uint32(workers + group_size - 1), uint32(group_size)))
+    g = int32(udiv(uint32(b), uint32(group_size)))
     in_group = min(group_size, workers - g * group_size)
     word = BARRIER_GROUP_FIRST + g * COUNTER_LINE_WORDS
     # The top word before this barrier: it cannot flip until this worker's group is complete.

@@ -19,9 +19,9 @@ VECTOR = "float32[::1]"
 KERNELS = {
     **{kernel.py_func.__name__: (kernel, f"void({MATRIX}, {MATRIX})") for kernel in FUSED_KERNELS.values()},
     "row_max_stage": (row_max_stage, f"void({MATRIX}, {VECTOR})"),
-    "exp_stage": (exp_stage, f"void({MATRIX}, {VECTOR}, {MATRIX})"),
+    "exp_stage": (exp_stage, f"void({MATRIX}, {VECTOR}, {VECTOR})"),  # the output flat
     "row_sum_stage": (row_sum_stage, f"void({MATRIX}, {VECTOR})"),
-    "divide_stage": (divide_stage, f"void({MATRIX}, {VECTOR}, {MATRIX})"),
+    "divide_stage": (divide_stage, f"void({MATRIX}, {VECTOR}, {VECTOR})"),
     # Experiment B (tiled softmax); negative-control builds are deliberately NOT registered.
     "tile_summary_kernel": (tile_summary_kernel, TILE_SIGNATURES["tile_summary_kernel"]),
     "row_combine_kernel": (row_combine_kernel, TILE_SIGNATURES["row_combine_kernel"]),

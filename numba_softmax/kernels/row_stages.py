@@ -28,7 +28,11 @@ never which element is read or in what order, so the bits are those of signed in
 (docs/numba_vs_nvcc.md has the SASS counts). The row loops are signed ``while base < cols`` loops,
 as the twin's ``for``: a ``range`` loop carries Numba's iterator state (selects on every step), and
 an unsigned ``while`` loop is unrolled differently by NVVM; this one is unrolled as nvcc unrolls the
-twin's, so the PTX arithmetic stays identical to nvcc's.
+twin's, so the PTX arithmetic stays identical to nvcc's. The element-wise stages write through the
+flat ``(rows * cols,)`` view of their output (the launcher passes it), so the store's address is the
+load's and needs no shape comparison, and find the row with :func:`numba_softmax.numerics.udiv`
+(no zero-divisor branch): their SASS is then the twin's instruction for instruction
+(docs/numba_vs_nvcc.md).
 """
 
 from numba import cuda, float32, int64, uint32, uint64
@@ -36,7 +40,7 @@ from numba import cuda, float32, int64, uint32, uint64
 from ..launch_spec import KernelLaunch
 from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, WARPS_PER_BLOCK,
                         block_reduce_max, block_reduce_sum, f32_add, f32_div,
-                        f32_exp, f32_max, f32_sub)
+                        f32_exp, f32_max, f32_sub, udiv)
 
 
 @cuda.jit(**KERNEL_OPTIONS)
@@ -61,12 +65,13 @@ def row_max_stage(x, row_max):
 def exp_stage(x, row_max, exps):
     i = uint64(uint32(cuda.blockIdx.x)) * uint32(cuda.blockDim.x) + uint32(cuda.threadIdx.x)
     cols = uint64(x.shape[1])
-    # The launcher gave exps x's shape; saying so lets the compiler see that exps[row, col] is
-    # element i too, so the store needs no address of its own (as the twin's exps[i]).
-    if i < uint64(x.shape[0]) * cols and uint64(exps.shape[1]) == cols:
-        row = i // cols
+    # exps is the flat view of the (rows, cols) intermediate: element i, whose address shares
+    # x[row, col]'s (i * 4), with no shape of its own to compare. cols > 0 once i is below the
+    # element count, so udiv needs no zero-divisor branch.
+    if i < uint64(x.shape[0]) * cols:
+        row = udiv(i, cols)
         col = i - row * cols
-        exps[row, col] = f32_exp(f32_sub(x[row, col], row_max[row]))
+        exps[i] = f32_exp(f32_sub(x[row, col], row_max[row]))
 
 
 @cuda.jit(**KERNEL_OPTIONS)
@@ -91,10 +96,10 @@ def row_sum_stage(exps, row_sum):
 def divide_stage(exps, row_sum, y):
     i = uint64(uint32(cuda.blockIdx.x)) * uint32(cuda.blockDim.x) + uint32(cuda.threadIdx.x)
     cols = uint64(exps.shape[1])
-    if i < uint64(exps.shape[0]) * cols and uint64(y.shape[1]) == cols:  # as in exp_stage
-        row = i // cols
+    if i < uint64(exps.shape[0]) * cols:  # y flat, as exps in exp_stage
+        row = udiv(i, cols)
         col = i - row * cols
-        y[row, col] = f32_div(exps[row, col], row_sum[row])
+        y[i] = f32_div(exps[row, col], row_sum[row])
 
 
 def stages_launches(x, y, row_max, exps, row_sum):
@@ -102,9 +107,10 @@ def stages_launches(x, y, row_max, exps, row_sum):
     rows, cols = x.shape
     elementwise_blocks = (rows * cols + BLOCK_THREADS - 1) // BLOCK_THREADS
     block = (BLOCK_THREADS,)
+    flat_exps, flat_y = exps.reshape(rows * cols), y.reshape(rows * cols)  # views: the element-wise outputs
     return [
         KernelLaunch("row_max_stage", row_max_stage, (rows,), block, (x, row_max)),
-        KernelLaunch("exp_stage", exp_stage, (elementwise_blocks,), block, (x, row_max, exps)),
+        KernelLaunch("exp_stage", exp_stage, (elementwise_blocks,), block, (x, row_max, flat_exps)),
         KernelLaunch("row_sum_stage", row_sum_stage, (rows,), block, (exps, row_sum)),
-        KernelLaunch("divide_stage", divide_stage, (elementwise_blocks,), block, (exps, row_sum, y)),
+        KernelLaunch("divide_stage", divide_stage, (elementwise_blocks,), block, (exps, row_sum, flat_y)),
     ]

@@ -110,8 +110,36 @@ REFERENCE_KERNELS = {
         geometry="grid (min(ceil(fifo_capacity/256), 1024),), block (256,)"),
 }
 
+#: Numba kernel name -> its twin's code in Numba's argument layout (each array as the members of
+#: Numba's data model, at Numba's parameter offsets; ``reference_cu/row_stages.cu`` says why): a
+#: diagnostic of ``python -m bench probe twins``, never an experiment variant. The arguments are the
+#: Numba launch's own arrays.
+NUMBA_ABI_TWINS = {
+    "exp_stage": ReferenceKernel("row_stages", "exp_stage_numba_abi",
+                                 (("x", "f32[:,::1]"), ("row_max", "f32[::1]"), ("exps", "f32[::1]")),
+                                 geometry="grid (ceil(rows*cols/256),), block (256,)"),
+    "divide_stage": ReferenceKernel("row_stages", "divide_stage_numba_abi",
+                                    (("exps", "f32[:,::1]"), ("row_sum", "f32[::1]"), ("y", "f32[::1]")),
+                                    geometry="grid (ceil(rows*cols/256),), block (256,)"),
+}
+#: Library keys of the Numba-layout entries (beside the twins' Numba kernel names).
+NUMBA_ABI_PREFIX = "numba-abi:"
+
 _POINTER_DTYPES = {"f32*": np.float32, "i32*": np.int32, "i64*": np.int64}
 _SCALAR_TYPES = {"i32": ctypes.c_int32, "i64": ctypes.c_int64}
+#: Numba's data model of a C-contiguous float32 array, by dimensions: the members its kernels receive.
+_NUMBA_ARRAY_KINDS = {"f32[::1]": 1, "f32[:,::1]": 2}
+
+
+def numba_array_struct(ndim):
+    """ctypes mirror of Numba's array argument: meminfo, parent, nitems, itemsize, data, shape, strides."""
+    return type(f"NumbaArray{ndim}", (ctypes.Structure,), {"_fields_": [
+        ("meminfo", ctypes.c_void_p), ("parent", ctypes.c_void_p), ("nitems", ctypes.c_int64),
+        ("itemsize", ctypes.c_int64), ("data", ctypes.c_void_p), ("shape", ctypes.c_int64 * ndim),
+        ("strides", ctypes.c_int64 * ndim)]})
+
+
+_NUMBA_ARRAY_STRUCTS = {ndim: numba_array_struct(ndim) for ndim in _NUMBA_ARRAY_KINDS.values()}
 
 
 def pack_arguments(kernel, values):
@@ -121,7 +149,9 @@ def pack_arguments(kernel, values):
                         f"({', '.join(n for n, _ in kernel.args)}), got {len(values)}")
     packed = []
     for (name, kind), value in zip(kernel.args, values, strict=True):
-        if kind in _POINTER_DTYPES:
+        if kind in _NUMBA_ARRAY_KINDS:
+            packed.append(_pack_numba_array(kernel, name, kind, value))
+        elif kind in _POINTER_DTYPES:
             iface = getattr(value, "__cuda_array_interface__", None)
             if iface is None:
                 raise TypeError(f"{kernel.entry}: argument {name} must be a device array, got {type(value)}")
@@ -142,6 +172,30 @@ def pack_arguments(kernel, values):
         else:
             packed.append(_SCALAR_TYPES[kind](int(value)))
     return packed
+
+
+def _pack_numba_array(kernel, name, kind, value):
+    iface = getattr(value, "__cuda_array_interface__", None)
+    ndim = _NUMBA_ARRAY_KINDS[kind]
+    if iface is None or np.dtype(iface["typestr"]) != np.dtype(np.float32) or len(iface["shape"]) != ndim:
+        raise TypeError(f"{kernel.entry}: argument {name} must be a {ndim}-D float32 device array, got "
+                        f"{getattr(value, 'shape', type(value))}")
+    shape = tuple(iface["shape"])
+    strides = tuple(int(4 * np.prod(shape[k + 1:], dtype=np.int64)) for k in range(ndim))
+    if iface.get("strides") is not None and tuple(iface["strides"]) != strides:
+        raise TypeError(f"{kernel.entry}: argument {name} must be C-contiguous")
+    struct = _NUMBA_ARRAY_STRUCTS[ndim]()
+    struct.nitems, struct.itemsize, struct.data = int(np.prod(shape, dtype=np.int64)), 4, iface["data"][0]
+    struct.shape[:] = shape
+    struct.strides[:] = strides
+    return struct
+
+
+def reference_spec(name):
+    """The table entry of a library key: a Numba kernel name (its twin) or ``NUMBA_ABI_PREFIX + name``."""
+    if name.startswith(NUMBA_ABI_PREFIX):
+        return NUMBA_ABI_TWINS[name[len(NUMBA_ABI_PREFIX):]]
+    return REFERENCE_KERNELS[name]
 
 
 #: What a :class:`ReferenceLibrary` loads: nvcc's cubins (compiled by nvcc's own ptxas), or nvcc's PTX,
@@ -175,7 +229,8 @@ class ReferenceLibrary:
             self._modules[module] = check(cu.cuModuleLoadData(data))
         #: Table entries this build does not contain (e.g. the fused width builds of a QUAD=1 build).
         self.missing = []
-        for name, kernel in REFERENCE_KERNELS.items():
+        entries = {**REFERENCE_KERNELS, **{NUMBA_ABI_PREFIX + n: k for n, k in NUMBA_ABI_TWINS.items()}}
+        for name, kernel in entries.items():
             err, function = cu.cuModuleGetFunction(self._modules[kernel.module], kernel.entry.encode())
             if err == cu.CUresult.CUDA_ERROR_NOT_FOUND:
                 self.missing.append(name)
@@ -199,11 +254,11 @@ class ReferenceLibrary:
         attr = cu.CUfunction_attribute
         fn = self._functions[name]
         return {
-            "entry": REFERENCE_KERNELS[name].entry,
+            "entry": reference_spec(name).entry,
             "registers_per_thread": check(cu.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_NUM_REGS, fn)),
             "local_bytes_per_thread": check(cu.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn)),
             "static_shared_bytes": check(cu.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn)),
-            "cooperative": REFERENCE_KERNELS[name].cooperative,
+            "cooperative": reference_spec(name).cooperative,
         }
 
     def active_blocks_per_sm(self, name, block_threads, dynamic_shared_bytes=0):
@@ -231,7 +286,7 @@ class _KernelInfo:
 
     def __init__(self, library, name):
         self._library, self._name = library, name
-        self.cooperative = REFERENCE_KERNELS[name].cooperative
+        self.cooperative = reference_spec(name).cooperative
 
     def resources(self):
         return dict(self._library.attributes(self._name), source="nvcc reference")
@@ -249,7 +304,7 @@ class ReferenceLaunch:
         from cuda.bindings import driver as cu
 
         self.name = name
-        self.spec = REFERENCE_KERNELS[name]
+        self.spec = reference_spec(name)
         self.cooperative = self.spec.cooperative  # read by Invocation.kernel_resources, like PreparedLaunch's
         self.function = library.function(name)
         self.kernel = _KernelInfo(library, name)
@@ -410,7 +465,8 @@ def reference_tiled_launches(library, scheduler, buffers, workers=None, max_poll
     raise ValueError(f"unknown scheduler {scheduler!r}")
 
 
-__all__ = ["REFERENCE_KERNELS", "ReferenceKernel", "ReferenceLibrary", "ReferenceLaunch", "pack_arguments",
+__all__ = ["REFERENCE_KERNELS", "NUMBA_ABI_TWINS", "NUMBA_ABI_PREFIX", "reference_spec", "ReferenceKernel",
+           "ReferenceLibrary", "ReferenceLaunch", "pack_arguments",
            "reference_invocation", "reference_stages_launches", "reference_fused_launches",
            "reference_separate_launches", "reference_phased_launches", "reference_dag_launches",
            "reference_init_queue_launch", "reference_tiled_launches", "reference_worker_count",

@@ -328,6 +328,55 @@ def test_argument_table_matches_every_entrys_parameters(reference_build_dir):
     assert found >= 10
 
 
+@needs_reference
+def test_numba_layout_entries_read_where_numbas_kernels_read(reference_build_dir):
+    """NUMBA_ABI_TWINS: the same parameter block size as Numba's kernel, and the same byte offsets read."""
+    import re
+
+    from bench.reference_build import ensure_built
+    from numba_softmax.kernels.registry import KERNELS
+    from numba_softmax.peers.nvcc_twins import NUMBA_ABI_TWINS
+    from numba_softmax.ptx import kernel_ptx
+    build = ensure_built(reference_build_dir)
+    assert set(NUMBA_ABI_TWINS) == {"exp_stage", "divide_stage"}
+    for name, ref in NUMBA_ABI_TWINS.items():
+        numba = kernel_ptx(*KERNELS[name])
+        numba_entry = numba[numba.index(".entry"):]
+        numba_header = numba_entry[:numba_entry.index(")")]
+        numba_bytes = 8 * len(re.findall(r"\.param\s+\.u64", numba_header))
+        numba_read = {8 * int(i) for i in re.findall(r"ld\.param\.u64\s+%rd\d+,\s*\[\w+_param_(\d+)\]", numba_entry)}
+        with open(build.ptx[ref.module]) as handle:
+            twin = extract_entry(handle.read(), ref.entry)
+        sizes = [int(n) for n in re.findall(r"\.param\s+\.align\s+8\s+\.b8\s+\w+\[(\d+)\]", twin[:twin.index(")")])]
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        twin_read = {int(starts[int(j)]) + int(off or 0)
+                     for j, off in re.findall(r"ld\.param\.u64\s+%rd\d+,\s*\[\w+_param_(\d+)(?:\+(\d+))?\]", twin)}
+        assert sum(sizes) == numba_bytes, (name, sizes, numba_bytes)
+        assert twin_read == numba_read, (name, sorted(twin_read), sorted(numba_read))
+
+
+def test_numba_layout_arguments_are_packed_as_numbas_data_model():
+    from numba_softmax.peers.nvcc_twins import NUMBA_ABI_TWINS, pack_arguments
+    spec = NUMBA_ABI_TWINS["exp_stage"]
+    x = _FakeDeviceArray(np.float32, (4, 8), ptr=0x1000)
+    m = _FakeDeviceArray(np.float32, (4,), ptr=0x2000)
+    e = _FakeDeviceArray(np.float32, (32,), ptr=0x3000)
+    packed_x, packed_m, packed_e = pack_arguments(spec, (x, m, e))
+    assert ctypes_sizes(packed_x, packed_m, packed_e) == (72, 56, 56)
+    assert (packed_x.nitems, packed_x.itemsize, packed_x.data) == (32, 4, 0x1000)
+    assert (tuple(packed_x.shape), tuple(packed_x.strides)) == ((4, 8), (32, 4))
+    assert (packed_e.data, tuple(packed_e.shape), tuple(packed_e.strides)) == (0x3000, (32,), (4,))
+    with pytest.raises(TypeError, match="must be a 1-D float32 device array"):
+        pack_arguments(spec, (x, m, _FakeDeviceArray(np.float32, (4, 8))))
+    with pytest.raises(TypeError, match="C-contiguous"):
+        pack_arguments(spec, (_FakeDeviceArray(np.float32, (4, 8), strides=(4, 16)), m, e))
+
+
+def ctypes_sizes(*values):
+    import ctypes
+    return tuple(ctypes.sizeof(v) for v in values)
+
+
 class _FakeDeviceArray:
     def __init__(self, dtype, shape, strides=None, ptr=0x1000):
         self.__cuda_array_interface__ = {"typestr": np.dtype(dtype).str, "shape": shape, "strides": strides,

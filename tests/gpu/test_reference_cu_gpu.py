@@ -103,6 +103,36 @@ def _fused_builds(cols):
     return builds
 
 
+@pytest.mark.parametrize("shape", EXPERIMENT_A_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_entries_in_numbas_argument_layout_give_numbas_bits(reference, stream, shape):
+    """The diagnostic entries (NUMBA_ABI_TWINS), launched with the Numba launches' own arrays, write
+    what Numba's element-wise stages write."""
+    from numba import cuda
+
+    from numba_softmax.kernels.row_stages import stages_launches
+    from numba_softmax.launch.driver import Invocation
+    from numba_softmax.peers.nvcc_twins import NUMBA_ABI_PREFIX, NUMBA_ABI_TWINS, ReferenceLaunch
+
+    x = matrix_fixture(FIXTURE_FAMILIES[0], shape)
+    d_x = cuda.to_device(x, stream=stream.numba)
+    ours, theirs = _matrix_buffers(shape, NVCC_NAN, stream), _matrix_buffers(shape, NUMBA_NAN, stream)
+    Invocation.from_launches("stages", stages_launches(d_x, theirs["y"], theirs["row_max"], theirs["exps"],
+                                                       theirs["row_sum"])).enqueue(stream)
+    launches = stages_launches(d_x, ours["y"], ours["row_max"], ours["exps"], ours["row_sum"])
+    mixed = [ReferenceLaunch(reference, NUMBA_ABI_PREFIX + launch.name, launch.grid, launch.block, launch.args)
+             if launch.name in NUMBA_ABI_TWINS else launch for launch in launches]
+    assert sum(isinstance(launch, ReferenceLaunch) for launch in mixed) == 2
+    for launch in mixed:
+        if isinstance(launch, ReferenceLaunch):
+            launch.enqueue(stream)
+        else:
+            Invocation.from_launches(launch.name, [launch]).enqueue(stream)
+    stream.synchronize()
+    for key in ("exps", "y"):
+        assert_bitwise(f"{key} in Numba's argument layout {shape}", ours[key].copy_to_host(),
+                       theirs[key].copy_to_host())
+
+
 @pytest.mark.parametrize("family", FIXTURE_FAMILIES)
 @pytest.mark.parametrize("shape", EXPERIMENT_A_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_stages_and_fused_are_bitwise_equal_to_numba(reference, stream, shape, family):
