@@ -31,7 +31,7 @@ BUILD_DIR = os.path.join(REFERENCE_DIR, "build")
 #: Translation units, one per Numba kernel module (numba_softmax/kernels/<module>.py).
 MODULES = ("row_stages", "fused_row", "tiles", "persistent")
 #: Headers every module may include (part of the staleness hash).
-HEADERS = ("numerics.cuh", "tiles.cuh", "ordering.cuh", "prefetch.cuh")
+HEADERS = ("numerics.cuh", "tiles.cuh", "ordering.cuh", "prefetch.cuh", "numba_abi.cuh")
 
 ARCH = "sm_90"
 #: The protocol's compiler policy, spelled out: no FMA contraction, no fast math, IEEE

@@ -20,7 +20,9 @@ Two more ways of looking at one submit, used by ``python -m bench perf`` and the
 * :class:`DelaySampler` -- device time of ONE invocation, queued behind a delay kernel that
   keeps the GPU busy while the host enqueues (so host overhead stays out of the interval),
   each sample checked for starvation (:func:`is_starved`);
-* :func:`time_batches` -- device time per call of a batch of calls between two events.
+* :func:`time_batches` -- device time per call of a batch of calls between two events;
+* :func:`time_graph` -- the same batch captured once as a CUDA graph and replayed (the
+  experiments' graph mode: no host launch path between the calls).
 
 The experiments' functions compile, allocate, copy, capture and validate nothing; the delay
 kernel is compiled on first use.
@@ -242,3 +244,26 @@ def time_batches(stream, enqueue, batch=PROBE_BATCH, reps=PROBE_REPS):
         end.synchronize()
         samples.append(end.elapsed_us_since(start) / batch)
     return _spread(samples)
+
+
+def time_graph(stream, enqueue, batch=PROBE_BATCH, reps=PROBE_REPS):
+    """Median / p10 / p90 device time per call of ``enqueue(stream, i)``, ``batch`` calls captured
+    once as one CUDA graph, replayed ``reps`` times between two CUDA events."""
+    from numba_softmax.launch.driver import Event, Invocation
+    from numba_softmax.launch.graphs import CapturedGraph
+    calls = Invocation("graph batch", [lambda st, i=i: enqueue(st, i) for i in range(batch)])
+    graph = CapturedGraph(calls, stream)
+    start, end = Event(), Event()
+    try:
+        graph.launch(stream)
+        stream.synchronize()
+        samples = []
+        for _ in range(reps):
+            start.record(stream)
+            graph.launch(stream)
+            end.record(stream)
+            end.synchronize()
+            samples.append(end.elapsed_us_since(start) / batch)
+    finally:
+        graph.close()
+    return _spread(samples, "graph_")

@@ -14,6 +14,7 @@
 // In the two row reductions thread t folds the columns it owns (numerics.cuh's ownership
 // rule) in increasing order, then the block reduction combines: the same order as the fused
 // kernel, so the two paths give identical bits.
+#include "numba_abi.cuh"
 #include "numerics.cuh"
 
 extern "C" __global__ void row_max_stage(const float* x, float* row_max, long long rows, long long cols) {
@@ -84,29 +85,15 @@ extern "C" __global__ void divide_stage(const float* exps, const float* row_sum,
     divide_element(exps, row_sum, y, rows, cols);
 }
 
-// ---- the element-wise stages in Numba's argument layout (diagnostic entries) -----------------
-// numba-cuda passes a C-contiguous array as the members of its data model, each its own 8-byte
-// parameter: meminfo, parent, nitems, itemsize, data, shape[ndim], strides[ndim]. A struct of the
-// same members passed by value puts the same bytes at the same parameter offsets, so these entries
-// are the twins' code reading their pointers and sizes where Numba's kernels read them (a 184-byte
-// parameter block, read over four 64-byte lines instead of one): `python -m bench probe twins`
-// times them to show what the layout alone costs. The arguments are the Numba launch's: x (rows,
-// cols), row_max (rows,), exps flat (rows * cols,); exps (rows, cols), row_sum (rows,), y flat.
-template <int NDIM>
-struct NumbaArray {
-    void* meminfo;
-    void* parent;
-    long long nitems;
-    long long itemsize;
-    float* data;
-    long long shape[NDIM];
-    long long strides[NDIM];
-};
-
-extern "C" __global__ void exp_stage_numba_abi(NumbaArray<2> x, NumbaArray<1> row_max, NumbaArray<1> exps) {
+// ---- the element-wise stages in Numba's argument layout (numba_abi.cuh says why) -------------
+// The arguments are the Numba launch's: x (rows, cols), row_max (rows,), exps flat (rows * cols,);
+// exps (rows, cols), row_sum (rows,), y flat.
+extern "C" __global__ void exp_stage_numba_abi(NumbaArray<float, 2> x, NumbaVector<float> row_max,
+                                               NumbaVector<float> exps) {
     exp_element(x.data, row_max.data, exps.data, x.shape[0], x.shape[1]);
 }
 
-extern "C" __global__ void divide_stage_numba_abi(NumbaArray<2> exps, NumbaArray<1> row_sum, NumbaArray<1> y) {
+extern "C" __global__ void divide_stage_numba_abi(NumbaArray<float, 2> exps, NumbaVector<float> row_sum,
+                                                  NumbaVector<float> y) {
     divide_element(exps.data, row_sum.data, y.data, exps.shape[0], exps.shape[1]);
 }

@@ -7,14 +7,16 @@ same process.
 
 The experiments' ``--twins`` tables give the Numba / nvcc ratio of a whole invocation (four stage
 kernels, or three tile kernels); this probe splits it per kernel. Per kernel and side: batched (the
-launch back to back, a throughput) and single (one launch behind a delay kernel, the latency a graph
-round sees), median and p10 / p90, and the ratio of the medians. Experiment A shapes rotate over
+launch back to back, a throughput), single (one launch behind a delay kernel, the latency a graph
+round sees) and graph (the batch captured once as a CUDA graph and replayed: no host launch path
+between the launches, as in the experiments' graph mode), median and p10 / p90, and the ratio of the
+medians. Experiment A shapes rotate over
 enough input sets to exceed L2, as the fused probe does. Before timing, each side's invocation runs
 once and the twin's outputs and intermediates are compared bit for bit with Numba's (a probe that
 times a twin computing something else would be meaningless). Each twin runs twice: from nvcc's cubin
 (nvcc's ptxas) and from nvcc's PTX compiled by the driver at load time, as Numba's PTX is, so that a
 gap the driver's compiler makes shows apart from one in the PTX the two front ends emit. The
-element-wise stages run a third way: the twin's code taking Numba's argument layout
+element-wise stages and the tile kernels run a third way: the twin's code taking Numba's argument layout
 (``NUMBA_ABI_TWINS``: each array as the members of Numba's data model, read at Numba's parameter
 offsets), which measures what that layout costs apart from the code (docs/numba_vs_nvcc.md).
 """
@@ -25,7 +27,7 @@ import numpy as np
 from numba import cuda
 
 from bench.probes import other_tree_module, refuse_existing_results, require_gpu, write_results
-from bench.timing import DelaySampler, time_batches, time_single
+from bench.timing import DelaySampler, time_batches, time_graph, time_single
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.kernels.row_stages import stages_launches
 from numba_softmax.launch.driver import Invocation, Stream
@@ -38,11 +40,20 @@ from numba_softmax.tiled import TiledBuffers, build_layout, tiled_launches
 RESULTS_FILE = "twins_probe.json"
 
 
+#: Timing modes of each kernel: (name, median key of :func:`_timed`'s stats).
+MODES = (("batched", "median_us"), ("single", "single_median_us"), ("graph", "graph_median_us"))
+
+
+def _three(stats):
+    return " / ".join(f"{stats[key]:7.2f}" for _, key in MODES)
+
+
 def _timed(stream, sampler, invocations):
     def enqueue(st, i):
         invocations[i % len(invocations)].enqueue(st)
     stats = time_batches(stream, enqueue)
     stats.update(time_single(sampler, enqueue))
+    stats.update(time_graph(stream, enqueue))
     return stats
 
 
@@ -56,29 +67,29 @@ def _compare_per_kernel(label, numba_sets, twin_sets, stream, sampler, results, 
         row = {"case": label, "kernel": name,
                "numba": _timed(stream, sampler, [Invocation.from_launches(name, [s[k]]) for s in numba_sets])}
         numba = row["numba"]
-        line = f"{label:>14} {name:<22} Numba {numba['median_us']:7.2f} / {numba['single_median_us']:7.2f}"
+        line = f"{label:>14} {name:<22} Numba {_three(numba)}"
         if other_sets is not None:
             other = _timed(stream, sampler, [Invocation.from_launches(name, [s[k]]) for s in other_sets])
             row["numba_other_tree"] = other
-            line += f" | other tree {other['median_us']:7.2f} / {other['single_median_us']:7.2f}"
+            line += f" | other tree {_three(other)}"
         for image, sets in twin_sets.items():
             twin = _timed(stream, sampler, [reference_invocation(name, [s[k]]) for s in sets])
             row[f"nvcc_{image}"] = twin
-            row[f"batched_ratio_{image}"] = row["numba"]["median_us"] / twin["median_us"]
-            row[f"single_ratio_{image}"] = row["numba"]["single_median_us"] / twin["single_median_us"]
-            line += (f" | nvcc {image} {twin['median_us']:7.2f} / {twin['single_median_us']:7.2f} us, Numba / nvcc "
-                     f"{row[f'batched_ratio_{image}']:.3f} / {row[f'single_ratio_{image}']:.3f}")
+            for mode, key in MODES:
+                row[f"{mode}_ratio_{image}"] = numba[key] / twin[key]
+            line += (f" | nvcc {image} {_three(twin)} us, Numba / nvcc "
+                     + " / ".join(f"{row[f'{mode}_ratio_{image}']:.3f}" for mode, _ in MODES))
         if abi_sets is not None and name in abi_sets[0]:
             # The same nvcc code reading its arguments where Numba's kernel reads them: what the layout costs.
             abi = _timed(stream, sampler, [reference_invocation(name, [s[name]]) for s in abi_sets])
             row["nvcc_cubin_numba_abi"] = abi
-            row["abi_over_twin_batched"] = abi["median_us"] / row["nvcc_cubin"]["median_us"]
-            row["abi_over_twin_single"] = abi["single_median_us"] / row["nvcc_cubin"]["single_median_us"]
-            row["numba_over_abi_single"] = numba["single_median_us"] / abi["single_median_us"]
-            line += (f" | nvcc in Numba's argument layout {abi['median_us']:7.2f} / {abi['single_median_us']:7.2f} us, "
-                     f"layout / twin {row['abi_over_twin_batched']:.3f} / {row['abi_over_twin_single']:.3f}")
+            for mode, key in MODES:
+                row[f"{mode}_abi_over_twin"] = abi[key] / row["nvcc_cubin"][key]
+                row[f"{mode}_numba_over_abi"] = numba[key] / abi[key]
+            line += (f" | nvcc in Numba's argument layout {_three(abi)} us, layout / twin "
+                     + " / ".join(f"{row[f'{mode}_abi_over_twin']:.3f}" for mode, _ in MODES))
         results.append(row)
-        print(line + "  (batched / single)", flush=True)
+        print(line + "  (batched / single / graph)", flush=True)
 
 
 def _same(arrays, reference):
@@ -102,6 +113,18 @@ def _check_twins(label, name, run_numba, twin_invocations, outputs, stream, resu
         print(f"{label:>14} {twin} == {name} bitwise (output and intermediates): {same}", flush=True)
 
 
+def _numba_layout_sets(library, numba_sets, twins, variant, checks):
+    """Per input set, kernel name -> the twin's code in Numba's argument layout, launched with the Numba
+    launch's own arrays (``NUMBA_ABI_TWINS``); adds the invocation with those entries in place of the
+    twins' (``twins``: the first set's twin launches) to the bitwise ``checks``."""
+    sets = [{launch.name: ReferenceLaunch(library, NUMBA_ABI_PREFIX + launch.name, launch.grid, launch.block,
+                                          launch.args)
+             for launch in launches if launch.name in NUMBA_ABI_TWINS} for launches in numba_sets]
+    checks[f"{variant}-nvcc in Numba's argument layout"] = reference_invocation(
+        f"{variant}-nvcc-abi", [sets[0].get(t.name, t) for t in twins])
+    return sets
+
+
 def probe_stages(text, libraries, stream, sampler, results, other=None):
     rows, cols = (int(v) for v in text.split("x"))
     nbytes = rows * cols * 4
@@ -117,11 +140,7 @@ def probe_stages(text, libraries, stream, sampler, results, other=None):
                  for image, library in libraries.items()}
     checks = {f"stages-nvcc ({image})": reference_invocation("stages-nvcc", sets[0])
               for image, sets in twin_sets.items()}
-    abi_sets = [{launch.name: ReferenceLaunch(libraries["cubin"], NUMBA_ABI_PREFIX + launch.name, launch.grid,
-                                              launch.block, launch.args)
-                 for launch in launches if launch.name in NUMBA_ABI_TWINS} for launches in numba_sets]
-    checks["stages-nvcc in Numba's argument layout"] = reference_invocation(
-        "stages-nvcc-abi", [abi_sets[0].get(t.name, t) for t in twin_sets["cubin"][0]])
+    abi_sets = _numba_layout_sets(libraries["cubin"], numba_sets, twin_sets["cubin"][0], "stages", checks)
     other_sets = None
     if other is not None:
         other_sets = [other["row_stages"].stages_launches(*b) for b in buffers]
@@ -142,13 +161,14 @@ def probe_separate(name, libraries, stream, sampler, results, other=None):
     outputs = [getattr(buffers, field) for field in ("out", "tile_max", "tile_sum", "row_max", "row_sum")]
     checks = {f"separate-nvcc ({image})": reference_invocation("separate-nvcc", launches)
               for image, launches in twins.items()}
+    abi_sets = _numba_layout_sets(libraries["cubin"], [numba], twins["cubin"], "separate", checks)
     other_sets = None
     if other is not None:
         other_sets = [other["tiles"].separate_launches(buffers)]
         checks["separate (other tree)"] = Invocation.from_launches("separate-other", other_sets[0])
     _check_twins(name, "separate", Invocation.from_launches("separate", numba), checks, outputs, stream, results)
     _compare_per_kernel(name, [numba], {image: [launches] for image, launches in twins.items()}, stream, sampler,
-                        results, other_sets)
+                        results, other_sets, abi_sets)
 
 
 def main(argv=None):

@@ -351,7 +351,7 @@ def _make_separate_kernels(trace_build):
         t = int32(tile_row.shape[0]) - 1 - int32(cuda.blockIdx.x)
         if not TRACE:
             prefetch_tile_l2(t - TILE_BLOCKS_PER_SM_WAVE * sm_id_bound(), values, tile_start, tile_len)
-        row = tile_row[uint32(t)]
+        row = uint32(tile_row[uint32(t)])  # unsigned: row_max[row] needs no negative-index code
         start = int64(0)
         if TRACE and cuda.threadIdx.x == 0:
             start = trace_now()

@@ -111,7 +111,7 @@ REFERENCE_KERNELS = {
 }
 
 #: Numba kernel name -> its twin's code in Numba's argument layout (each array as the members of
-#: Numba's data model, at Numba's parameter offsets; ``reference_cu/row_stages.cu`` says why): a
+#: Numba's data model, at Numba's parameter offsets; ``reference_cu/numba_abi.cuh`` says why): a
 #: diagnostic of ``python -m bench probe twins``, never an experiment variant. The arguments are the
 #: Numba launch's own arrays.
 NUMBA_ABI_TWINS = {
@@ -121,14 +121,30 @@ NUMBA_ABI_TWINS = {
     "divide_stage": ReferenceKernel("row_stages", "divide_stage_numba_abi",
                                     (("exps", "f32[:,::1]"), ("row_sum", "f32[::1]"), ("y", "f32[::1]")),
                                     geometry="grid (ceil(rows*cols/256),), block (256,)"),
+    "tile_summary_kernel": ReferenceKernel(
+        "tiles", "tile_summary_kernel_numba_abi",
+        (("values", "f32[::1]"), ("tile_start", "i64[::1]"), ("tile_len", "i32[::1]"), ("tile_max", "f32[::1]"),
+         ("tile_sum", "f32[::1]"), ("trace", "i64[:,::1]")),
+        geometry="grid (n_tiles,), block (128,)"),
+    "row_combine_kernel": ReferenceKernel(
+        "tiles", "row_combine_kernel_numba_abi",
+        (("row_first_tile", "i32[::1]"), ("row_tile_count", "i32[::1]"), ("tile_max", "f32[::1]"),
+         ("tile_sum", "f32[::1]"), ("row_max", "f32[::1]"), ("row_sum", "f32[::1]"), ("trace", "i64[:,::1]")),
+        geometry="grid (ceil(rows/4),), block (128,): one row per warp"),
+    "tile_normalize_kernel": ReferenceKernel(
+        "tiles", "tile_normalize_kernel_numba_abi",
+        (("values", "f32[::1]"), ("tile_row", "i32[::1]"), ("tile_start", "i64[::1]"), ("tile_len", "i32[::1]"),
+         ("row_max", "f32[::1]"), ("row_sum", "f32[::1]"), ("out", "f32[::1]"), ("trace", "i64[:,::1]")),
+        geometry="grid (n_tiles,), block (128,)"),
 }
 #: Library keys of the Numba-layout entries (beside the twins' Numba kernel names).
 NUMBA_ABI_PREFIX = "numba-abi:"
 
 _POINTER_DTYPES = {"f32*": np.float32, "i32*": np.int32, "i64*": np.int64}
 _SCALAR_TYPES = {"i32": ctypes.c_int32, "i64": ctypes.c_int64}
-#: Numba's data model of a C-contiguous float32 array, by dimensions: the members its kernels receive.
-_NUMBA_ARRAY_KINDS = {"f32[::1]": 1, "f32[:,::1]": 2}
+#: Numba's data model of a C-contiguous array argument: kind -> (dtype, dimensions).
+_NUMBA_ARRAY_KINDS = {"f32[::1]": (np.float32, 1), "f32[:,::1]": (np.float32, 2), "i32[::1]": (np.int32, 1),
+                      "i64[::1]": (np.int64, 1), "i64[:,::1]": (np.int64, 2)}
 
 
 def numba_array_struct(ndim):
@@ -139,7 +155,7 @@ def numba_array_struct(ndim):
         ("strides", ctypes.c_int64 * ndim)]})
 
 
-_NUMBA_ARRAY_STRUCTS = {ndim: numba_array_struct(ndim) for ndim in _NUMBA_ARRAY_KINDS.values()}
+_NUMBA_ARRAY_STRUCTS = {ndim: numba_array_struct(ndim) for _, ndim in _NUMBA_ARRAY_KINDS.values()}
 
 
 def pack_arguments(kernel, values):
@@ -176,16 +192,17 @@ def pack_arguments(kernel, values):
 
 def _pack_numba_array(kernel, name, kind, value):
     iface = getattr(value, "__cuda_array_interface__", None)
-    ndim = _NUMBA_ARRAY_KINDS[kind]
-    if iface is None or np.dtype(iface["typestr"]) != np.dtype(np.float32) or len(iface["shape"]) != ndim:
-        raise TypeError(f"{kernel.entry}: argument {name} must be a {ndim}-D float32 device array, got "
+    dtype, ndim = _NUMBA_ARRAY_KINDS[kind]
+    dtype = np.dtype(dtype)
+    if iface is None or np.dtype(iface["typestr"]) != dtype or len(iface["shape"]) != ndim:
+        raise TypeError(f"{kernel.entry}: argument {name} must be a {ndim}-D {dtype} device array, got "
                         f"{getattr(value, 'shape', type(value))}")
     shape = tuple(iface["shape"])
-    strides = tuple(int(4 * np.prod(shape[k + 1:], dtype=np.int64)) for k in range(ndim))
+    strides = tuple(int(dtype.itemsize * np.prod(shape[k + 1:], dtype=np.int64)) for k in range(ndim))
     if iface.get("strides") is not None and tuple(iface["strides"]) != strides:
         raise TypeError(f"{kernel.entry}: argument {name} must be C-contiguous")
     struct = _NUMBA_ARRAY_STRUCTS[ndim]()
-    struct.nitems, struct.itemsize, struct.data = int(np.prod(shape, dtype=np.int64)), 4, iface["data"][0]
+    struct.nitems, struct.itemsize, struct.data = int(np.prod(shape, dtype=np.int64)), dtype.itemsize, iface["data"][0]
     struct.shape[:] = shape
     struct.strides[:] = strides
     return struct

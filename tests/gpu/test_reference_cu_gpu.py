@@ -399,3 +399,33 @@ def test_the_twins_loaded_from_ptx_give_the_cubins_bits(reference, stream):
             assert_bitwise(f"separate {name} (ptx vs cubin)", b, a)
     finally:
         jit.close()
+
+
+@pytest.mark.parametrize("case", B_CASES[:2] + EXTRA_B_CASES, ids=lambda c: c[0])
+def test_tile_entries_in_numbas_argument_layout_give_numbas_bits(reference, stream, case):
+    """The separate scheduler with every kernel replaced by its entry in Numba's argument layout
+    (NUMBA_ABI_TWINS), launched with the Numba launches' own arrays, gives the Numba kernels' bits."""
+    from numba_softmax.kernels.tiles import separate_launches
+    from numba_softmax.launch.driver import Invocation
+    from numba_softmax.peers.nvcc_twins import NUMBA_ABI_PREFIX, ReferenceLaunch, reference_invocation
+    from numba_softmax.tiled import TiledBuffers, build_layout
+
+    _, lengths = case
+    layout = build_layout(lengths)
+    values = packed_fixture("random", lengths)
+    outputs = []
+    for side, payload in (("numba", NUMBA_NAN), ("layout", NVCC_NAN)):
+        buffers = TiledBuffers.allocate(layout, values, stream=stream.numba)
+        for name in TILED_ARRAYS:  # an element one side leaves unwritten differs
+            _poison(getattr(buffers, name), payload, stream)
+        launches = separate_launches(buffers)
+        if side == "numba":
+            Invocation.from_launches("separate", launches).enqueue(stream)
+        else:
+            reference_invocation("separate[numba-abi]", [
+                ReferenceLaunch(reference, NUMBA_ABI_PREFIX + launch.name, launch.grid, launch.block, launch.args)
+                for launch in launches]).enqueue(stream)
+        stream.synchronize()
+        outputs.append([getattr(buffers, name).copy_to_host() for name in TILED_ARRAYS])
+    for name, numba, layout_side in zip(TILED_ARRAYS, *outputs, strict=True):
+        assert_bitwise(f"separate {name} in Numba's argument layout, {case[0]}", layout_side, numba)
