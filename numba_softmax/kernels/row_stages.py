@@ -31,8 +31,8 @@ an unsigned ``while`` loop is unrolled differently by NVVM; this one is unrolled
 twin's, so the PTX arithmetic stays identical to nvcc's. The element-wise stages write through the
 flat ``(rows * cols,)`` view of their output (the launcher passes it), so the store's address is the
 load's and needs no shape comparison, and find the row with :func:`numba_softmax.numerics.udiv`
-(no zero-divisor branch): their SASS is then the twin's instruction for instruction
-(docs/numba_vs_nvcc.md).
+(no zero-divisor branch): their SASS then has the twin's instruction count and sequence, up to
+equivalent encodings and the unsigned compare (docs/numba_vs_nvcc.md).
 """
 
 from numba import cuda, float32, int64, uint32, uint64
