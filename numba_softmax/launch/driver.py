@@ -154,7 +154,7 @@ def compiled(dispatcher, args):
     return kernel
 
 
-def _flatten_argument(ty, value, out):
+def flatten_argument(ty, value, out):
     """Append the ctypes values Numba's kernel ABI expects for one argument."""
     if isinstance(ty, types.Array):
         if not cuda.is_cuda_array(value):
@@ -191,7 +191,7 @@ class PreparedLaunch:
         self.kernel = compiled(launch.kernel, launch.args)
         self._values = []
         for ty, value in zip(self.kernel.argtypes, launch.args, strict=True):
-            _flatten_argument(ty, value, self._values)
+            flatten_argument(ty, value, self._values)
         self._pointers = (ctypes.c_void_p * len(self._values))(
             *[ctypes.addressof(v) for v in self._values])
         self._params = ctypes.addressof(self._pointers)

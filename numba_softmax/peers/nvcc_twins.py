@@ -142,20 +142,9 @@ NUMBA_ABI_PREFIX = "numba-abi:"
 
 _POINTER_DTYPES = {"f32*": np.float32, "i32*": np.int32, "i64*": np.int64}
 _SCALAR_TYPES = {"i32": ctypes.c_int32, "i64": ctypes.c_int64}
-#: Numba's data model of a C-contiguous array argument: kind -> (dtype, dimensions).
+#: Numba's array arguments: kind -> (dtype, dimensions), C-contiguous.
 _NUMBA_ARRAY_KINDS = {"f32[::1]": (np.float32, 1), "f32[:,::1]": (np.float32, 2), "i32[::1]": (np.int32, 1),
                       "i64[::1]": (np.int64, 1), "i64[:,::1]": (np.int64, 2)}
-
-
-def numba_array_struct(ndim):
-    """ctypes mirror of Numba's array argument: meminfo, parent, nitems, itemsize, data, shape, strides."""
-    return type(f"NumbaArray{ndim}", (ctypes.Structure,), {"_fields_": [
-        ("meminfo", ctypes.c_void_p), ("parent", ctypes.c_void_p), ("nitems", ctypes.c_int64),
-        ("itemsize", ctypes.c_int64), ("data", ctypes.c_void_p), ("shape", ctypes.c_int64 * ndim),
-        ("strides", ctypes.c_int64 * ndim)]})
-
-
-_NUMBA_ARRAY_STRUCTS = {ndim: numba_array_struct(ndim) for _, ndim in _NUMBA_ARRAY_KINDS.values()}
 
 
 def pack_arguments(kernel, values):
@@ -191,21 +180,25 @@ def pack_arguments(kernel, values):
 
 
 def _pack_numba_array(kernel, name, kind, value):
-    iface = getattr(value, "__cuda_array_interface__", None)
+    """One struct parameter holding exactly the members the launch layer passes for this array to a Numba
+    kernel (:func:`~numba_softmax.launch.driver.flatten_argument`), in Numba's order."""
+    from numba import types
+    from numba.np import numpy_support
+
+    from ..launch.driver import flatten_argument
     dtype, ndim = _NUMBA_ARRAY_KINDS[kind]
-    dtype = np.dtype(dtype)
-    if iface is None or np.dtype(iface["typestr"]) != dtype or len(iface["shape"]) != ndim:
-        raise TypeError(f"{kernel.entry}: argument {name} must be a {ndim}-D {dtype} device array, got "
+    iface = getattr(value, "__cuda_array_interface__", None)
+    if iface is None or np.dtype(iface["typestr"]) != np.dtype(dtype) or len(iface["shape"]) != ndim:
+        raise TypeError(f"{kernel.entry}: argument {name} must be a {ndim}-D {np.dtype(dtype)} device array, got "
                         f"{getattr(value, 'shape', type(value))}")
-    shape = tuple(iface["shape"])
-    strides = tuple(int(dtype.itemsize * np.prod(shape[k + 1:], dtype=np.int64)) for k in range(ndim))
-    if iface.get("strides") is not None and tuple(iface["strides"]) != strides:
+    itemsize, shape = np.dtype(dtype).itemsize, tuple(iface["shape"])
+    if iface.get("strides") is not None and tuple(iface["strides"]) != tuple(
+            itemsize * int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(ndim)):
         raise TypeError(f"{kernel.entry}: argument {name} must be C-contiguous")
-    struct = _NUMBA_ARRAY_STRUCTS[ndim]()
-    struct.nitems, struct.itemsize, struct.data = int(np.prod(shape, dtype=np.int64)), dtype.itemsize, iface["data"][0]
-    struct.shape[:] = shape
-    struct.strides[:] = strides
-    return struct
+    members = []
+    flatten_argument(types.Array(numpy_support.from_dtype(np.dtype(dtype)), ndim, "C"), value, members)
+    blob = b"".join(bytes(member) for member in members)
+    return (ctypes.c_char * len(blob)).from_buffer_copy(blob)
 
 
 def reference_spec(name):
