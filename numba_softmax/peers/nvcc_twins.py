@@ -164,19 +164,23 @@ def pack_arguments(kernel, values):
             if dtype != np.dtype(_POINTER_DTYPES[kind]):
                 raise TypeError(f"{kernel.entry}: argument {name} must be {np.dtype(_POINTER_DTYPES[kind])}, "
                                 f"got {dtype}")
-            strides = iface.get("strides")
-            if strides is not None:
-                expected = []
-                step = dtype.itemsize
-                for extent in reversed(iface["shape"]):
-                    expected.insert(0, step)
-                    step *= extent
-                if tuple(strides) != tuple(expected):
-                    raise TypeError(f"{kernel.entry}: argument {name} must be C-contiguous")
+            _require_c_contiguous(kernel, name, iface, dtype)
             packed.append(ctypes.c_void_p(iface["data"][0]))
         else:
             packed.append(_SCALAR_TYPES[kind](int(value)))
     return packed
+
+
+def _require_c_contiguous(kernel, name, iface, dtype):
+    strides = iface.get("strides")
+    if strides is not None:
+        expected = []
+        step = dtype.itemsize
+        for extent in reversed(iface["shape"]):
+            expected.insert(0, step)
+            step *= extent
+        if tuple(strides) != tuple(expected):
+            raise TypeError(f"{kernel.entry}: argument {name} must be C-contiguous")
 
 
 def _pack_numba_array(kernel, name, kind, value):
@@ -191,10 +195,7 @@ def _pack_numba_array(kernel, name, kind, value):
     if iface is None or np.dtype(iface["typestr"]) != np.dtype(dtype) or len(iface["shape"]) != ndim:
         raise TypeError(f"{kernel.entry}: argument {name} must be a {ndim}-D {np.dtype(dtype)} device array, got "
                         f"{getattr(value, 'shape', type(value))}")
-    itemsize, shape = np.dtype(dtype).itemsize, tuple(iface["shape"])
-    if iface.get("strides") is not None and tuple(iface["strides"]) != tuple(
-            itemsize * int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(ndim)):
-        raise TypeError(f"{kernel.entry}: argument {name} must be C-contiguous")
+    _require_c_contiguous(kernel, name, iface, np.dtype(dtype))
     members = []
     flatten_argument(types.Array(numpy_support.from_dtype(np.dtype(dtype)), ndim, "C"), value, members)
     blob = b"".join(bytes(member) for member in members)
