@@ -27,8 +27,9 @@ __device__ __forceinline__ void tile_summary(const float* values, const long lon
 __device__ __forceinline__ void row_combine(const int* row_first_tile, const int* row_tile_count,
                                             const float* tile_max, const float* tile_sum, float* row_max,
                                             float* row_sum, int rows) {
-    const long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / WARP_SIZE;  // one warp per row
-    if (r < rows) {
+    // One warp per row; unsigned 32-bit, as tiles.py's udiv: a shift.
+    const unsigned r = (blockIdx.x * blockDim.x + threadIdx.x) / WARP_SIZE;
+    if (r < (unsigned)rows) {
         task_b((int)r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
     }
 }

@@ -64,7 +64,7 @@ from numba import cuda, float32, int32, int64, uint32, uint64
 
 from ..launch_spec import KernelLaunch
 from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, block_reductions,
-                        f32_add, f32_div, f32_exp, f32_max, f32_mul, f32_sub, warp_reduce_max)
+                        f32_add, f32_div, f32_exp, f32_max, f32_mul, f32_sub, udiv, warp_reduce_max)
 from .prefetch import prefetch_span_l2, sm_id_bound
 from .tracing import trace_now, trace_record
 from .vector_io import l2_policy_evict_first, l2_policy_evict_last, load_quad_at_hinted, store_quad_at_hinted
@@ -120,15 +120,17 @@ def load_tile_quad(values, start, n, aligned, base, policy):
     """Tile elements ``base .. base + 3`` (``NEG_INF`` past the tile's end): one 16-byte
     load for an aligned tile, else four masked scalar loads -- the same four values, so
     the bits never depend on the path."""
-    index = uint64(start) + uint64(base)  # unsigned: no negative-index wraparound code
+    # base and n are int32 and compared as such (Numba would widen base + 1 < n to 64 bits); only the
+    # element index into values is 64-bit, unsigned: no negative-index wraparound code.
+    index = uint64(start) + uint64(uint32(base))
     if aligned:
         if base < n:
             return load_quad_at_hinted(values, index, policy)
         return NEG_INF, NEG_INF, NEG_INF, NEG_INF
     a = values[index] if base < n else NEG_INF
-    b = values[index + uint64(1)] if base + 1 < n else NEG_INF
-    c = values[index + uint64(2)] if base + 2 < n else NEG_INF
-    d = values[index + uint64(3)] if base + 3 < n else NEG_INF
+    b = values[index + uint64(1)] if int32(base + 1) < n else NEG_INF
+    c = values[index + uint64(2)] if int32(base + 2) < n else NEG_INF
+    d = values[index + uint64(3)] if int32(base + 3) < n else NEG_INF
     return a, b, c, d
 
 
@@ -143,7 +145,7 @@ def load_tile(t, values, tile_start, tile_len, policy, x):
     n = tile_len[t]
     aligned = tile_is_aligned(start, n)
     for q in range(TILE_QUADS):
-        a, b, c, d = load_tile_quad(values, start, n, aligned, QUAD * (tid + q * TILE_THREADS), policy)
+        a, b, c, d = load_tile_quad(values, start, n, aligned, int32(QUAD * (tid + q * TILE_THREADS)), policy)
         x[QUAD * q] = a
         x[QUAD * q + 1] = b
         x[QUAD * q + 2] = c
@@ -210,23 +212,23 @@ def normalize_tile(t, x, m, z, tile_start, tile_len, out):
     n = tile_len[t]
     aligned = tile_is_aligned(start, n)
     for q in range(TILE_QUADS):
-        base = QUAD * (tid + q * TILE_THREADS)
+        base = int32(QUAD * (tid + q * TILE_THREADS))  # int32 offset and bounds, as in load_tile_quad
         ya = f32_div(f32_exp(f32_sub(x[QUAD * q], m)), z)
         yb = f32_div(f32_exp(f32_sub(x[QUAD * q + 1], m)), z)
         yc = f32_div(f32_exp(f32_sub(x[QUAD * q + 2], m)), z)
         yd = f32_div(f32_exp(f32_sub(x[QUAD * q + 3], m)), z)
-        index = uint64(start) + uint64(base)
+        index = uint64(start) + uint64(uint32(base))
         if aligned:
             if base < n:
                 store_quad_at_hinted(out, index, ya, yb, yc, yd, l2_policy_evict_first())
         else:
             if base < n:
                 out[index] = ya
-            if base + 1 < n:
+            if int32(base + 1) < n:
                 out[index + uint64(1)] = yb
-            if base + 2 < n:
+            if int32(base + 2) < n:
                 out[index + uint64(2)] = yc
-            if base + 3 < n:
+            if int32(base + 3) < n:
                 out[index + uint64(3)] = yd
 
 
@@ -274,29 +276,33 @@ else:
         ``z_t * exp(m_t - m)`` and every lane folds the broadcast terms in tile order, so
         ``z`` has exactly the bits of ``z = 0; for t in tiles: z += term_t``.
         """
+        # 32-bit counters throughout: Numba widens uint32 + uint32 to 64 bits, so every sum is
+        # cast back (one 32-bit IADD instead of 64-bit pairs and their compares).
         lane = uint32(cuda.threadIdx.x) & uint32(WARP_SIZE - 1)
         r = uint32(r)  # unsigned indices: no negative-index wraparound code
         first = uint32(row_first_tile[r])
         count = uint32(row_tile_count[r])
         m = NEG_INF
-        k = lane
-        while k < count:
-            m = f32_max(m, tile_max[first + k])
-            k += uint32(WARP_SIZE)
+        # A signed counter keeps this loop rolled (LLVM unrolls the unsigned one by 4, for the
+        # 1-2 trips a lane takes at the protocol's row lengths); the twin says #pragma unroll 1.
+        k = int32(lane)
+        while k < int32(count):
+            m = f32_max(m, tile_max[uint32(first + uint32(k))])
+            k = int32(k + int32(WARP_SIZE))
         m = warp_reduce_max(m)
         z = float32(0.0)
         chunk = uint32(0)
         while chunk < count:
             term = float32(0.0)
-            if chunk + lane < count:
-                t = first + chunk + lane
+            if uint32(chunk + lane) < count:
+                t = uint32(first + chunk + lane)
                 term = f32_mul(tile_sum[t], f32_exp(f32_sub(tile_max[t], m)))
-            terms = min(uint32(WARP_SIZE), count - chunk)
+            terms = min(uint32(WARP_SIZE), uint32(count - chunk))
             j = uint32(0)
             while j < terms:
                 z = f32_add(z, cuda.shfl_sync(FULL_MASK, term, j))
-                j += uint32(1)
-            chunk += uint32(WARP_SIZE)
+                j = uint32(j + uint32(1))
+            chunk = uint32(chunk + uint32(WARP_SIZE))
         if lane == 0:
             row_max[r] = m
             row_sum[r] = z
@@ -335,7 +341,9 @@ def _make_separate_kernels(trace_build):
             trace_record(trace, t, start)
 
     def row_combine_kernel(row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum, trace):
-        r = cuda.grid(1) // WARP_SIZE  # one warp per row: the whole warp takes this branch
+        # One warp per row (the whole warp takes this branch); unsigned 32-bit: a shift, where
+        # cuda.grid(1) // 32 is a signed 64-bit floor division.
+        r = udiv(uint32(cuda.grid(1)), uint32(WARP_SIZE))
         if r < row_first_tile.shape[0]:
             start = int64(0)
             if TRACE:
