@@ -596,8 +596,9 @@ AUTO_TABLE = (
     (1024, "rows_l128_q2"),  # measured: 11.86 / 35.06 us vs rows_l32_q8 12.18 / 36.29 (4096 / 16384 rows)
     (2048, "rows_l128_q4"),
     (4096, "rows_l128_q8"),
-    (8192, "rows_l512_q4"),
-    (16384, "rows_l1024_q4"),
+    # 32 values per thread and fewer lanes: two or more blocks per SM, one's reductions under another's loads.
+    (8192, "rows_l256_q8"),  # measured: 68.2 / 51.8 us vs rows_l512_q4 72.3 / 63.1 (4096x8192 / 4096x6144)
+    (16384, "rows_l512_q8"),  # measured: 132.8 / 100.2 us vs rows_l1024_q4 175.2 / 154.9 (4096x16384 / 12288)
     (32768, "rows_l1024_q8"),  # measured: 272.8 us vs long_l512_q4 330.4 (4096 rows), the row in registers
     # Beyond, the row in the registers of a thread block cluster (16-byte rows on a GPU; else the long path):
     (65536, "cluster_l512_q8_c4"),
@@ -611,6 +612,8 @@ CANDIDATES = {
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
     4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1"),
+    8192: ("rows_l512_q4", "rows_l1024_q2"),
+    16384: ("rows_l1024_q4",),
     32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8", "cluster_l512_q8_c2"),
     65536: ("long_l1024_q4", "cluster_l1024_q8_c2"),
     131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4"),

@@ -143,7 +143,7 @@ def _stand_in_params():
     for name in stand_ins:
         full = Geometry.parse(name).max_columns
         # The full row, a partial last quad, and one column past half (lane 0 alone holds a value in the upper
-        # quads: the table's first width of rows_l512_q4, rows_l1024_q4 and rows_l1024_q8, scaled down).
+        # quads: the table's first width of rows_l256_q8, rows_l512_q8 and rows_l1024_q8, scaled down).
         params += [pytest.param(name, w, id=f"{name}-{w}") for w in (full, full - 1, full // 2 + 1)]
     return params
 
