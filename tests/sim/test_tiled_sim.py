@@ -67,7 +67,8 @@ def small_runs():
 def wide_runs():
     return {"separate": _run(CASE_WIDE, "separate"),
             "phased": _run(CASE_WIDE, "phased", 1),
-            "dag-2-workers": _run(CASE_WIDE, "dag", 2),   # 4 tiles, 2 workers: pairs of A tiles per claim, C entries of two tiles
+            # 4 tiles, 2 workers: pairs of A tiles per claim, C entries of two tiles
+            "dag-2-workers": _run(CASE_WIDE, "dag", 2),
             "dag-3-workers": _run(CASE_WIDE, "dag", 3)}   # 4 tiles, 3 workers: one A tile per claim
 
 
