@@ -157,11 +157,32 @@ enum { SEEN_NOTHING = -1 };
 
 // The announcer, after n A tiles of row whose summaries it wrote: one acq_rel add to the row's
 // arrivals releases them; the arrival that completes the row publishes B(row).
-__device__ __forceinline__ void arrive(int* row_arrivals, const int* row_tile_count, int* counters, int* fifo_slots,
+__device__ __forceinline__ bool arrive(int* row_arrivals, const int* row_tile_count, int* counters, int* fifo_slots,
                                        int* fifo_ready, int capacity, int row, int n) {
     const int old = atomic_add_acq_rel_gpu(&row_arrivals[row], n);
     if (old + n == row_tile_count[row]) {  // the LAST producer publishes B
         publish_tasks(counters, fifo_slots, fifo_ready, capacity, row, 1, 1);
+        return true;
+    }
+    return false;
+}
+
+// The announcer, at the start of the task after an A claim: that claim's row arrivals (pending = first row,
+// last row, tiles in each), once this task's loads are in flight (persistent.py: flush_arrivals).
+__device__ __forceinline__ void flush_arrivals(int* pending, int* row_arrivals, const int* row_tile_count,
+                                               int* counters, int* fifo_slots, int* fifo_ready, int capacity) {
+    const int n_first = pending[2];
+    if (n_first > 0) {
+        pending[2] = 0;
+        bool published =
+            arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, pending[0], n_first);
+        if (pending[3] > 0 &&
+            arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, pending[1], pending[3])) {
+            published = true;
+        }
+        if (published) {  // maybe into this worker's own ticket slot: its next decision reads the flag again
+            pending[4] = 1;
+        }
     }
 }
 
@@ -178,7 +199,8 @@ __device__ __forceinline__ void arrive(int* row_arrivals, const int* row_tile_co
 // when the A task just run started; a 0 there claims the next A tile without reading it again.
 __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, int* fifo_ready, int rows, int n_tiles,
                                               int capacity, int max_polls, int ticket, bool& a_done,
-                                              int& c_unflushed, bool c_waiting, int seen_ready, int claim) {
+                                              int& c_unflushed, bool c_waiting, int seen_ready, int claim,
+                                              bool arrival_pending) {
     if (ticket == TICKET_NONE) {
         ticket = atomicAdd(&counters[FIFO_HEAD], 1);
     }
@@ -227,6 +249,11 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
             // Nothing left to claim: every remaining B/C task is held by a live worker's ticket,
             // so the launch ends only when every C tile is done.
             return Decision{KIND_EXIT, -1, ticket};
+        }
+        // The announcer's arrivals of the A claim just run come at the start of the next task and may publish
+        // the very task this worker would wait for: a no-task turn instead of waiting.
+        if (arrival_pending) {
+            return Decision{KIND_SYNC, -1, ticket};
         }
         // Nothing to run yet: only a waiting worker looks for another worker's error, once per
         // ERROR_POLL_EVERY polls (the look is one more dependent L2 round trip per poll).
@@ -373,6 +400,12 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
     // Thread 0's scheduling state, in shared memory as in the Numba kernel: in registers every thread would
     // hold it through every task.
     __shared__ int state[STATE_SLOTS];
+    // The announcer's deferred row arrivals of its last A claim (flush_arrivals).
+    __shared__ int pending[5];  // [4]: the last flush published a B (thread 0 reads and clears it)
+    if (tid == TILE_ANNOUNCER) {
+        pending[2] = 0;
+        pending[4] = 0;
+    }
     // Tiles per A claim and per C entry: two where every worker has at least two (one decision per pair).
     const int claim = n_tiles >= TILES_PER_CLAIM * (int)gridDim.x ? TILES_PER_CLAIM : 1;
     // This invocation's FIFO entries: every B and C tile once, or with C entries of two tiles the host's count.
@@ -391,6 +424,9 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
         const int kind = ctrl[2 * current];
         const int index = ctrl[2 * current + 1];
         if (kind == KIND_EXIT) {
+            if (tid == TILE_ANNOUNCER) {
+                flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity);
+            }
             break;
         }
         int c_tiles = 0;
@@ -426,20 +462,26 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
                 float x_first[TILE_QUADS * 4], x_second[TILE_QUADS * 4];
                 load_a_tile(index, values, tile_start, tile_len, x_first);
                 load_a_tile(index + 1, values, tile_start, tile_len, x_second);
+                if (tid == TILE_ANNOUNCER) {  // the previous claim's arrivals, under these loads
+                    flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity);
+                }
                 summarize_tile(index, x_first, tile_max, tile_sum, partials);
                 summarize_tile(index + 1, x_second, tile_max, tile_sum, partials);
             } else {
-                task_a(index, values, tile_start, tile_len, tile_max, tile_sum, partials);
+                float x_first[TILE_QUADS * 4];
+                load_a_tile(index, values, tile_start, tile_len, x_first);
+                if (tid == TILE_ANNOUNCER) {
+                    flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity);
+                }
+                summarize_tile(index, x_first, tile_max, tile_sum, partials);
             }
             if (tid == TILE_ANNOUNCER) {
-                if (first_row == last_row) {
-                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, first_row,
-                           (int)(a_end - (unsigned)index));
-                } else {
-                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, first_row, 1);
-                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, last_row, 1);
-                }
-                if (ahead_span[1] > 0) {  // after the arrivals and any publish: the B they release comes first
+                // This claim's arrivals are deferred to the start of the next task, after its loads.
+                pending[0] = first_row;
+                pending[1] = last_row;
+                pending[2] = first_row == last_row ? (int)(a_end - (unsigned)index) : 1;
+                pending[3] = first_row == last_row ? 0 : 1;
+                if (ahead_span[1] > 0) {
                     prefetch_span_l2(values, n_values, ahead_span[0], (int)ahead_span[1]);
                 }
             }
@@ -447,6 +489,8 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             // Warp 0 runs B (lanes 1-31 read summaries after thread 0's acquire + the barrier).
             if (tid < WARP_SIZE) {
                 task_b(index, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
+            } else if (tid == TILE_ANNOUNCER) {  // warp 1 has no part in B
+                flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity);
             }
             if (tid == 0) {
                 // The row's C tiles in entries of claim consecutive tiles (the last may be shorter).
@@ -464,6 +508,9 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             if (pair) {
                 load_c_tile(index + 1, values, tile_start, tile_len, x_second);
             }
+            if (tid == TILE_ANNOUNCER) {  // under this entry's loads
+                flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity);
+            }
             const float m = row_max[row];
             const float z = row_sum[row];
             normalize_tile(index, x_first, m, z, tile_start, tile_len, out);
@@ -471,16 +518,24 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
                 normalize_tile(index + 1, x_second, m, z, tile_start, tile_len, out);
             }
             c_tiles = pair ? 2 : 1;
+        } else if (tid == TILE_ANNOUNCER) {
+            // KIND_SYNC: no task (the barrier below orders the last C tile's stores); the arrivals of an A
+            // claim decided before it are made here.
+            flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity);
         }
-        // (KIND_SYNC: no task; the barrier below orders the last C tile's stores.)
         if (tid == 0) {
             // C tiles run before the previous barrier are ordered now; those run just now are not.
             int c_unflushed = state[STATE_C_UNFLUSHED] + state[STATE_C_WAITING];
             const int c_waiting = kind == KIND_C ? c_tiles : 0;
             bool a_done = state[STATE_A_DONE] != 0;
+            int seen_ready = state[STATE_SEEN_READY];
+            if (pending[4] != 0) {  // the announcer published a B after that read
+                seen_ready = SEEN_NOTHING;
+                pending[4] = 0;
+            }
             const Decision d = next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, capacity, max_polls,
                                          state[STATE_TICKET], a_done, c_unflushed, c_waiting != 0,
-                                         state[STATE_SEEN_READY], claim);
+                                         seen_ready, claim, kind == KIND_A);
             state[STATE_C_WAITING] = c_waiting;
             state[STATE_C_UNFLUSHED] = c_unflushed;
             state[STATE_TICKET] = d.ticket;

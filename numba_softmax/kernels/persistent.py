@@ -273,6 +273,7 @@ def arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capac
         publish = old == 0
     if publish:
         publish_tasks(counters, fifo_slots, fifo_ready, capacity, row, 1, 1)
+    return publish
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
@@ -409,7 +410,7 @@ def _make_next_task(acquire_ready, completion_wait=False):
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
     def next_task(counters, fifo_slots, fifo_ready, capacity, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
-                  c_waiting, seen_ready, claim):
+                  c_waiting, seen_ready, claim, arrival_pending):
         if ticket == TICKET_NONE:
             ticket = cuda.atomic.add(counters, FIFO_HEAD, 1)
         if ticket >= capacity:
@@ -463,6 +464,11 @@ def _make_next_task(acquire_ready, completion_wait=False):
             # that keeps finding work needs no exit signal), and only every ERROR_POLL_EVERY polls:
             # the look is one more dependent L2 round trip, which every poll would double the poll
             # period with, and so the delay before a freshly published task is seen.
+            if arrival_pending:
+                # The announcer's arrivals of the A claim just run are still to come (they run at the start
+                # of the next task): they may publish the very task this worker would wait for, so it
+                # takes a no-task turn instead of waiting.
+                return int32(KIND_SYNC), int32(-1), ticket, a_done, c_unflushed
             if polls % ERROR_POLL_EVERY == ERROR_POLL_EVERY - 1 and load_relaxed_gpu(counters, ERROR_CODE) != 0:
                 return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
             backoff(polls)
@@ -489,6 +495,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
     next_task = _make_next_task(acquire_ready, completion_wait)
     TRACE = trace_build
     FENCED = fenced_barrier
+    PUBLISH_AFTER_LAST = publish_after_last
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
     def block_then_grid_barrier(counters, workers, max_polls, which):
@@ -503,6 +510,25 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         passed = ok[0] != 0
         cuda.syncthreads()  # ok[] is rewritten at the next barrier
         return passed
+
+    @cuda.jit(device=True, **KERNEL_OPTIONS)
+    def flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity):
+        """The announcer, at the start of the task after an A claim: that claim's row arrivals (one or
+        two rows, ``pending`` = first row, last row, tiles in each), now that this task's loads are in
+        flight, so their round trips overlap the loads instead of holding the block's barrier."""
+        n_first = pending[2]
+        if n_first > 0:
+            pending[2] = 0
+            published = arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity,
+                               uint32(pending[0]), n_first, PUBLISH_AFTER_LAST)
+            if pending[3] > 0:
+                if arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity,
+                          uint32(pending[1]), pending[3], PUBLISH_AFTER_LAST):
+                    published = True
+            if published:
+                # A B published now may sit in this worker's own ticket slot, after thread 0 read that slot's
+                # flag for this task: its next decision reads the flag again instead of claiming at once.
+                pending[4] = 1
 
     def kernel(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
                tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready,
@@ -605,6 +631,12 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         # Two (kind, index) slots, used alternately: thread 0 writes the next decision into one
         # while the other still holds the task being run, so one barrier per task suffices.
         ctrl = cuda.shared.array(4, int32)
+        # The announcer's deferred row arrivals of its last A claim (flush_arrivals).
+        # [4]: the last flush published a B (thread 0 reads and clears it at its decision).
+        pending = cuda.shared.array(5, int32)
+        if tid == TILE_ANNOUNCER:
+            pending[2] = 0
+            pending[4] = 0
         # Tiles per A claim and per C entry (queue.tiles_per_claim): two where every worker has at
         # least two, so a worker makes one scheduling decision per pair of A tiles and per pair of a
         # row's C tiles instead of one per tile.
@@ -633,6 +665,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             kind = ctrl[2 * current]
             index = ctrl[2 * current + 1]
             if kind == KIND_EXIT:
+                if tid == TILE_ANNOUNCER:
+                    flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity)
                 break
             start = int64(0)
             if TRACE:
@@ -675,6 +709,9 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     x_second = cuda.local.array(TILE_VALUES, float32)
                     load_a_tile(t, values, tile_start, tile_len, x_first)
                     load_a_tile(t + uint32(1), values, tile_start, tile_len, x_second)
+                    if tid == TILE_ANNOUNCER:  # the previous claim's arrivals, under these loads
+                        flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready,
+                                       capacity)
                     summarize_tile(t, x_first, tile_max, tile_sum, partials)
                     if TRACE and tid == TILE_ANNOUNCER:
                         trace_record(trace, t, start)
@@ -683,22 +720,29 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     if TRACE and tid == TILE_ANNOUNCER:
                         trace_record(trace, t + uint32(1), start)
                 else:
-                    task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
+                    x_first = cuda.local.array(TILE_VALUES, float32)
+                    load_a_tile(t, values, tile_start, tile_len, x_first)
+                    if tid == TILE_ANNOUNCER:
+                        flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready,
+                                       capacity)
+                    summarize_tile(t, x_first, tile_max, tile_sum, partials)
                     if TRACE and tid == TILE_ANNOUNCER:
                         trace_record(trace, t, start)
                 if tid == TILE_ANNOUNCER:
-                    # It wrote the summaries itself, so its acq_rel arrivals release them (one add per
-                    # row the claim touches); thread 0 meanwhile decides the next task (below): the two
-                    # chains of dependent round trips overlap instead of following each other.
+                    # It wrote the summaries itself, so its acq_rel arrivals will release them (one add per
+                    # row the claim touches). They are deferred to the start of the next task, after its
+                    # loads are issued (flush_arrivals): here they held the block's next barrier for their
+                    # one to four dependent round trips, while the worker had no bytes in flight.
                     if first_row == last_row:
-                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity,
-                               first_row, int32(a_end - uint32(index)), publish_after_last)
+                        pending[0] = int32(first_row)
+                        pending[2] = int32(a_end - uint32(index))
+                        pending[3] = 0
                     else:
-                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity,
-                               first_row, int32(1), publish_after_last)
-                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity,
-                               last_row, int32(1), publish_after_last)
-                    if ahead_len > 0:  # after the arrivals and any publish: the B they release comes first
+                        pending[0] = int32(first_row)
+                        pending[1] = int32(last_row)
+                        pending[2] = 1
+                        pending[3] = 1
+                    if ahead_len > 0:
                         prefetch_span_l2(values, ahead_start, ahead_len)
             elif kind == KIND_B:
                 # Warp 0 runs B; its lane 0 (thread 0) writes row_max/row_sum. Lanes 1-31 read
@@ -708,6 +752,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 if tid < WARP_SIZE:
                     task_b(index, row_first_tile, row_tile_count, tile_max, tile_sum,
                            row_max, row_sum)
+                elif tid == TILE_ANNOUNCER:  # warp 1 has no part in B
+                    flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity)
                 if tid == 0:
                     if TRACE:  # before its C tasks are published
                         trace_record(trace, n_tiles + index, start)
@@ -733,6 +779,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 load_c_tile(t, values, tile_start, tile_len, x_first)
                 if pair:
                     load_c_tile(t + uint32(1), values, tile_start, tile_len, x_second)
+                if tid == TILE_ANNOUNCER:  # under this entry's loads
+                    flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity)
                 m = row_max[row]
                 z = row_sum[row]
                 normalize_tile(t, x_first, m, z, tile_start, tile_len, out)
@@ -748,14 +796,21 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                         if tid == 0:
                             trace_record(trace, n_tiles + rows + t + uint32(1), start)
                 c_tiles = int32(2) if pair else int32(1)
-            # (KIND_SYNC: no task; the barrier below orders the last C tile's stores.)
+            elif tid == TILE_ANNOUNCER:
+                # KIND_SYNC: no task (the barrier below orders the last C tile's stores); the arrivals of
+                # an A claim decided before it are made here.
+                flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity)
             if tid == 0:
                 # C tiles run before the previous barrier are ordered now; those run just now are not.
                 c_unflushed = state[STATE_C_UNFLUSHED] + state[STATE_C_WAITING]
                 c_waiting = c_tiles if kind == KIND_C else int32(0)
+                seen_ready = state[STATE_SEEN_READY]
+                if pending[4] != 0:  # the announcer published a B after that read (flush_arrivals)
+                    seen_ready = int32(SEEN_NOTHING)
+                    pending[4] = 0
                 decided_kind, decided_index, ticket, a_done, c_unflushed = next_task(
                     counters, fifo_slots, fifo_ready, capacity, rows, n_tiles, max_polls, state[STATE_TICKET],
-                    state[STATE_A_DONE] != 0, c_unflushed, c_waiting != 0, state[STATE_SEEN_READY], claim)
+                    state[STATE_A_DONE] != 0, c_unflushed, c_waiting != 0, seen_ready, claim, kind == KIND_A)
                 state[STATE_C_WAITING] = c_waiting
                 state[STATE_C_UNFLUSHED] = c_unflushed
                 state[STATE_TICKET] = ticket
