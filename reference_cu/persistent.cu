@@ -423,20 +423,22 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
     while (true) {
         const int kind = ctrl[2 * current];
         const int index = ctrl[2 * current + 1];
-        if (kind == KIND_EXIT) {
-            if (tid == TILE_ANNOUNCER) {
-                flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity);
-            }
-            break;
-        }
         int c_tiles = 0;
+        // Loads first (by kind), then the announcer's arrivals of the previous A claim under them
+        // (flush_arrivals), then the arithmetic; A and C run up to two tiles, both tiles' loads first.
+        float x_first[TILE_QUADS * 4], x_second[TILE_QUADS * 4];
+        unsigned a_end = (unsigned)index;
+        bool pair = false;
+        int first_row = 0, last_row = 0, row = 0;
         if (kind == KIND_A) {
             // The claim: tiles index .. a_end - 1 (one or two), run back to back.
-            const unsigned a_end = min((unsigned)index + (unsigned)claim, (unsigned)n_tiles);
-            // The announcer (lane 0 of warp 1) asks for the tiles' rows now (one row or two); after the
-            // tasks it releases the summaries it wrote while thread 0 decides the next task ...
-            const int first_row = tid == TILE_ANNOUNCER ? tile_row[index] : 0;
-            const int last_row = tid == TILE_ANNOUNCER ? tile_row[a_end - 1] : 0;
+            a_end = min((unsigned)index + (unsigned)claim, (unsigned)n_tiles);
+            pair = a_end - (unsigned)index == 2;
+            // The announcer (lane 0 of warp 1) asks for the tiles' rows now (one row or two) ...
+            if (tid == TILE_ANNOUNCER) {
+                first_row = tile_row[index];
+                last_row = tile_row[a_end - 1];
+            }
             // ... and the span of the claim one round of claims later, asked for in L2 after the tasks.
             const unsigned ahead = (unsigned)index + (unsigned)claim * gridDim.x;
             long long ahead_start = 0;
@@ -456,27 +458,32 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             if (tid == 0 && state[STATE_TICKET] >= 0) {
                 state[STATE_SEEN_READY] = load_relaxed_gpu(&fifo_ready[state[STATE_TICKET]]);
             }
-            if (a_end - (unsigned)index == 2) {
-                // Both tiles' loads first, then each tile's arithmetic: the second tile's bytes arrive while
-                // the first is reduced, so a pair costs about one load latency, not two.
-                float x_first[TILE_QUADS * 4], x_second[TILE_QUADS * 4];
-                load_a_tile(index, values, tile_start, tile_len, x_first);
+            load_a_tile(index, values, tile_start, tile_len, x_first);
+            if (pair) {
                 load_a_tile(index + 1, values, tile_start, tile_len, x_second);
-                if (tid == TILE_ANNOUNCER) {  // the previous claim's arrivals, under these loads
-                    flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity);
-                }
-                summarize_tile(index, x_first, tile_max, tile_sum, partials);
+            }
+        } else if (kind == KIND_C) {
+            // An entry of two tiles (claim 2) holds the tile after index too when it is in the same row.
+            row = tile_row[index];
+            pair = claim == 2 && (unsigned)index + 1 < (unsigned)n_tiles && tile_row[index + 1] == row;
+            load_c_tile(index, values, tile_start, tile_len, x_first);
+            if (pair) {
+                load_c_tile(index + 1, values, tile_start, tile_len, x_second);
+            }
+        }
+        if (tid == TILE_ANNOUNCER) {
+            flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity);
+        }
+        if (kind == KIND_EXIT) {
+            break;
+        }
+        if (kind == KIND_A) {
+            summarize_tile(index, x_first, tile_max, tile_sum, partials);
+            if (pair) {
                 summarize_tile(index + 1, x_second, tile_max, tile_sum, partials);
-            } else {
-                float x_first[TILE_QUADS * 4];
-                load_a_tile(index, values, tile_start, tile_len, x_first);
-                if (tid == TILE_ANNOUNCER) {
-                    flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity);
-                }
-                summarize_tile(index, x_first, tile_max, tile_sum, partials);
             }
             if (tid == TILE_ANNOUNCER) {
-                // This claim's arrivals are deferred to the start of the next task, after its loads.
+                // This claim's arrivals are made at the start of the next task, after its loads.
                 pending[0] = first_row;
                 pending[1] = last_row;
                 pending[2] = first_row == last_row ? (int)(a_end - (unsigned)index) : 1;
@@ -489,8 +496,6 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             // Warp 0 runs B (lanes 1-31 read summaries after thread 0's acquire + the barrier).
             if (tid < WARP_SIZE) {
                 task_b(index, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
-            } else if (tid == TILE_ANNOUNCER) {  // warp 1 has no part in B
-                flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity);
             }
             if (tid == 0) {
                 // The row's C tiles in entries of claim consecutive tiles (the last may be shorter).
@@ -499,18 +504,6 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             }
         } else if (kind == KIND_C) {
             // Every thread reads m and z after the barrier that follows thread 0's acquire.
-            const int row = tile_row[index];
-            // An entry of two tiles (claim 2) holds the tile after index too when it is in the same row.
-            const bool pair = claim == 2 && (unsigned)index + 1 < (unsigned)n_tiles && tile_row[index + 1] == row;
-            // Both tiles' loads before either tile's arithmetic: the second's latency overlaps the first's.
-            float x_first[TILE_QUADS * 4], x_second[TILE_QUADS * 4];
-            load_c_tile(index, values, tile_start, tile_len, x_first);
-            if (pair) {
-                load_c_tile(index + 1, values, tile_start, tile_len, x_second);
-            }
-            if (tid == TILE_ANNOUNCER) {  // under this entry's loads
-                flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity);
-            }
             const float m = row_max[row];
             const float z = row_sum[row];
             normalize_tile(index, x_first, m, z, tile_start, tile_len, out);
@@ -518,11 +511,8 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
                 normalize_tile(index + 1, x_second, m, z, tile_start, tile_len, out);
             }
             c_tiles = pair ? 2 : 1;
-        } else if (tid == TILE_ANNOUNCER) {
-            // KIND_SYNC: no task (the barrier below orders the last C tile's stores); the arrivals of an A
-            // claim decided before it are made here.
-            flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity);
         }
+        // (KIND_SYNC: no task; the barrier below orders the last C tile's stores.)
         if (tid == 0) {
             // C tiles run before the previous barrier are ordered now; those run just now are not.
             int c_unflushed = state[STATE_C_UNFLUSHED] + state[STATE_C_WAITING];

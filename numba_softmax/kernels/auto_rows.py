@@ -68,11 +68,12 @@ Nothing here allocates, synchronizes or copies: launchers only build :class:`Ker
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda, float32, uint32, uint64
+from numba import cuda, float32, int64, uint32, uint64
 
 from ..launch_spec import KernelLaunch
 from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, bounded_kernel,
                         f32_add, f32_div, f32_exp, f32_max, f32_mul, f32_sub)
+from .prefetch import prefetch_row_l2, sm_id_bound
 from .vector_io import load_quad, store_quad
 
 if not SIMULATOR:
@@ -203,11 +204,13 @@ def _lowest_bit(mask):
 
 # ---- row kernels: a row in registers ----------------------------------------------------------------------
 
-def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True):
+def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, prefetch=False):
     """A row in registers: ``lanes`` threads per row, ``quads`` quads each; with ``ctas > 1`` (the cluster
     kernels) the row is spread over the ``ctas`` CTAs of a thread block cluster, CTA ``rank`` holding
     columns ``rank * 4 * lanes * quads`` on, and the two reductions end with a cluster stage (below).
-    ``exchange=False`` (a negative control only): the cluster stage keeps each CTA's own result."""
+    ``exchange=False`` (a negative control only): the cluster stage keeps each CTA's own result.
+    ``prefetch`` (one row per block): thread 0 first asks for the row one wave later in L2 (the row the
+    block after it on this SM will read), so DRAM keeps reading while this block reduces and stores."""
     LANES = lanes
     QUADS = quads
     VALUES = quads * QUAD
@@ -220,6 +223,11 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True):
     CTAS = ctas
     EXCHANGE = exchange
     CTA_COLUMNS = QUAD * LANES * QUADS
+    PREFETCH = prefetch
+    #: Blocks resident per SM at the launch bounds (<= 64 registers): the prefetch distance is this many per SM.
+    RESIDENT = max(1, MIN_THREADS_PER_SM // BLOCK)
+    if PREFETCH and (ROWS != 1 or CTAS != 1):
+        raise ValueError("the row prefetch is for one row per block, one CTA per row")
     if CTAS > 1 and (SIMULATOR or ROWS != 1 or not VECTOR):
         raise ValueError("cluster kernels need a GPU (the simulator has no clusters), one row per CTA (more than "
                          f"{WARP_SIZE} lanes; got {LANES}) and 16-byte quads (a scalar build spills its 64-bit "
@@ -260,6 +268,8 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True):
             row = cuda.blockIdx.x * ROWS + tid // LANES
         rows, cols = x.shape
         live = row < rows  # a group past the last row still takes part in the shuffles and barriers
+        if PREFETCH and tid == 0:
+            prefetch_row_l2(x, int64(row) + int64(sm_id_bound()) * RESIDENT)
         partials = cuda.shared.array(WARPS, float32, alignment=PARTIALS_ALIGNMENT)
         maxes = cuda.shared.array(CTAS, float32)
         sums = cuda.shared.array(CTAS, float32)
@@ -505,6 +515,7 @@ class Geometry:
     lanes: int      # threads per row (per CTA of the cluster)
     quads: int      # quads (4 values) per thread: per row (rows, cluster) or per chunk (long)
     ctas: int = 1   # CTAs per row (cluster only)
+    prefetch: bool = False  # the next wave's row into L2 first (rows, one row per block, only)
 
     def __post_init__(self):
         if self.kind not in _MAKERS:
@@ -519,10 +530,14 @@ class Geometry:
                              f"cluster size) of more than {WARP_SIZE} lanes")
         if self.kind != "cluster" and self.ctas != 1:
             raise ValueError(f"geometry {self.name}: only a cluster geometry spreads a row over several CTAs")
+        if self.prefetch and not (self.kind == "rows" and self.lanes > WARP_SIZE):
+            raise ValueError(f"geometry {self.name}: the row prefetch is for rows geometries of one row per block "
+                             f"(more than {WARP_SIZE} lanes)")
 
     @property
     def name(self):
-        return f"{self.kind}_l{self.lanes}_q{self.quads}" + (f"_c{self.ctas}" if self.kind == "cluster" else "")
+        return (f"{self.kind}_l{self.lanes}_q{self.quads}" + (f"_c{self.ctas}" if self.kind == "cluster" else "")
+                + ("_p" if self.prefetch else ""))
 
     @property
     def max_columns(self):
@@ -546,9 +561,11 @@ class Geometry:
     @classmethod
     def parse(cls, name):
         try:
-            kind, lanes, quads, *ctas = name.split("_")
+            kind, lanes, quads, *rest = name.split("_")
+            prefetch = rest[-1:] == ["p"]
+            ctas = rest[:-1] if prefetch else rest
             geometry = cls(kind, int(lanes.removeprefix("l")), int(quads.removeprefix("q")),
-                           *(int(c.removeprefix("c")) for c in ctas))
+                           *(int(c.removeprefix("c")) for c in ctas), prefetch=prefetch)
         except (ValueError, TypeError) as exc:
             if "geometry" in str(exc):
                 raise
@@ -566,7 +583,8 @@ def _build_name(geometry, vector, checked):
 def _make_build(geometry, vector, checked, exchange=True):
     """One build of ``geometry``; ``exchange=False`` only for the cluster negative control."""
     extra = (geometry.ctas, exchange) if geometry.kind == "cluster" else ()
-    body, block, _ = _MAKERS[geometry.kind](geometry.lanes, geometry.quads, vector, checked, *extra)
+    options = {"prefetch": True} if geometry.prefetch else {}
+    body, block, _ = _MAKERS[geometry.kind](geometry.lanes, geometry.quads, vector, checked, *extra, **options)
     if checked:
         def kernel(x, y, status, alarm):
             body(x, y, status, alarm)
@@ -611,7 +629,8 @@ CANDIDATES = {
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
     4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1"),
-    32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8", "cluster_l512_q8_c2"),
+    16384: ("rows_l1024_q4_p",),
+    32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8", "cluster_l512_q8_c2", "rows_l1024_q8_p"),
     65536: ("long_l1024_q4", "cluster_l1024_q8_c2"),
     131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4"),
     262144: ("long_l1024_q4",),

@@ -664,14 +664,24 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         while True:
             kind = ctrl[2 * current]
             index = ctrl[2 * current + 1]
-            if kind == KIND_EXIT:
-                if tid == TILE_ANNOUNCER:
-                    flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity)
-                break
             start = int64(0)
             if TRACE:
                 start = trace_now()
             c_tiles = int32(0)
+            # Each task issues its loads first; then the announcer makes the row arrivals of the worker's
+            # previous A claim (flush_arrivals), their round trips under those loads; then the arithmetic.
+            # A and C run up to two tiles back to back, both tiles' loads before either tile's arithmetic:
+            # the second tile's bytes arrive while the first is reduced.
+            x_first = cuda.local.array(TILE_VALUES, float32)
+            x_second = cuda.local.array(TILE_VALUES, float32)
+            t = uint32(index)
+            a_end = t
+            pair = False
+            first_row = uint32(0)
+            last_row = uint32(0)
+            ahead_start = int64(0)
+            ahead_len = int32(0)
+            row = uint32(0)
             if kind == KIND_A:
                 if not publish_after_last:
                     # Negative control only: hold back every tile but a row's first, so
@@ -680,18 +690,18 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     if tid == 0 and index != row_first_tile[tile_row[index]]:
                         pause_us(50)
                     cuda.syncthreads()
-                # The claim: tiles index .. a_end - 1, one or two (TILES_PER_CLAIM), run back to back.
-                a_end = min(uint32(index) + uint32(claim), uint32(n_tiles))
-                # The announcer (lane 0 of warp 1) asks for the tiles' rows now (two tiles span one
-                # row or two): the loads complete during the tasks instead of before the arrival ...
-                first_row = uint32(tile_row[uint32(index)]) if tid == TILE_ANNOUNCER else uint32(0)
-                last_row = uint32(tile_row[a_end - uint32(1)]) if tid == TILE_ANNOUNCER else uint32(0)
+                # The claim: tiles index .. a_end - 1, one or two (TILES_PER_CLAIM).
+                a_end = min(t + uint32(claim), uint32(n_tiles))
+                pair = a_end - t == uint32(2)
+                # The announcer (lane 0 of warp 1) asks for the tiles' rows now (two tiles span one row or two)
+                # for this claim's arrivals ...
+                if tid == TILE_ANNOUNCER:
+                    first_row = uint32(tile_row[t])
+                    last_row = uint32(tile_row[a_end - uint32(1)])
                 # ... and the span of the claim one round of claims later (index + claim * workers),
                 # which it asks for in L2 after the tasks: A tiles are claimed in increasing order, so
                 # that span's DRAM read overlaps the tasks in between (a hint: nothing is claimed).
-                ahead = uint32(index) + uint32(claim) * uint32(cuda.gridDim.x)
-                ahead_start = int64(0)
-                ahead_len = int32(0)
+                ahead = t + uint32(claim) * uint32(cuda.gridDim.x)
                 if tid == TILE_ANNOUNCER and ahead < uint32(n_tiles):
                     ahead_last = min(ahead + uint32(claim), uint32(n_tiles)) - uint32(1)
                     ahead_start = tile_start[ahead]
@@ -701,47 +711,40 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 # the next A tiles with one round trip (the claim) instead of two (flag, then claim).
                 if tid == 0 and state[STATE_TICKET] >= 0:
                     state[STATE_SEEN_READY] = load_relaxed_gpu(fifo_ready, state[STATE_TICKET])
-                t = uint32(index)
-                if a_end - t == uint32(2):
-                    # Both tiles' loads first, then each tile's arithmetic: the second tile's bytes
-                    # arrive while the first is reduced, so a pair costs about one load latency, not two.
-                    x_first = cuda.local.array(TILE_VALUES, float32)
-                    x_second = cuda.local.array(TILE_VALUES, float32)
-                    load_a_tile(t, values, tile_start, tile_len, x_first)
+                load_a_tile(t, values, tile_start, tile_len, x_first)
+                if pair:
                     load_a_tile(t + uint32(1), values, tile_start, tile_len, x_second)
-                    if tid == TILE_ANNOUNCER:  # the previous claim's arrivals, under these loads
-                        flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready,
-                                       capacity)
-                    summarize_tile(t, x_first, tile_max, tile_sum, partials)
-                    if TRACE and tid == TILE_ANNOUNCER:
-                        trace_record(trace, t, start)
-                        start = trace_now()
+            elif kind == KIND_C:
+                # An entry of two tiles (claim 2) holds the tile after ``index`` too when that tile is in
+                # the same row (entries start at the row's first tile, every second tile).
+                row = uint32(tile_row[t])
+                pair = (claim == TILES_PER_CLAIM and t + uint32(1) < uint32(n_tiles)
+                        and uint32(tile_row[t + uint32(1)]) == row)
+                load_c_tile(t, values, tile_start, tile_len, x_first)
+                if pair:
+                    load_c_tile(t + uint32(1), values, tile_start, tile_len, x_second)
+            if tid == TILE_ANNOUNCER:
+                flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity)
+            if kind == KIND_EXIT:
+                break
+            if kind == KIND_A:
+                summarize_tile(t, x_first, tile_max, tile_sum, partials)
+                if TRACE and tid == TILE_ANNOUNCER:
+                    trace_record(trace, t, start)
+                    start = trace_now()
+                if pair:
                     summarize_tile(t + uint32(1), x_second, tile_max, tile_sum, partials)
                     if TRACE and tid == TILE_ANNOUNCER:
                         trace_record(trace, t + uint32(1), start)
-                else:
-                    x_first = cuda.local.array(TILE_VALUES, float32)
-                    load_a_tile(t, values, tile_start, tile_len, x_first)
-                    if tid == TILE_ANNOUNCER:
-                        flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready,
-                                       capacity)
-                    summarize_tile(t, x_first, tile_max, tile_sum, partials)
-                    if TRACE and tid == TILE_ANNOUNCER:
-                        trace_record(trace, t, start)
                 if tid == TILE_ANNOUNCER:
                     # It wrote the summaries itself, so its acq_rel arrivals will release them (one add per
-                    # row the claim touches). They are deferred to the start of the next task, after its
-                    # loads are issued (flush_arrivals): here they held the block's next barrier for their
-                    # one to four dependent round trips, while the worker had no bytes in flight.
-                    if first_row == last_row:
-                        pending[0] = int32(first_row)
-                        pending[2] = int32(a_end - uint32(index))
-                        pending[3] = 0
-                    else:
-                        pending[0] = int32(first_row)
-                        pending[1] = int32(last_row)
-                        pending[2] = 1
-                        pending[3] = 1
+                    # row the claim touches); they are made at the start of the next task (above): here they
+                    # held the block's next barrier for their one to four dependent round trips while the
+                    # worker had no bytes in flight.
+                    pending[0] = int32(first_row)
+                    pending[1] = int32(last_row)
+                    pending[2] = int32(a_end - t) if first_row == last_row else int32(1)
+                    pending[3] = int32(0) if first_row == last_row else int32(1)
                     if ahead_len > 0:
                         prefetch_span_l2(values, ahead_start, ahead_len)
             elif kind == KIND_B:
@@ -752,8 +755,6 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 if tid < WARP_SIZE:
                     task_b(index, row_first_tile, row_tile_count, tile_max, tile_sum,
                            row_max, row_sum)
-                elif tid == TILE_ANNOUNCER:  # warp 1 has no part in B
-                    flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity)
                 if tid == 0:
                     if TRACE:  # before its C tasks are published
                         trace_record(trace, n_tiles + index, start)
@@ -764,23 +765,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 # Every thread reads the row's m and z itself, after the broadcast barrier that
                 # follows thread 0's acquire of the C entry's ready flag (acquire -> bar.sync orders
                 # these reads after B's release); the tile_row -> m, z chain overlaps the
-                # task's own loads instead of preceding the barrier on thread 0. An entry of two
-                # tiles (claim 2) holds the tile after ``index`` too when that tile is in the same
-                # row (entries start at the row's first tile, every second tile): both run back
-                # to back with one decision.
-                t = uint32(index)
-                row = uint32(tile_row[t])
-                pair = (claim == TILES_PER_CLAIM and t + uint32(1) < uint32(n_tiles)
-                        and uint32(tile_row[t + uint32(1)]) == row)
-                # Both tiles' loads before either tile's arithmetic (x is in L2 or on its way there):
-                # the second tile's latency overlaps the first's instead of following it.
-                x_first = cuda.local.array(TILE_VALUES, float32)
-                x_second = cuda.local.array(TILE_VALUES, float32)
-                load_c_tile(t, values, tile_start, tile_len, x_first)
-                if pair:
-                    load_c_tile(t + uint32(1), values, tile_start, tile_len, x_second)
-                if tid == TILE_ANNOUNCER:  # under this entry's loads
-                    flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity)
+                # task's own loads instead of preceding the barrier on thread 0.
                 m = row_max[row]
                 z = row_sum[row]
                 normalize_tile(t, x_first, m, z, tile_start, tile_len, out)
@@ -796,10 +781,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                         if tid == 0:
                             trace_record(trace, n_tiles + rows + t + uint32(1), start)
                 c_tiles = int32(2) if pair else int32(1)
-            elif tid == TILE_ANNOUNCER:
-                # KIND_SYNC: no task (the barrier below orders the last C tile's stores); the arrivals of
-                # an A claim decided before it are made here.
-                flush_arrivals(pending, row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity)
+            # (KIND_SYNC: no task; the barrier below orders the last C tile's stores.)
             if tid == 0:
                 # C tiles run before the previous barrier are ordered now; those run just now are not.
                 c_unflushed = state[STATE_C_UNFLUSHED] + state[STATE_C_WAITING]

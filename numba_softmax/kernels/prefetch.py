@@ -91,4 +91,16 @@ def prefetch_span_l2(array, first, count):
         prefetch_l2(array, lo, hi - lo)
 
 
-__all__ = ["prefetch_l2", "prefetch_span_l2", "sm_id_bound"]
+@cuda.jit(device=True, inline="always")
+def prefetch_row_l2(matrix, row):
+    """Prefetch row ``row`` of the C-contiguous float32 ``matrix`` into L2 (widened to 16-byte
+    boundaries, clipped to the matrix), if that row exists."""
+    rows, cols = matrix.shape
+    if row < rows:
+        lo = (row * cols * 4) & ~15
+        hi = min(((row + 1) * cols * 4 + 15) & ~15, (rows * cols * 4) & ~15)
+        if hi > lo:
+            prefetch_l2(matrix, lo, hi - lo)
+
+
+__all__ = ["prefetch_l2", "prefetch_row_l2", "prefetch_span_l2", "sm_id_bound"]
