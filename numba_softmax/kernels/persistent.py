@@ -59,11 +59,15 @@ freshly reset by :data:`init_queue_kernel` before every invocation:
 
 Worker loop: thread 0 decides and broadcasts ``(kind, index)`` through shared memory, ONE
 ``syncthreads`` per task. It makes the next decision as soon as its own part of the current
-task is done, into the other of two ``ctrl`` slots (the one the block is not reading); after
-an A task the tile's announcer, lane 0 of warp 1 (``tiles.TILE_ANNOUNCER``), which wrote the
-summary, makes the row arrival meanwhile, so the two chains of dependent round trips overlap
-instead of following each other. (So the B task that arrival publishes may find the worker
-already committed to one more A claim: thread 0 polled the FIFO before the publish landed.)
+task is done, into the other of two ``ctrl`` slots (the one the block is not reading). A task
+issues its loads first; then the announcer, lane 0 of warp 1 (``tiles.TILE_ANNOUNCER``), which
+wrote the summaries of the worker's previous A claim, makes that claim's row arrivals
+(:func:`flush_arrivals`), so their dependent round trips overlap the task's loads instead of
+holding the barrier between two tasks while the worker has no bytes in flight; then the task's
+arithmetic. (So the B task an arrival publishes may find the worker already committed to one
+more A claim; a flush that published a B makes thread 0 read its own ticket's flag again at the
+next decision, and a worker whose arrivals are still to come never waits for its ticket: it
+takes a no-task turn, where they are made, instead.)
 Claims are tickets -- one ``atomicAdd``
 each, which always succeeds -- never CAS loops (a CAS claim succeeds once per atomic
 round trip, which serialized 528 workers at ~0.55 us per task on the H200). Thread 0
@@ -101,8 +105,8 @@ As a claim A(a) .. starts, the announcer loads the span of the claim one round l
 (``a + k * workers``) and asks for it in L2 after the tasks: A tiles are claimed in
 increasing order, so its DRAM read overlaps the tasks in between (a hint; nothing is
 claimed). After the claim's tiles (the announcer wrote each tile_max[t], tile_sum[t] inside
-its task), the announcer makes one acq_rel ``atomicAdd(row_arrivals[row], n)`` per row the
-claim touches (n of its tiles in that row; two tiles span one row or two); the LAST producer
+its task), at the start of the worker's next task, the announcer makes one acq_rel
+``atomicAdd(row_arrivals[row], n)`` per row the claim touches (n of its tiles in that row; two tiles span one row or two); the LAST producer
 (old + n == row_tile_count) publishes B(row): ``slot = atomicAdd(fifo_tail, 1)``, plain store of the task id into
 ``fifo_slots[slot]``, then the release pattern ``fence.acq_rel.gpu`` + relaxed store
 ``fifo_ready[slot] = 1``. After B(r) (run by warp 0; its lane 0, thread 0, writes
