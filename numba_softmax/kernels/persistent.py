@@ -389,7 +389,7 @@ STATE_SEEN_READY = 4
 STATE_SLOTS = 5
 
 
-def _make_next_task(acquire_ready, completion_wait=False):
+def _make_next_task(acquire_ready, completion_wait=False, turn_before_wait=True):
     """Thread 0's scheduling decision. ``acquire_ready=False`` only for a negative control.
 
     Claims are tickets (one ``atomicAdd`` each, which always succeeds), not CAS loops:
@@ -411,6 +411,8 @@ def _make_next_task(acquire_ready, completion_wait=False):
     claim, not one atomic per tile on the critical path of every C task.
     Returns ``(kind, index, ticket, a_done, c_unflushed)``; the last three carry over.
     """
+
+    TURN_BEFORE_WAIT = turn_before_wait
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
     def next_task(counters, fifo_slots, fifo_ready, capacity, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
@@ -468,7 +470,7 @@ def _make_next_task(acquire_ready, completion_wait=False):
             # that keeps finding work needs no exit signal), and only every ERROR_POLL_EVERY polls:
             # the look is one more dependent L2 round trip, which every poll would double the poll
             # period with, and so the delay before a freshly published task is seen.
-            if arrival_pending:
+            if arrival_pending and TURN_BEFORE_WAIT:
                 # The announcer's arrivals of the A claim just run are still to come (they run at the start
                 # of the next task): they may publish the very task this worker would wait for, so it
                 # takes a no-task turn instead of waiting.
@@ -488,7 +490,7 @@ def _make_next_task(acquire_ready, completion_wait=False):
 
 
 def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build=False, max_registers=None,
-                            fenced_barrier=True, completion_wait=False):
+                            fenced_barrier=True, completion_wait=False, turn_before_wait=True):
     """Build one compilation of the persistent kernel (closure constants select the variant).
 
     ``trace_build`` selects the trace build (:mod:`.tracing`); the performance build takes
@@ -496,7 +498,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
     ``max_registers`` caps ptxas's register allocation (diagnostic builds only, see
     :func:`register_capped_kernel`).
     """
-    next_task = _make_next_task(acquire_ready, completion_wait)
+    next_task = _make_next_task(acquire_ready, completion_wait, turn_before_wait)
     TRACE = trace_build
     FENCED = fenced_barrier
     PUBLISH_AFTER_LAST = publish_after_last
@@ -853,16 +855,19 @@ def register_capped_kernel(max_registers):
     return _capped_builds[max_registers]
 
 
-#: Negative controls: name -> (acquire_ready, publish_after_last, fenced_barrier). Tests only.
+#: Negative controls: name -> (acquire_ready, publish_after_last, fenced_barrier, turn_before_wait). Tests only.
 NEGATIVE_CONTROLS = {
     # DAG: reads a FIFO slot without acquiring its ready flag (queue counters: an invalid task).
-    "unacquired_slot_read": (False, True, True),
+    "unacquired_slot_read": (False, True, True, True),
     # DAG: the FIRST finished A tile of a row publishes its B (oracle, traces); it claims one A tile at a time, so
     # that first arrival leaves the row's other tiles unfinished even with one worker.
-    "first_producer_publishes_b": (True, False, True),
+    "first_producer_publishes_b": (True, False, True, True),
     # phased: thread 0 arrives at the grid barrier without the release fence and before its
     # block's tasks are done (odd workers' last A tile lags): B reads unfinished summaries (oracle).
-    "barrier_arrive_without_fence": (True, True, False),
+    "barrier_arrive_without_fence": (True, True, False, True),
+    # DAG: thread 0 waits for its ticket while its own announcer still holds the last A claim's arrivals
+    # (made only at the next task): the B they would publish into that slot never comes (bounded wait).
+    "waits_with_arrivals_pending": (True, True, True, False),
 }
 _control_kernels = {}
 
@@ -874,10 +879,10 @@ def negative_control_kernel(name, trace=False):
         raise ValueError(f"unknown negative control {name!r}; expected one of {sorted(NEGATIVE_CONTROLS)}")
     kernel = _control_kernels.get((name, trace))
     if kernel is None:
-        acquire_ready, publish_after_last, fenced = NEGATIVE_CONTROLS[name]
+        acquire_ready, publish_after_last, fenced, turn_before_wait = NEGATIVE_CONTROLS[name]
         kernel = _control_kernels[(name, trace)] = _make_persistent_kernel(
             f"persistent_tiles_control_{name}{'_trace' if trace else ''}", acquire_ready,
-            publish_after_last, trace_build=trace, fenced_barrier=fenced)
+            publish_after_last, trace_build=trace, fenced_barrier=fenced, turn_before_wait=turn_before_wait)
     return kernel
 
 

@@ -271,7 +271,7 @@ def test_floor_launches_are_the_same_launches_with_no_tasks():
 
 def test_negative_controls_are_separate_builds():
     assert set(NEGATIVE_CONTROLS) == {"unacquired_slot_read", "first_producer_publishes_b",
-                                      "barrier_arrive_without_fence"}
+                                      "barrier_arrive_without_fence", "waits_with_arrivals_pending"}
     for name in NEGATIVE_CONTROLS:
         assert negative_control_kernel(name) is not persistent_tiles
     with pytest.raises(ValueError, match="unknown negative control"):
@@ -285,6 +285,22 @@ def test_negative_control_unacquired_slot_read_takes_an_unpublished_slot():
                                    negative_control_kernel("unacquired_slot_read"))
     assert counters[ERROR_CODE] == ERR_INVALID_TASK
     assert (counters[ERROR_TASK], counters[ERROR_WAITED_ON]) == (-1, 0)
+
+
+def test_negative_control_waiting_with_arrivals_pending_is_caught_by_the_bounded_wait():
+    # One worker, one row of two tiles (one claim): the arrivals that publish the row's B come only at the
+    # worker's next task, and its ticket is that B's slot. The shipped kernel takes a no-task turn there; the
+    # control waits for its ticket instead, for the B it would publish itself: the bounded wait records it.
+    lengths = np.array([100])
+    buffers = _fresh_buffers(lengths, 64, packed_fixture("random", lengths))
+    run_launches(dag_launches(buffers, 1, SIM_POLLS, kernel=negative_control_kernel("waits_with_arrivals_pending")))
+    counters = buffers.counters.copy_to_host()
+    assert counters[ERROR_CODE] == ERR_READY_TIMEOUT
+    with pytest.raises(QueueStateError, match="waited too long for its ready flag"):
+        verify_counters(counters, buffers.layout)
+    good = _fresh_buffers(lengths, 64, packed_fixture("random", lengths))
+    run_launches(dag_launches(good, 1, SIM_POLLS))
+    verify_counters(good.counters.copy_to_host(), good.layout)
 
 
 def test_negative_control_first_producer_publishes_b_is_caught_by_the_data_checks(wide_runs):
