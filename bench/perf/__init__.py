@@ -20,8 +20,8 @@ What is measured, and how
    time = 2 GiB / time. The CUDA-event interval with nothing between the two events is recorded
    as the floor of every event figure (never subtracted).
 
-2. Peers, per shape (default: the protocol shapes with >= 4096 rows, and the long rows 4096x32768 and
-   1024x131072). Variants:
+2. Peers, per shape (default: the protocol shapes with >= 4096 rows, and the long rows 4096x8192,
+   4096x16384, 4096x32768 and 1024x131072). Variants:
    ``fused`` (our fused row kernel through ``Invocation.from_launches(fused_launches(...))``, one
    ``cuLaunchKernel``; skipped, with the reason, for rows longer than it holds), ``fused_graph`` (the
    same, stream-captured into a CUDA graph and replayed), ``auto`` (``method="auto"``'s kernel for the

@@ -27,8 +27,9 @@ from bench.stats import paired_ratios, summarize
 
 #: The protocol shapes with >= 4096 rows (the peers' shapes).
 PROTOCOL_PEER_SHAPES = ((4096, 128), (4096, 1024), (4096, 4096), (16384, 1024))
-#: Rows longer than the fused kernel holds: method="auto"'s long-row path against the peers.
-LONG_SHAPES = ((4096, 32768), (1024, 131072))
+#: Rows longer than the fused kernel holds: method="auto"'s wide-row geometries (8192-32768 columns) and its
+#: cluster path (131072) against the peers.
+LONG_SHAPES = ((4096, 8192), (4096, 16384), (4096, 32768), (1024, 131072))
 DEFAULT_SHAPES = PROTOCOL_PEER_SHAPES + LONG_SHAPES
 PEER_MIN_ROWS = 4096
 

@@ -23,8 +23,8 @@ from bench.perf.ceilings import bandwidth_tbs, logical_bytes
 from bench.perf.goals import MISS, NOT_MEASURED, PASS, evaluate_goals
 from bench.perf.launch_path import (LAUNCH_METRICS, LaunchTimerOutputError, launch_comparison, nvcc_command,
                                     parse_launch_timer_output)
-from bench.perf.peers import (COPY, CUDNN, FUSED, FUSED_GRAPH, MAX_INPUT_SETS, ROW_COPY, TORCH, TRITON, input_sets_for,
-                              next_power_of_2, parse_shapes, summarize_shape, triton_num_warps)
+from bench.perf.peers import (COPY, CUDNN, FUSED, FUSED_GRAPH, LONG_SHAPES, MAX_INPUT_SETS, ROW_COPY, TORCH, TRITON,
+                              input_sets_for, next_power_of_2, parse_shapes, summarize_shape, triton_num_warps)
 from bench.perf.render import floors_markdown, jsonable, markdown_table, render_markdown
 from bench.protocol import BATCH
 from bench.timing import DelaySampler, delay_iterations, delay_target_us, is_starved
@@ -291,9 +291,9 @@ def test_goals_pass_miss_and_not_measured():
     assert g["launch: our enqueue per launch / C++ cuLaunchKernel <= 1.3"]["value"] == pytest.approx(4.4 / 3.6)
     assert g["(1,128) fused graph completion / empty-kernel graph <= 1.2"]["status"] == MISS  # 1.33
     # one goal per copy shape, per peer at the 4 protocol shapes, the launch ratio and the graph ratio; auto's:
-    # one per copy shape, per peer at the 4 protocol shapes and the 2 long-row shapes
+    # one per copy shape, per peer at the 4 protocol shapes and the long-row shapes
     # and the API goals: overhead at 1x128 and 4096x4096, torch / Numba at both (NOT MEASURED here)
-    assert len(goals) == 2 + 3 * 4 + 1 + 1 + 2 + 3 * 6 + 4
+    assert len(goals) == 2 + 3 * 4 + 1 + 1 + 2 + 3 * (4 + len(LONG_SHAPES)) + 4
     assert {x["status"] for x in goals} <= {PASS, MISS, NOT_MEASURED}
 
 
