@@ -133,9 +133,9 @@ __device__ __forceinline__ void task_b(int r, const int* row_first_tile, const i
     const int first = row_first_tile[r];
     const int count = row_tile_count[r];
     float m = NEG_INF;
-    // Rolled in the PTX, as Numba's is (nvcc's front end unrolled it 4x with a 33-load remainder); the
-    // pragma also reaches ptxas (.pragma "nounroll"), which unrolls Numba's copy 4x: a lane takes 1-2 trips
-    // at the protocol's row lengths.
+    // Rolled (nvcc's front end unrolled it 4x with a 33-load remainder); the pragma also reaches ptxas
+    // (.pragma "nounroll"), as Numba's loop_nounroll() does for its copy: a lane takes 1-2 trips at the
+    // protocol's row lengths.
 #pragma unroll 1
     for (int k = lane; k < count; k += WARP_SIZE) {
         m = f32_max(m, tile_max[first + k]);

@@ -19,6 +19,7 @@ name                             PTX                                         ret
 ``globaltimer()``                ``mov.u64 %globaltimer`` (trace builds)     uint64 ns
 ``smid()``                       ``mov.u32 %smid`` (trace builds)            uint32
 ``backoff(polls)``               ``nanosleep.u32`` 32, 64, 128, then 256 ns  --
+``loop_nounroll()``              ``.pragma "nounroll"`` (first in a loop body) --
 ===============================  ==========================================  =========
 
 The array primitives accept 1-D arrays of 32-bit integers (int32 / uint32) and an
@@ -89,6 +90,10 @@ if SIMULATOR:
 
     @cuda.jit(device=True)
     def pause_us(microseconds):
+        pass
+
+    @cuda.jit(device=True)
+    def loop_nounroll():
         pass
 
 else:
@@ -195,6 +200,19 @@ else:
         return types.void(), codegen
 
     @intrinsic
+    def loop_nounroll(typingctx):
+        """``.pragma "nounroll";`` as the first statement of a loop body: it lands in the loop's header
+        block, and ptxas keeps that loop rolled, as nvcc's ``#pragma unroll 1`` asks it to (NVVM passes
+        the statement through; a rolled loop in Numba's PTX is otherwise unrolled 4x by ptxas)."""
+        def codegen(context, builder, sig, args):
+            fnty = ir.FunctionType(ir.VoidType(), [])
+            # llvmlite writes the asm text into the IR as it is: the quotes go in as LLVM's escape \22.
+            # No memory clobber: the pragma orders nothing.
+            builder.call(ir.InlineAsm(fnty, '.pragma \\22nounroll\\22;', "", side_effect=True), [])
+            return context.get_dummy_value()
+        return types.void(), codegen
+
+    @intrinsic
     def globaltimer(typingctx):
         """Nanosecond global timer (trace builds only)."""
 
@@ -230,4 +248,5 @@ else:
 
 
 __all__ = ["load_acquire_gpu", "load_relaxed_gpu", "store_relaxed_gpu", "fence_acq_rel_gpu",
-           "atomic_add_acq_rel_gpu", "atomic_add_release_gpu", "globaltimer", "smid", "backoff", "pause_us"]
+           "atomic_add_acq_rel_gpu", "atomic_add_release_gpu", "globaltimer", "smid", "backoff", "pause_us",
+           "loop_nounroll"]

@@ -65,6 +65,7 @@ from numba import cuda, float32, int32, int64, uint32, uint64
 from ..launch_spec import KernelLaunch
 from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, block_reductions,
                         f32_add, f32_div, f32_exp, f32_max, f32_mul, f32_sub, udiv, warp_reduce_max)
+from .ordering import loop_nounroll
 from .prefetch import prefetch_span_l2, sm_id_bound
 from .tracing import trace_now, trace_record
 from .vector_io import l2_policy_evict_first, l2_policy_evict_last, load_quad_at_hinted, store_quad_at_hinted
@@ -283,11 +284,12 @@ else:
         first = uint32(row_first_tile[r])
         count = uint32(row_tile_count[r])
         m = NEG_INF
-        # A signed counter: ptxas unrolls this loop by 4 either way (Numba's PTX has it rolled,
-        # with no nounroll pragma), and the signed form gives the unrolled code 9 fewer static
-        # instructions (docs/numba_vs_nvcc.md).
+        # Rolled, as the twin's ``#pragma unroll 1`` loop: a lane takes 1-2 trips at the protocol's row
+        # lengths, and ptxas would otherwise unroll Numba's rolled PTX loop 4x (43 more static
+        # instructions; docs/numba_vs_nvcc.md). A signed counter, as the twin's.
         k = int32(lane)
         while k < int32(count):
+            loop_nounroll()
             m = f32_max(m, tile_max[uint32(first + uint32(k))])
             k = int32(k + int32(WARP_SIZE))
         m = warp_reduce_max(m)
