@@ -154,3 +154,30 @@ def test_tiled_kernel_resources(compiled, name):
     assert "error" not in resources, resources
     assert resources["stack_frame_bytes"] == 0
     assert resources["spill_store_bytes"] == 0 and resources["spill_load_bytes"] == 0
+
+
+def _loop_of_pragma(ptx):
+    """The label of the block each ``.pragma "nounroll"`` sits in, and whether that block branches back to it."""
+    found = []
+    label = None
+    lines = ptx.splitlines()
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.endswith(":") and stripped.startswith("$"):
+            label = stripped[:-1]
+        if stripped == '.pragma "nounroll";':
+            rest = "\n".join(lines[i:])
+            block_end = rest.find("\n\n")
+            found.append((label, f"bra \t{label};" in rest[:block_end] if label else False))
+    return found
+
+
+def test_task_b_max_loop_carries_the_nounroll_pragma_in_its_header(compiled):
+    """task B's max loop is rolled as the twin's ``#pragma unroll 1`` loop: the pragma sits in the loop's
+    header block (the block that branches back to its own label), once per call site of task B."""
+    combine = _loop_of_pragma(compiled["kernels"]["row_combine_kernel"])
+    assert len(combine) == 1 and combine[0][1], combine
+    persistent = _loop_of_pragma(compiled["kernels"]["persistent_tiles"])
+    assert len(persistent) == 2 and all(back for _, back in persistent), persistent  # phased B and the DAG's B
+    for name in ("tile_summary_kernel", "tile_normalize_kernel", "init_queue_kernel"):
+        assert "nounroll" not in compiled["kernels"][name], name
