@@ -19,7 +19,7 @@ name                             PTX                                         ret
 ``globaltimer()``                ``mov.u64 %globaltimer`` (trace builds)     uint64 ns
 ``smid()``                       ``mov.u32 %smid`` (trace builds)            uint32
 ``backoff(polls)``               ``nanosleep.u32`` 32, 64, 128, then 256 ns  --
-``loop_nounroll()``              ``.pragma "nounroll"`` (first in a loop body) --
+``loop_nounroll()``              ``.pragma "nounroll"`` (loop body, first)   --
 ===============================  ==========================================  =========
 
 The array primitives accept 1-D arrays of 32-bit integers (int32 / uint32) and an
