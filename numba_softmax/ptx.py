@@ -55,7 +55,22 @@ def fixed_compute_capability(cc=TARGET_CC):
 
 
 def kernel_ptx(dispatcher, signature, cc=TARGET_CC):
-    """PTX text of one kernel for ``signature`` (a Numba signature string or tuple)."""
+    """PTX text of one kernel for ``signature`` (a Numba signature string or tuple), as the launch
+    layer launches it: the kernel's code behind its slim entry (:mod:`.launch.entry`)."""
+    from numba.core import sigutils
+
+    from .launch.entry import slim_entry
+
+    argtypes = sigutils.normalize_signature(signature)[0] if isinstance(signature, str) else tuple(signature)
+    with fixed_compute_capability(cc):
+        entry, parameters = slim_entry(dispatcher, argtypes)
+        return array_abi_ptx(entry, parameters, cc)
+
+
+def array_abi_ptx(dispatcher, signature, cc=TARGET_CC):
+    """PTX text of ``dispatcher`` itself for ``signature``: Numba's own kernel ABI (a struct per array
+    argument), the layout a ``kernel[grid, block](...)`` call uses; the launch layer launches
+    :func:`kernel_ptx`'s entry instead."""
     options = dispatcher.targetoptions
     with fixed_compute_capability(cc):
         ptx, _ = cuda.compile_ptx(dispatcher.py_func, signature, cc=cc,

@@ -97,9 +97,10 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
     plan = worker_plan(buffers)
     results.append({"case": case.name, "what": "workers", **plan.record()})
 
-    def time_and_compare(label, launches):
-        """Time one invocation of ``launches``, then run it once more and compare its bits with separate's."""
-        invocation = Invocation.from_launches(label, launches)
+    def time_and_compare(label, launches, invocation_of=Invocation.from_launches):
+        """Time one invocation of ``launches`` (made by ``invocation_of``: this tree's launch layer unless
+        given), then run it once more and compare its bits with separate's."""
+        invocation = invocation_of(label, launches)
         record(f"invocation: {label}", time_batches(stream, enqueue_of(invocation)))
         invocation.enqueue(stream)
         stream.synchronize()
@@ -116,11 +117,13 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
         for scheduler in ("phased", "dag"):
             time_and_compare(f"{scheduler} {tag}", tiled_launches(scheduler, buffers, plan.workers, kernel=kernel))
     if other_tree:
-        # The other tree's kernels with its OWN launch lists and worker count (its block shape
-        # and launch rules may differ from this tree's); the buffers are shared.
-        from numba_softmax.launch.driver import compiled, device_sm_count
+        # The other tree's kernels with its OWN launch lists, worker count and launch layer (its block
+        # shape, launch rules and kernel entries may differ from this tree's); the buffers are shared.
+        from numba_softmax.launch.driver import device_sm_count
         other_persistent = other_tree_module(other_tree, "kernels.persistent")
         other_tiles = other_tree_module(other_tree, "kernels.tiles")
+        other_driver = other_tree_module(other_tree, "launch.driver")
+        compiled = other_driver.compiled
         threads = getattr(other_persistent, "WORKER_THREADS", other_tiles.TILE_THREADS)
         occupancy = compiled(other_persistent.persistent_tiles, other_persistent.persistent_args(0, buffers))
         workers = min(int(occupancy.active_blocks_per_sm(threads, 0)) * int(device_sm_count()), layout.n_tiles)
@@ -130,7 +133,7 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
                  "phased": other_persistent.phased_launches(buffers, workers),
                  "dag": other_persistent.dag_launches(buffers, workers)}
         for scheduler, launches in lists.items():
-            time_and_compare(f"{scheduler} other", launches)
+            time_and_compare(f"{scheduler} other", launches, other_driver.Invocation.from_launches)
     return results
 
 
@@ -143,7 +146,8 @@ def main(argv=None):
                              "register caps (comma-separated, e.g. 48,40): more workers per SM, with spills")
     parser.add_argument("--compare-tree", default=None,
                         help="also time the three schedulers with the kernels of DIR/numba_softmax (another tree, "
-                             "e.g. a git archive of a baseline commit, or a candidate), in the same process")
+                             "e.g. a git archive of a baseline commit, or a candidate), in the same process, "
+                             "through that tree's own launch layer")
     args = parser.parse_args(argv)
     caps = [int(c) for c in args.register_caps.split(",") if c.strip()]
     by_name = {case.name: case for case in EXPERIMENT_B_CASES}

@@ -69,7 +69,7 @@ def _compare_per_kernel(label, numba_sets, twin_sets, stream, sampler, results, 
         numba = row["numba"]
         line = f"{label:>14} {name:<22} Numba {_three(numba)}"
         if other_sets is not None:
-            other = _timed(stream, sampler, [Invocation.from_launches(name, [s[k]]) for s in other_sets])
+            other = _timed(stream, sampler, [other_sets.invocation(name, [s[k]]) for s in other_sets])
             row["numba_other_tree"] = other
             line += f" | other tree {_three(other)}"
         for image, sets in twin_sets.items():
@@ -90,6 +90,15 @@ def _compare_per_kernel(label, numba_sets, twin_sets, stream, sampler, results, 
                      + " / ".join(f"{row[f'{mode}_abi_over_twin']:.3f}" for mode, _ in MODES))
         results.append(row)
         print(line + "  (batched / single / graph)", flush=True)
+
+
+class OtherTreeLaunches(list):
+    """The other tree's launch lists (one per input set), launched by the other tree's own launch layer:
+    what that tree's kernels cost as that tree launches them (its kernel entry, its parameter block)."""
+
+    def __init__(self, other, sets):
+        super().__init__(sets)
+        self.invocation = other["driver"].Invocation.from_launches
 
 
 def _same(arrays, reference):
@@ -143,8 +152,8 @@ def probe_stages(text, libraries, stream, sampler, results, other=None):
     abi_sets = _numba_layout_sets(libraries["cubin"], numba_sets, twin_sets["cubin"][0], "stages", checks)
     other_sets = None
     if other is not None:
-        other_sets = [other["row_stages"].stages_launches(*b) for b in buffers]
-        checks["stages (other tree)"] = Invocation.from_launches("stages-other", other_sets[0])
+        other_sets = OtherTreeLaunches(other, [other["row_stages"].stages_launches(*b) for b in buffers])
+        checks["stages (other tree)"] = other_sets.invocation("stages-other", other_sets[0])
     _check_twins(text, "stages", Invocation.from_launches("stages", numba_sets[0]), checks, buffers[0][1:], stream,
                  results)
     _compare_per_kernel(text, numba_sets, twin_sets, stream, sampler, results, other_sets, abi_sets)
@@ -164,8 +173,8 @@ def probe_separate(name, libraries, stream, sampler, results, other=None):
     abi_sets = _numba_layout_sets(libraries["cubin"], [numba], twins["cubin"], "separate", checks)
     other_sets = None
     if other is not None:
-        other_sets = [other["tiles"].separate_launches(buffers)]
-        checks["separate (other tree)"] = Invocation.from_launches("separate-other", other_sets[0])
+        other_sets = OtherTreeLaunches(other, [other["tiles"].separate_launches(buffers)])
+        checks["separate (other tree)"] = other_sets.invocation("separate-other", other_sets[0])
     _check_twins(name, "separate", Invocation.from_launches("separate", numba), checks, outputs, stream, results)
     _compare_per_kernel(name, [numba], {image: [launches] for image, launches in twins.items()}, stream, sampler,
                         results, other_sets, abi_sets)
@@ -181,7 +190,8 @@ def main(argv=None):
                         help="nvcc cubins dir (built here when absent)")
     parser.add_argument("--compare-tree", default=None, metavar="DIR",
                         help="also time the kernels of DIR/numba_softmax (another tree, e.g. a git archive of a "
-                             "baseline commit), in the same process")
+                             "baseline commit), in the same process, through that tree's own launch layer (its "
+                             "kernel entries and argument packing)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     known = [c.name for c in EXPERIMENT_B_CASES]
@@ -209,7 +219,9 @@ def main(argv=None):
     sampler.calibrate_delay()
     other = None
     if args.compare_tree:
-        other = {name: other_tree_module(args.compare_tree, f"kernels.{name}") for name in ("row_stages", "tiles")}
+        other = {name: other_tree_module(args.compare_tree, module)
+                 for name, module in (("row_stages", "kernels.row_stages"), ("tiles", "kernels.tiles"),
+                                      ("driver", "launch.driver"))}
     results = []
     for text in shapes:
         probe_stages(text, libraries, stream, sampler, results, other)

@@ -7,10 +7,12 @@ kernels whose runtime is a few microseconds would measure Python. So:
 
 1. :class:`CompiledKernel` compiles a ``@cuda.jit`` dispatcher once for the exact
    argument types, loads the module in Numba's context and takes its ``CUfunction``.
+   What it compiles is the kernel's slim entry (:mod:`.entry`): the kernel's own code
+   behind a parameter block of a pointer and a shape per array argument instead of
+   Numba's whole array struct (a smaller block is a faster launch on short kernels).
 2. :class:`PreparedLaunch` packs the arguments ONCE for fixed device pointers into
-   a ``void**`` block laid out the way Numba's ABI expects (an array argument is
-   flattened to meminfo, parent, nitems, itemsize, data, shape[nd], strides[nd]),
-   and keeps every ctypes object alive.
+   a ``void**`` block laid out the way that entry expects (an array argument is its
+   data pointer and shape[nd]), and keeps every ctypes object alive.
 3. ``enqueue(stream)`` is then a single ``cuLaunchKernel`` (or
    ``cuLaunchCooperativeKernel`` for grid-synchronizing kernels) call.
 
@@ -105,10 +107,13 @@ class CompiledKernel:
     """One compiled specialization of a dispatcher, bound to the current context."""
 
     def __init__(self, dispatcher, argtypes):
+        from .entry import slim_entry
+
         ensure_context()
         self.dispatcher = dispatcher
-        self.argtypes = tuple(argtypes)
-        self.numba_kernel = dispatcher.compile(self.argtypes)
+        self.argtypes = tuple(argtypes)  # the kernel's own; the entry takes pointer + shape per array
+        entry, parameters = slim_entry(dispatcher, self.argtypes)
+        self.numba_kernel = entry.compile(parameters)
         self.numba_kernel.bind()
         cufunc = self.numba_kernel._codelibrary.get_cufunc()
         self.name = self.numba_kernel.entry_name
@@ -155,23 +160,42 @@ def compiled(dispatcher, args):
 
 
 def flatten_argument(ty, value, out):
-    """Append the ctypes values Numba's kernel ABI expects for one argument."""
+    """Append the ctypes values the kernel's slim entry (:mod:`.entry`) takes for one argument."""
     if isinstance(ty, types.Array):
         if not cuda.is_cuda_array(value):
             raise TypeError(f"kernel array argument must live on the device, got {type(value)}")
-        iface = value.__cuda_array_interface__
-        itemsize = np.dtype(iface["typestr"]).itemsize
-        shape = tuple(iface["shape"])
-        strides = iface.get("strides") or tuple(
-            int(np.prod(shape[i + 1:], dtype=np.int64)) * itemsize for i in range(len(shape)))
-        out.append(ctypes.c_void_p(0))             # meminfo
-        out.append(ctypes.c_void_p(0))             # parent
-        out.append(ctypes.c_int64(int(np.prod(shape, dtype=np.int64))))  # nitems
-        out.append(ctypes.c_int64(itemsize))
-        out.append(ctypes.c_void_p(iface["data"][0]))
-        out.extend(ctypes.c_int64(s) for s in shape)
-        out.extend(ctypes.c_int64(s) for s in strides)
-    elif isinstance(ty, types.Integer):
+        from .entry import array_members
+
+        data, shape = array_members(value)
+        out.append(ctypes.c_void_p(data))
+        out.extend(ctypes.c_int64(extent) for extent in shape)
+    else:
+        flatten_scalar(ty, value, out)
+
+
+def numba_array_members(value, out):
+    """Append Numba's own kernel ABI for a device array (meminfo, parent, nitems, itemsize, data,
+    shape[nd], strides[nd]): what ``kernel[grid, block](...)`` passes; the nvcc twins' entries in
+    Numba's layout take it (a diagnostic of what that layout costs)."""
+    if not cuda.is_cuda_array(value):
+        raise TypeError(f"kernel array argument must live on the device, got {type(value)}")
+    iface = value.__cuda_array_interface__
+    itemsize = np.dtype(iface["typestr"]).itemsize
+    shape = tuple(iface["shape"])
+    strides = iface.get("strides") or tuple(
+        int(np.prod(shape[i + 1:], dtype=np.int64)) * itemsize for i in range(len(shape)))
+    out.append(ctypes.c_void_p(0))             # meminfo
+    out.append(ctypes.c_void_p(0))             # parent
+    out.append(ctypes.c_int64(int(np.prod(shape, dtype=np.int64))))  # nitems
+    out.append(ctypes.c_int64(itemsize))
+    out.append(ctypes.c_void_p(iface["data"][0]))
+    out.extend(ctypes.c_int64(s) for s in shape)
+    out.extend(ctypes.c_int64(s) for s in strides)
+
+
+def flatten_scalar(ty, value, out):
+    """Append one scalar kernel argument as its ctypes value."""
+    if isinstance(ty, types.Integer):
         out.append(getattr(ctypes, f"c_{ty}")(int(value)))
     elif ty == types.float32:
         out.append(ctypes.c_float(value))

@@ -184,12 +184,10 @@ def _require_c_contiguous(kernel, name, iface, dtype):
 
 
 def _pack_numba_array(kernel, name, kind, value):
-    """One struct parameter holding exactly the members the launch layer passes for this array to a Numba
-    kernel (:func:`~numba_softmax.launch.driver.flatten_argument`), in Numba's order."""
-    from numba import types
-    from numba.np import numpy_support
+    """One struct parameter holding exactly the members of Numba's own array ABI
+    (:func:`~numba_softmax.launch.driver.numba_array_members`), in Numba's order."""
+    from ..launch.driver import numba_array_members
 
-    from ..launch.driver import flatten_argument
     dtype, ndim = _NUMBA_ARRAY_KINDS[kind]
     iface = getattr(value, "__cuda_array_interface__", None)
     if iface is None or np.dtype(iface["typestr"]) != np.dtype(dtype) or len(iface["shape"]) != ndim:
@@ -197,7 +195,7 @@ def _pack_numba_array(kernel, name, kind, value):
                         f"{getattr(value, 'shape', type(value))}")
     _require_c_contiguous(kernel, name, iface, np.dtype(dtype))
     members = []
-    flatten_argument(types.Array(numpy_support.from_dtype(np.dtype(dtype)), ndim, "C"), value, members)
+    numba_array_members(value, members)
     blob = b"".join(bytes(member) for member in members)
     return (ctypes.c_char * len(blob)).from_buffer_copy(blob)
 

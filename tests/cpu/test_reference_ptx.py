@@ -330,20 +330,21 @@ def test_argument_table_matches_every_entrys_parameters(reference_build_dir):
 
 @needs_reference
 def test_numba_layout_entries_read_where_numbas_kernels_read(reference_build_dir):
-    """NUMBA_ABI_TWINS: the parameter block of Numba's kernel, byte for byte in size; every parameter byte
-    offset the entry reads is one Numba's kernel reads, and both read the same 64-byte blocks of constant bank 0
-    (sm_90 puts the parameters at c[0x0][0x210], as the SASS shows)."""
+    """NUMBA_ABI_TWINS: the parameter block of Numba's kernel in Numba's own array ABI (``array_abi_ptx``: what
+    a ``kernel[grid, block](...)`` call passes, not the slim entry the launch layer launches), byte for byte in
+    size; every parameter byte offset the entry reads is one Numba's kernel reads, and both read the same 64-byte
+    blocks of constant bank 0 (sm_90 puts the parameters at c[0x0][0x210], as the SASS shows)."""
     import re
 
     from bench.reference_build import ensure_built
     from numba_softmax.kernels.registry import KERNELS
     from numba_softmax.peers.nvcc_twins import NUMBA_ABI_TWINS
-    from numba_softmax.ptx import kernel_ptx
+    from numba_softmax.ptx import array_abi_ptx
     build = ensure_built(reference_build_dir)
     assert set(NUMBA_ABI_TWINS) == {"exp_stage", "divide_stage", "tile_summary_kernel", "row_combine_kernel",
                                     "tile_normalize_kernel"}
     for name, ref in NUMBA_ABI_TWINS.items():
-        numba = kernel_ptx(*KERNELS[name])
+        numba = array_abi_ptx(*KERNELS[name])
         numba_entry = numba[numba.index(".entry"):]
         numba_header = numba_entry[:numba_entry.index(")")]
         numba_bytes = 8 * len(re.findall(r"\.param\s+\.u64", numba_header))

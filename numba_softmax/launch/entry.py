@@ -1,0 +1,114 @@
+"""The kernel entry the launch layer compiles: a kernel's own code behind a slim parameter block.
+
+Numba passes an array argument to a kernel as its whole array struct: meminfo, parent, nitems,
+itemsize, data, shape[nd] and strides[nd], 56 bytes for a vector and 72 for a matrix, of which a
+kernel on C-contiguous arrays reads only the data pointer and the shape. A launch carries its
+parameter block to the GPU, and on kernels of a few microseconds the block's size shows: the nvcc
+twins given Numba's array layout were 1.05-1.08x the twins at 32x1024 and 128 tile rows, and 160
+unused bytes in front of a twin's arguments cost 1.048x by themselves (docs/numba_vs_nvcc.md).
+
+So on the GPU the launch layer does not launch a ``@cuda.jit`` kernel with Numba's array ABI. For
+each kernel and argument types it compiles :func:`slim_entry`: a generated kernel whose parameters
+are, for every array argument, its data pointer and its shape (int64, as Numba's own), and every
+scalar argument as it is. The entry rebuilds each array from pointer and shape with Numba's own
+``carray`` intrinsic (a C-contiguous view; strides follow from the shape) and calls the kernel's
+Python function, compiled as a device function that NVVM inlines (``forceinline``): the body is
+the kernel's own code, the same PTX instruction for instruction; only the ``.param`` list and
+its loads change (tests/cpu/test_slim_entry.py compares them for every registered kernel). A
+matrix then costs 24 bytes, a vector 16.
+
+The entry keeps the kernel's compile options (launch bounds, register cap, fastmath, line info),
+its module and name (so its mangled entry name reads like the kernel's). The simulator launches
+the ``@cuda.jit`` kernel itself (:mod:`numba_softmax.backend`); nothing here runs there.
+
+(``numba.carray`` itself is not used: in numba-cuda 0.30.4 its ``inline="always"`` overload dropped
+the statements after the call in some kernels, for example a store indexed by ``cuda.grid(1)``.
+The intrinsic it wraps does not.)
+"""
+
+import numpy as np
+from numba import cuda, types
+from numba.cuda.np.arrayobj import get_cfarray_intrinsic
+
+#: Compile options a generated entry keeps from its kernel (the others describe a kernel being a kernel).
+KEPT_OPTIONS = ("fastmath", "debug", "lineinfo", "opt", "link", "launch_bounds", "lto", "max_registers")
+
+_c_array = get_cfarray_intrinsic("C", None)
+_entries = {}
+_bodies = {}
+
+
+class SlimEntryError(TypeError):
+    """An argument type the slim entry cannot pass (an array that is not C-contiguous)."""
+
+
+def slim_types(name, argtypes):
+    """The entry's parameter types for a kernel's argument types: (pointer, shape...) per array."""
+    slim = []
+    for position, ty in enumerate(argtypes):
+        if isinstance(ty, types.Array):
+            if ty.layout != "C":
+                raise SlimEntryError(f"{name}: argument {position} is a {ty} array; the launch layer passes "
+                                     "C-contiguous arrays only (pointer and shape)")
+            slim.append(types.CPointer(ty.dtype))
+            slim.extend([types.int64] * ty.ndim)
+        else:
+            slim.append(ty)
+    return tuple(slim)
+
+
+def _body(dispatcher):
+    """The kernel's Python function as a device function NVVM inlines into the entry."""
+    body = _bodies.get(id(dispatcher))
+    if body is None:
+        body = _bodies[id(dispatcher)] = (dispatcher, cuda.jit(device=True, forceinline=True)(dispatcher.py_func))
+    return body[1]
+
+
+def _entry_source(argtypes):
+    params, rebuild, call = [], [], []
+    for position, ty in enumerate(argtypes):
+        if isinstance(ty, types.Array):
+            shape = [f"shape{position}_{axis}" for axis in range(ty.ndim)]
+            params += [f"data{position}", *shape]
+            rebuild.append(f"    array{position} = c_array(data{position}, ({', '.join(shape)},))")
+            call.append(f"array{position}")
+        else:
+            params.append(f"value{position}")
+            call.append(f"value{position}")
+    return (f"def entry({', '.join(params)}):\n" + "".join(line + "\n" for line in rebuild)
+            + f"    body({', '.join(call)})\n")
+
+
+def slim_entry(dispatcher, argtypes):
+    """``(entry dispatcher, its parameter types)`` for ``dispatcher`` at ``argtypes`` (cached)."""
+    argtypes = tuple(argtypes)
+    key = (id(dispatcher), argtypes)
+    found = _entries.get(key)
+    if found is not None:
+        return found[1], found[2]
+    function = dispatcher.py_func
+    parameters = slim_types(function.__name__, argtypes)
+    namespace = {"c_array": _c_array, "body": _body(dispatcher)}
+    exec(_entry_source(argtypes), namespace)  # noqa: S102 - generated from the argument types only
+    entry = namespace["entry"]
+    entry.__name__, entry.__qualname__, entry.__module__ = function.__name__, function.__qualname__, function.__module__
+    entry.__doc__ = function.__doc__
+    options = {name: dispatcher.targetoptions[name] for name in KEPT_OPTIONS
+               if dispatcher.targetoptions.get(name) is not None}
+    kernel = cuda.jit(**options)(entry)
+    _entries[key] = (dispatcher, kernel, parameters)  # the dispatcher is held so that its id stays its own
+    return kernel, parameters
+
+
+def array_members(value):
+    """``(data pointer, shape)`` of a C-contiguous device array: what the entry takes for it."""
+    from ..arrays import c_contiguous
+
+    iface = value.__cuda_array_interface__
+    shape = tuple(int(extent) for extent in iface["shape"])
+    strides = iface.get("strides")
+    if strides is not None and not c_contiguous(shape, strides, np.dtype(iface["typestr"]).itemsize):
+        raise SlimEntryError(f"array argument with strides {tuple(strides)} for shape {shape} is not "
+                             "C-contiguous; the launch layer passes pointer and shape only")
+    return int(iface["data"][0]), shape

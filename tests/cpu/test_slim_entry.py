@@ -1,0 +1,117 @@
+"""The launch layer's slim kernel entry: the kernel's own code, a parameter block of pointers and shapes.
+
+For every registered protocol kernel the entry's PTX (``kernel_ptx``, what the launch layer launches) holds
+the same instructions as the kernel compiled with Numba's own array ABI (``array_abi_ptx``), up to register
+numbers, shared-array symbol names and block placement, and only its ``.param`` list is shorter. Compiled in a
+child process with the real CUDA target (no GPU needed), like test_tiled_ptx.py.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_CHILD = textwrap.dedent("""
+    import collections, json, re, sys
+    from numba.core import sigutils
+    from numba import types
+    from numba_softmax.kernels.registry import KERNELS
+    from numba_softmax.ptx import array_abi_ptx, kernel_ptx
+
+    def instructions(ptx):
+        body = ptx[ptx.index("{", ptx.index(".entry")):]
+        lines = []
+        for line in body.splitlines():
+            line = line.strip()
+            if not line or line.startswith("//") or line.startswith("$L__") or line.startswith(".reg"):
+                continue
+            if "ld.param" in line:
+                continue  # where the arguments come from is the difference under test
+            line = re.sub(r"%(rd|r|p|f|rs|fd)\\d+", "%R", line)
+            line = re.sub(r"_cudapy_smem_\\d+", "SMEM", line)
+            line = re.sub(r"\\$L__BB\\d+_\\d+", "LABEL", line)
+            line = re.sub(r"_ZN\\w+", "NAME", line)
+            lines.append(line)
+        return collections.Counter(lines)
+
+    def params(ptx):
+        header = ptx[ptx.index(".entry"):]
+        return re.findall(r"\\.param\\s+\\.(\\w+)", header[:header.index(")")])
+
+    out = {}
+    for name, (dispatcher, signature) in KERNELS.items():
+        argtypes = sigutils.normalize_signature(signature)[0]
+        slim, numba = kernel_ptx(dispatcher, signature), array_abi_ptx(dispatcher, signature)
+        expected = sum(1 + t.ndim if isinstance(t, types.Array) else 1 for t in argtypes)
+        out[name] = {"same_instructions": instructions(slim) == instructions(numba),
+                     "only_in_slim": sorted((instructions(slim) - instructions(numba)).elements())[:10],
+                     "only_in_numba": sorted((instructions(numba) - instructions(slim)).elements())[:10],
+                     "slim_params": params(slim), "numba_params": len(params(numba)), "expected_params": expected}
+    json.dump(out, open(sys.argv[1], "w"))
+""")
+
+
+@pytest.fixture(scope="module")
+def entries(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ptx") / "entries.json"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(path)], cwd=REPO, env=env,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(path.read_text())
+
+
+def test_every_protocol_kernel_has_its_own_code_behind_the_slim_entry(entries):
+    from numba_softmax.kernels.registry import KERNELS
+    assert set(entries) == set(KERNELS)
+    for name, entry in entries.items():
+        assert entry["same_instructions"], (name, entry["only_in_slim"], entry["only_in_numba"])
+
+
+def test_the_slim_entry_takes_a_pointer_and_a_shape_per_array(entries):
+    for name, entry in entries.items():
+        assert len(entry["slim_params"]) == entry["expected_params"], name
+        assert entry["numba_params"] > len(entry["slim_params"]), name
+    # exp_stage(x[:, ::1], row_max[::1], exps[::1]): 3 pointers + 4 extents, 56 bytes instead of 184
+    assert entries["exp_stage"]["slim_params"] == ["u64"] * 7
+    assert entries["exp_stage"]["numba_params"] == 23
+
+
+def test_entry_source_rebuilds_each_array_from_pointer_and_shape():
+    from numba import types
+
+    from numba_softmax.launch.entry import _entry_source, slim_types
+    argtypes = (types.Array(types.float32, 2, "C"), types.int32, types.Array(types.int64, 1, "C"))
+    source = _entry_source(argtypes)
+    assert source.splitlines()[0] == "def entry(data0, shape0_0, shape0_1, value1, data2, shape2_0):"
+    assert "array0 = c_array(data0, (shape0_0, shape0_1,))" in source
+    assert source.rstrip().endswith("body(array0, value1, array2)")
+    assert slim_types("k", argtypes) == (types.CPointer(types.float32), types.int64, types.int64, types.int32,
+                                         types.CPointer(types.int64), types.int64)
+
+
+def test_a_strided_array_type_is_refused_naming_kernel_and_argument():
+    from numba import types
+
+    from numba_softmax.launch.entry import SlimEntryError, slim_types
+    with pytest.raises(SlimEntryError, match=r"my_kernel: argument 1 .*C-contiguous"):
+        slim_types("my_kernel", (types.int32, types.Array(types.float32, 2, "A")))
+
+
+class _Interface:
+    def __init__(self, shape, strides, pointer=4096):
+        self.__cuda_array_interface__ = {"shape": shape, "strides": strides, "typestr": "<f4",
+                                         "data": (pointer, False), "version": 3}
+
+
+def test_array_members_pass_pointer_and_shape_of_c_contiguous_arrays_only():
+    from numba_softmax.launch.entry import SlimEntryError, array_members
+    assert array_members(_Interface((3, 5), None)) == (4096, (3, 5))
+    assert array_members(_Interface((3, 5), (20, 4))) == (4096, (3, 5))
+    assert array_members(_Interface((1, 5), (999, 4))) == (4096, (1, 5))  # an extent-1 axis's stride is free
+    with pytest.raises(SlimEntryError, match="not C-contiguous"):
+        array_members(_Interface((3, 5), (40, 4)))  # every other row of a wider matrix
