@@ -249,13 +249,23 @@ def publish_tasks(counters, fifo_slots, fifo_ready, capacity, first_task, count,
     """
     entries = int32(udiv(uint32(count + step - 1), uint32(step)))  # one 32-bit division (grid_barrier says why)
     slot = cuda.atomic.add(counters, FIFO_TAIL, entries)
-    for k in range(entries):
-        if slot + k < capacity:
-            fifo_slots[uint32(slot + k)] = first_task + k * step
+    # Signed while loops, as the twin's ``for``: a ``range`` loop carries Numba's iterator state, a
+    # remaining count and three selects on every step, in every copy NVVM unrolls (B's publish is on
+    # the row's chain from its last A to its first C).
+    # (Numba widens int32 + int32 to 64 bits: each sum is cast back.)
+    k = int32(0)
+    while k < entries:
+        at = int32(slot + k)
+        if at < capacity:
+            fifo_slots[uint32(at)] = int32(first_task + int32(k * step))
+        k = int32(k + 1)
     fence_acq_rel_gpu()
-    for k in range(entries):
-        if slot + k < capacity:
-            store_relaxed_gpu(fifo_ready, slot + k, 1)
+    k = int32(0)
+    while k < entries:
+        at = int32(slot + k)
+        if at < capacity:
+            store_relaxed_gpu(fifo_ready, at, 1)
+        k = int32(k + 1)
     if slot + entries > capacity:
         first_over = max(slot, capacity)
         record_error(counters, ERR_FIFO_OVERFLOW, first_task + (first_over - slot) * step, first_over)
@@ -628,10 +638,10 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             state[STATE_SEEN_READY] = SEEN_NOTHING  # its ticket's flag, read (relaxed) as an A task starts
             ctrl[0] = KIND_SYNC  # a no-task first turn: every decision is made at one place, below
         cuda.syncthreads()
-        current = 0
+        current = uint32(0)  # the ctrl slot being read (unsigned: no negative-index code on ctrl)
         while True:
-            kind = ctrl[2 * current]
-            index = ctrl[2 * current + 1]
+            kind = ctrl[uint32(2) * current]
+            index = ctrl[uint32(2) * current + uint32(1)]
             if kind == KIND_EXIT:
                 break
             start = int64(0)
@@ -761,10 +771,10 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 state[STATE_TICKET] = ticket
                 state[STATE_A_DONE] = int32(a_done)
                 state[STATE_SEEN_READY] = SEEN_NOTHING
-                ctrl[2 * (1 - current)] = decided_kind
-                ctrl[2 * (1 - current) + 1] = decided_index
+                ctrl[uint32(2) * (uint32(1) - current)] = decided_kind
+                ctrl[uint32(2) * (uint32(1) - current) + uint32(1)] = decided_index
             cuda.syncthreads()
-            current = 1 - current
+            current = uint32(1) - current
 
     kernel.__name__ = kernel.__qualname__ = name
     # Launch bounds: ptxas keeps the kernel at <= 56 registers so that MIN_WORKERS_PER_SM workers fit
