@@ -16,7 +16,7 @@ Per kernel, DIR gets ``<kernel>.numba.ptx``, ``<kernel>.nvcc.ptx`` and ``<kernel
   neg/ex2/cvt and the warp shuffles of the reductions (with their xor offsets), each token
   carrying the float constants it uses;
 * a verdict: ``identical arithmetic``, or each difference named and explained;
-* the non-arithmetic differences, named and explained (array-argument ABI and parameter
+* the non-arithmetic differences, named and explained (array-argument parameters and parameter
   loads, 64-bit index math, Numba's negative-index wraparound and floor-division code,
   generic vs global accesses, how the grid barrier is implemented, ...);
 * nvcc's PTX checked against the same numerics policy (:func:`numba_softmax.ptx.check_policy`).
@@ -348,13 +348,14 @@ def _floor_fixups(instrs):
 NAMED_DIFFERENCES = (
     ("param_loads", "kernel parameter loads (ld.param)",
      lambda h, i, p: _count(h, lambda op: op.startswith("ld.param")),
-     "Numba's kernel ABI flattens every array argument into meminfo, parent, nitems, itemsize, data, "
-     "shape[nd], strides[nd] (8-byte words each) and the kernel loads the words it uses (data pointer, "
-     "shape for bounds and loops, stride for 2-D indexing); the nvcc entry takes a raw pointer per array "
-     "and explicit integer sizes."),
+     "The launch layer's slim entry (numba_softmax/launch/entry.py) takes every array argument as its data "
+     "pointer and its shape[nd] (8-byte words each; Numba's own ABI would add meminfo, parent, nitems, "
+     "itemsize and strides[nd]) and the kernel loads the words it uses (data pointer, shape for bounds, "
+     "loops and 2-D indexing); the nvcc entry takes a raw pointer per array and the integer sizes it declares."),
     ("param_count", "kernel parameters declared",
      lambda h, i, p: len(re.findall(r"^\s*\.param\b", p, re.MULTILINE)),
-     "Same cause: one array argument is 5 + 2*ndim parameters in Numba's ABI, one pointer in C++."),
+     "Same cause: one array argument is 1 + ndim parameters in the slim entry (5 + 2*ndim in Numba's own "
+     "ABI), one pointer in C++ plus the sizes the twin declares."),
     ("int64_ops", "64-bit integer arithmetic instructions",
      lambda h, i, p: _count(h, lambda op: _int_arith(op, 64)),
      "Index math width: Numba computes indices as intp (int64) and multiplies by the stride it loaded; "

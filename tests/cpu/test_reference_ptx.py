@@ -372,7 +372,7 @@ def test_numba_layout_arguments_are_packed_as_numbas_data_model():
     m = _FakeDeviceArray(np.float32, (4,), ptr=0x2000)
     e = _FakeDeviceArray(np.float32, (32,), ptr=0x3000)
     packed_x, packed_m, packed_e = pack_arguments(spec, (x, m, e))
-    # meminfo, parent, nitems, itemsize, data, shape, strides: the bytes the launch layer gives Numba's kernel.
+    # meminfo, parent, nitems, itemsize, data, shape, strides: Numba's own array ABI (a kernel[grid, block] call).
     assert words(packed_x) == [0, 0, 32, 4, 0x1000, 4, 8, 32, 4]
     assert words(packed_m) == [0, 0, 4, 4, 0x2000, 4, 4]
     assert words(packed_e) == [0, 0, 32, 4, 0x3000, 32, 4]
