@@ -1,5 +1,7 @@
 """``python -m bench probe``: the dispatcher picks a probe and hands it the rest of the command line."""
 
+import os
+
 import pytest
 
 from bench import probe
@@ -116,3 +118,27 @@ def test_a_probe_never_writes_over_results_it_did_not_create(tmp_path, capsys, m
     with pytest.raises(FileExistsError):
         write_results(str(tmp_path), module.RESULTS_FILE, [])
     assert existing.read_text() == "committed evidence"
+
+
+def test_another_tree_is_launched_by_its_own_launch_layer(tmp_path):
+    """--compare-tree times the other tree's kernels through that tree's launch layer (its kernel entry and
+    argument packing), not this tree's: its launch.driver is its own module, loaded from its own files."""
+    import shutil
+    import subprocess
+    import sys
+
+    import numba_softmax
+    package = os.path.dirname(numba_softmax.__file__)
+    shutil.copytree(package, tmp_path / "numba_softmax", ignore=shutil.ignore_patterns("__pycache__"))
+    script = (
+        "import sys, numba_softmax.launch.driver as ours\n"
+        "from bench.probes import other_tree_module\n"
+        "from bench.probes.twins import OtherTreeLaunches\n"
+        "driver = other_tree_module(sys.argv[1], 'launch.driver')\n"
+        "assert driver is not ours and driver.__file__.startswith(sys.argv[1]), driver.__file__\n"
+        "launches = OtherTreeLaunches({'driver': driver}, [[]])\n"
+        "assert launches.invocation.__self__ is driver.Invocation\n"
+        "print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=False,
+                          cwd=os.path.dirname(package))
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
