@@ -4,8 +4,9 @@
 
 For each kernel of :func:`run_kernels` (every registered kernel, method="auto"'s builds, the trace builds, the
 empty-work floor), with the argument types the launch layer will see: Numba's own compiler (NVVM, the kernel's options)
-writes ``DIR/ptx/<name>.ptx``; ptxas (on PATH or from the ``nvidia-cuda-nvcc`` wheel) assembles
-it into ``DIR/cubin/<name>.cubin``; nvdisasm, where installed, writes ``DIR/sass/<name>.sass``.
+writes the kernel's slim entry, as the launch layer compiles it (:mod:`numba_softmax.launch.entry`), to
+``DIR/ptx/<name>.ptx``; ptxas (on PATH or from the ``nvidia-cuda-nvcc`` wheel) assembles it into
+``DIR/cubin/<name>.cubin``; nvdisasm, where installed, writes ``DIR/sass/<name>.sass``.
 ``DIR/kernels.json`` records each kernel's key, PTX entry, files and SHA-256, and the tools.
 
 ``python -m bench --experiment X --prebuilt DIR`` then loads these cubins with the driver

@@ -4,7 +4,7 @@ Numba passes an array argument to a kernel as its whole array struct: meminfo, p
 itemsize, data, shape[nd] and strides[nd], 56 bytes for a vector and 72 for a matrix, of which a
 kernel on C-contiguous arrays reads only the data pointer and the shape. A launch carries its
 parameter block to the GPU, and on kernels of a few microseconds the block's size shows: the nvcc
-twins given Numba's array layout were 1.05-1.08x the twins at 32x1024 and 128 tile rows, and 160
+twins given Numba's array layout were 1.05-1.07x the twins at 32x1024 and 128 tile rows, and 160
 unused bytes in front of a twin's arguments cost 1.048x by themselves (docs/numba_vs_nvcc.md).
 
 So on the GPU the launch layer does not launch a ``@cuda.jit`` kernel with Numba's array ABI. For
@@ -14,7 +14,7 @@ scalar argument as it is. The entry rebuilds each array from pointer and shape w
 ``carray`` intrinsic (a C-contiguous view; strides follow from the shape) and calls the kernel's
 Python function, compiled as a device function that NVVM inlines (``forceinline``): the body is
 the kernel's own code, the same PTX instruction for instruction; only the ``.param`` list and
-its loads change (tests/cpu/test_slim_entry.py compares them for every registered kernel). A
+its loads change (tests/cpu/test_slim_entry.py compares them for every protocol kernel). A
 matrix then costs 24 bytes, a vector 16.
 
 The entry keeps the kernel's compile options (launch bounds, register cap, fastmath, line info),

@@ -15,8 +15,9 @@ loaded (:mod:`numba_softmax.peers.nvcc_twins`), and never compiles. A kernel the
 hold, a cubin whose bytes are not the recorded ones, a folder built for another compute
 capability or from other source stops the run with :class:`PrebuiltKernelError` naming it.
 
-The arguments are packed by the launch layer the same way for both paths: the cubin is Numba's
-own code for the same types, so its parameters follow Numba's kernel ABI.
+The arguments are packed by the launch layer the same way for both paths: the cubin is the same
+slim entry (:mod:`.entry`) Numba compiles at run time for the same types, so its parameters are a
+pointer and a shape per array argument.
 """
 
 from __future__ import annotations
