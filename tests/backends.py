@@ -5,9 +5,16 @@ backend (:data:`numba_softmax.backend.SIMULATOR`), so a test written once is ski
 process that cannot run it.
 """
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from numba_softmax.backend import SIMULATOR
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def skip_on_cudasim(reason):
@@ -18,3 +25,16 @@ def skip_on_cudasim(reason):
 def skip_unless_cudasim(reason):
     """Skip outside the simulator (the test checks the simulator's own behaviour)."""
     return pytest.mark.skipif(not SIMULATOR, reason=f"not the simulator: {reason}")
+
+
+def run_on_the_real_target(script, folder, *args, timeout=600):
+    """Run ``script`` in a child Python with Numba's real CUDA target (whatever this process is: PTX compiles
+    without a GPU) and return the JSON it writes to the path it gets as ``sys.argv[1]`` (in ``folder``, a
+    temporary folder); ``args`` follow that path."""
+    path = os.path.join(str(folder), "out.json")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run([sys.executable, "-c", script, path, *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    with open(path) as handle:
+        return json.load(handle)

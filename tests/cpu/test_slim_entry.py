@@ -6,15 +6,11 @@ numbers, shared-array symbol names and block placement, and only its ``.param`` 
 child process with the real CUDA target (no GPU needed), like test_tiled_ptx.py.
 """
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from backends import run_on_the_real_target
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _CHILD = textwrap.dedent("""
     import collections, json, re, sys
     from numba.core import sigutils
@@ -57,12 +53,7 @@ _CHILD = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def entries(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ptx") / "entries.json"
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(path)], cwd=REPO, env=env,
-                          capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(path.read_text())
+    return run_on_the_real_target(_CHILD, tmp_path_factory.mktemp("ptx"))
 
 
 def test_every_protocol_kernel_has_its_own_code_behind_the_slim_entry(entries):

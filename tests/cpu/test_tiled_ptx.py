@@ -5,19 +5,15 @@ so this file gives the same answers whether or not this pytest process imported
 numba in simulator mode (tests/sim's conftest turns it on process-wide).
 """
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from backends import run_on_the_real_target
 
 from numba_softmax.kernels.tiles import TILE_VALUES
 from numba_softmax.ptx import check_policy, instruction_histogram, ptxas_resources
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TILED_KERNELS = ("tile_summary_kernel", "row_combine_kernel", "tile_normalize_kernel",
                  "persistent_tiles", "init_queue_kernel")
 CONTROLS = ("unacquired_slot_read", "first_producer_publishes_b")
@@ -52,13 +48,7 @@ _CHILD = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiled_ptx") / "ptx.json"
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(path), *TILED_KERNELS],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    with open(path) as handle:
-        return json.load(handle)
+    return run_on_the_real_target(_CHILD, tmp_path_factory.mktemp("tiled_ptx"), *TILED_KERNELS)
 
 
 @pytest.mark.parametrize("name", TILED_KERNELS)

@@ -3,16 +3,12 @@
 Compiled in a child process with the real CUDA target, like test_tiled_ptx.py.
 """
 
-import json
-import os
 import re
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from backends import run_on_the_real_target
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _CHILD = textwrap.dedent("""
     import json, sys
     from numba_softmax.kernels import persistent, tiles
@@ -31,12 +27,7 @@ _CHILD = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ptx") / "builds.json"
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(path)], cwd=REPO, env=env,
-                          capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(path.read_text())
+    return run_on_the_real_target(_CHILD, tmp_path_factory.mktemp("ptx"))
 
 
 def _trace_param_uses(ptx):
