@@ -57,11 +57,18 @@ def slim_types(name, argtypes):
     return tuple(slim)
 
 
+#: Compile options the inlined body keeps: its instructions carry them (fastmath flags, line info).
+BODY_OPTIONS = ("fastmath", "debug", "lineinfo", "opt")
+
+
 def _body(dispatcher):
     """The kernel's Python function as a device function NVVM inlines into the entry."""
     body = _bodies.get(id(dispatcher))
     if body is None:
-        body = _bodies[id(dispatcher)] = (dispatcher, cuda.jit(device=True, forceinline=True)(dispatcher.py_func))
+        options = {name: dispatcher.targetoptions[name] for name in BODY_OPTIONS
+                   if dispatcher.targetoptions.get(name) is not None}
+        function = cuda.jit(device=True, forceinline=True, **options)(dispatcher.py_func)
+        body = _bodies[id(dispatcher)] = (dispatcher, function)  # the dispatcher held: its id stays its own
     return body[1]
 
 
