@@ -34,8 +34,8 @@ from numba.cuda.np.arrayobj import get_cfarray_intrinsic
 KEPT_OPTIONS = ("fastmath", "debug", "lineinfo", "opt", "link", "launch_bounds", "lto", "max_registers")
 
 _c_array = get_cfarray_intrinsic("C", None)
-_entries = {}
-_bodies = {}
+_entries = {}  # (dispatcher, argument types) -> (entry, parameter types)
+_bodies = {}  # dispatcher -> its body as a device function
 
 
 class SlimEntryError(TypeError):
@@ -61,15 +61,16 @@ def slim_types(name, argtypes):
 BODY_OPTIONS = ("fastmath", "debug", "lineinfo", "opt")
 
 
+def _options(dispatcher, names):
+    return {name: dispatcher.targetoptions[name] for name in names if dispatcher.targetoptions.get(name) is not None}
+
+
 def _body(dispatcher):
     """The kernel's Python function as a device function NVVM inlines into the entry."""
-    body = _bodies.get(id(dispatcher))
-    if body is None:
-        options = {name: dispatcher.targetoptions[name] for name in BODY_OPTIONS
-                   if dispatcher.targetoptions.get(name) is not None}
-        function = cuda.jit(device=True, forceinline=True, **options)(dispatcher.py_func)
-        body = _bodies[id(dispatcher)] = (dispatcher, function)  # the dispatcher held: its id stays its own
-    return body[1]
+    if dispatcher not in _bodies:
+        _bodies[dispatcher] = cuda.jit(device=True, forceinline=True, **_options(dispatcher, BODY_OPTIONS))(
+            dispatcher.py_func)
+    return _bodies[dispatcher]
 
 
 def _entry_source(argtypes):
@@ -89,23 +90,17 @@ def _entry_source(argtypes):
 
 def slim_entry(dispatcher, argtypes):
     """``(entry dispatcher, its parameter types)`` for ``dispatcher`` at ``argtypes`` (cached)."""
-    argtypes = tuple(argtypes)
-    key = (id(dispatcher), argtypes)
-    found = _entries.get(key)
-    if found is not None:
-        return found[1], found[2]
-    function = dispatcher.py_func
-    parameters = slim_types(function.__name__, argtypes)
-    namespace = {"c_array": _c_array, "body": _body(dispatcher)}
-    exec(_entry_source(argtypes), namespace)  # noqa: S102 - generated from the argument types only
-    entry = namespace["entry"]
-    entry.__name__, entry.__qualname__, entry.__module__ = function.__name__, function.__qualname__, function.__module__
-    entry.__doc__ = function.__doc__
-    options = {name: dispatcher.targetoptions[name] for name in KEPT_OPTIONS
-               if dispatcher.targetoptions.get(name) is not None}
-    kernel = cuda.jit(**options)(entry)
-    _entries[key] = (dispatcher, kernel, parameters)  # the dispatcher is held so that its id stays its own
-    return kernel, parameters
+    key = (dispatcher, tuple(argtypes))
+    if key not in _entries:
+        function = dispatcher.py_func
+        parameters = slim_types(function.__name__, key[1])
+        namespace = {"c_array": _c_array, "body": _body(dispatcher)}
+        exec(_entry_source(key[1]), namespace)  # noqa: S102 - generated from the argument types only
+        entry = namespace["entry"]
+        entry.__name__, entry.__qualname__ = function.__name__, function.__qualname__
+        entry.__module__, entry.__doc__ = function.__module__, function.__doc__
+        _entries[key] = (cuda.jit(**_options(dispatcher, KEPT_OPTIONS))(entry), parameters)
+    return _entries[key]
 
 
 def array_members(value):

@@ -172,15 +172,11 @@ def pack_arguments(kernel, values):
 
 
 def _require_c_contiguous(kernel, name, iface, dtype):
+    from ..arrays import c_contiguous
+
     strides = iface.get("strides")
-    if strides is not None:
-        expected = []
-        step = dtype.itemsize
-        for extent in reversed(iface["shape"]):
-            expected.insert(0, step)
-            step *= extent
-        if tuple(strides) != tuple(expected):
-            raise TypeError(f"{kernel.entry}: argument {name} must be C-contiguous")
+    if strides is not None and not c_contiguous(tuple(iface["shape"]), tuple(strides), dtype.itemsize):
+        raise TypeError(f"{kernel.entry}: argument {name} must be C-contiguous")
 
 
 def _pack_numba_array(kernel, name, kind, value):
