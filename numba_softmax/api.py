@@ -78,12 +78,15 @@ class LaunchPlan:
         self.method = method
         self.shape = tuple(x.shape)
         self.x, self.y = x, y
-        self.status = self.alarm = None
+        self.cached = False  # in the plan cache (cached_plan): a remembered call may use it
+        self.status = self.alarm = self.alarm_word = None
         if checked:
             self.status = cuda.to_device(np.full(STATUS_WORDS, STATUS_CLEAR, dtype=np.int64))
-            # Pinned host memory the device writes through: the good path reads it without a copy.
+            # Pinned host memory the device writes through: the good path reads it without a copy, through
+            # a plain numpy view (indexing Numba's mapped-array class costs several times more per call).
             self.alarm = cuda.mapped_array(1, dtype=np.int32)
             self.alarm[0] = 0
+            self.alarm_word = np.asarray(self.alarm)
         self.check_pass = None
         rows, cols = self.shape
         if method == "auto":
@@ -111,17 +114,18 @@ class LaunchPlan:
         self.kernels.enqueue(stream)
         if self.status is not None:
             stream.synchronize()
-            self._report(stream, what)
+            if self.alarm_word[0]:
+                self._report(stream, what)
 
     def _report(self, stream, what):
-        if not self.alarm[0]:
+        if not self.alarm_word[0]:
             return
         words = self.status.copy_to_host(stream=stream.numba)
         stream.synchronize()
         # Clear for the next call before raising (the kernel never clears).
         self.status.copy_to_device(np.full(STATUS_WORDS, STATUS_CLEAR, dtype=np.int64), stream=stream.numba)
         stream.synchronize()
-        self.alarm[0] = 0
+        self.alarm_word[0] = 0
         message = status_error(words, self.shape, what)
         raise ValueError(message or f"{what}: the device check raised its alarm but recorded no position "
                                     f"(status words {list(words)})")
@@ -135,8 +139,9 @@ def cached_plan(key, make):
     plan = _plans.get(key)
     if plan is None:
         plan = _plans[key] = make()
+        plan.cached = True
         if len(_plans) > PLAN_CACHE_SIZE:
-            _plans.popitem(last=False)
+            _plans.popitem(last=False)[1].cached = False
     else:
         _plans.move_to_end(key)
     return plan
@@ -144,6 +149,8 @@ def cached_plan(key, make):
 
 def clear_plans():
     """Drop every cached plan (their pinned and device memory is freed with them)."""
+    for plan in _plans.values():
+        plan.cached = False
     _plans.clear()
     _repeats.clear()
 
@@ -227,15 +234,17 @@ def softmax(x, method="auto", out=None, stream=None, check=True):
     one: torch's current stream for a tensor, the stream the input's ``__cuda_array_interface__``
     names, else the legacy default stream.
     """
-    # (only a well-formed call is looked up: a bad method or check gets its own error below)
-    canonical = out is not None and method in METHODS and isinstance(check, bool)
-    repeat = _repeats.get(_repeat_key(x, out, stream, method, check)) if canonical else None
-    if repeat is not None and repeat.matches(x, out, stream, method, check):
-        plan = _plans.get(repeat.key)
-        if plan is repeat.plan:  # still cached (clear_plans() and eviction end the shortcut)
-            _plans.move_to_end(repeat.key)
-            plan.run(repeat.target)
-            return out
+    # Only calls that passed every check below are remembered, so a bad method or check misses here and
+    # gets its own error below (an unhashable one too: the key cannot be looked up).
+    try:
+        repeat = _repeats.get((id(x), id(out), method, check, id(stream)))  # _repeat_key, inline: one call less
+    except TypeError:
+        repeat = None
+    if repeat is not None and repeat.plan.cached and repeat.matches(x, out, stream, method, check):
+        # (clear_plans() and eviction uncache the plan, which ends the shortcut)
+        _plans.move_to_end(repeat.key)
+        repeat.plan.run(repeat.target)
+        return out
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
     if not _gpu_confirmed:

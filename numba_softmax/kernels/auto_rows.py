@@ -48,9 +48,12 @@ Masks and non-finite values
     NaN and +inf propagate (the row becomes NaN). Checked builds (``_checked``) produce the same output and
     record, on the error path only, the smallest flat index ``row * cols + col`` of a NaN or +inf in
     ``status[0]`` and the smallest fully masked row in ``status[1]`` (``cuda.atomic.min``), then store 1 into
-    ``alarm[0]`` and fence at system scope. A thread keeps one bit per value it holds (its columns in
-    increasing order), so the lowest set bit is its first offending column; one atomic per offending thread
-    (per chunk in the long-row path).
+    ``alarm[0]`` and fence at system scope. The row and cluster kernels test each row once, on its sum: a
+    row of finite and -inf values sums terms in [0, 1], one of them exp(0) = 1, so only a NaN, a +inf or a
+    row without a finite entry makes the sum NaN; then (error path only) each thread reads its values again
+    and keeps one bit per value (its columns in increasing order), so the lowest set bit is its first
+    offending column. The long-row kernels keep that mask per chunk as they go (a chunk of NaN alone would
+    leave their running sum at 0). One atomic per offending thread (per chunk in the long-row path).
 
 Check-only pass (``check_values``): one 256-thread block per row reads x once (16-byte loads where it can)
 and writes nothing but the records above; ``allow_neg_inf=False`` treats -inf like +inf (the protocol's
@@ -244,6 +247,24 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True):
         return value
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def record_row(x, row, offset, lane, row_max, rank, status, alarm):
+        """Error path of a checked build: this thread's first NaN or +inf (its values read again, in
+        the order it holds them), and the row if it has no finite entry (lane 0 of rank 0 only)."""
+        cols = x.shape[1]
+        bad = _U32_ZERO
+        for q in range(QUADS):
+            base = offset + QUAD * lane + STRIDE * q
+            for j in range(QUAD):
+                if base + j < cols:
+                    bad |= _bad_bit(x[uint64(row), uint64(base + j)], QUAD * q + j)
+        if bad != _U32_ZERO:
+            k = _lowest_bit(bad)
+            _record(status, STATUS_NONFINITE, row * cols + offset + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD,
+                    alarm)
+        if lane == 0 and rank == 0 and row_max == NEG_INF:
+            _record(status, STATUS_MASKED_ROW, np.int64(row), alarm)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def body(x, y, status, alarm):
         tid = cuda.threadIdx.x
         lane = tid % LANES
@@ -264,7 +285,6 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True):
         maxes = cuda.shared.array(CTAS, float32)
         sums = cuda.shared.array(CTAS, float32)
         values = cuda.local.array(VALUES, float32)
-        bad = _U32_ZERO
 
         # Load this lane's quads once (independent loads, all in flight together); fold the max in
         # increasing column order. Columns past the row hold -inf: they add exp(-inf - m) = +0 below.
@@ -275,9 +295,6 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True):
                 a = b = c = d = NEG_INF
                 if live and base < cols:  # cols % 4 == 0: the whole quad is in the row
                     a, b, c, d = load_quad(x, row, base)
-                    if CHECKED:
-                        bad |= (_bad_bit(a, QUAD * q) | _bad_bit(b, QUAD * q + 1) | _bad_bit(c, QUAD * q + 2)
-                                | _bad_bit(d, QUAD * q + 3))
                 values[QUAD * q] = a
                 values[QUAD * q + 1] = b
                 values[QUAD * q + 2] = c
@@ -288,22 +305,12 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True):
                     v = NEG_INF
                     if live and base + j < cols:
                         v = x[uint64(row), uint64(base + j)]  # unsigned: no negative-index wraparound code
-                        if CHECKED:
-                            bad |= _bad_bit(v, QUAD * q + j)
                     values[QUAD * q + j] = v
                     local_max = f32_max(local_max, v)
-        if CHECKED:
-            if bad != _U32_ZERO:
-                k = _lowest_bit(bad)
-                _record(status, STATUS_NONFINITE,
-                        row * cols + offset + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD, alarm)
         row_max = row_max_of(local_max, partials)
         if CTAS > 1:
             cluster_wait()  # every CTA has started (the arrive above)
             row_max = cluster_fold(row_max, maxes, rank, True)
-        if CHECKED:
-            if live and lane == 0 and rank == 0 and row_max == NEG_INF:
-                _record(status, STATUS_MASKED_ROW, np.int64(row), alarm)
 
         local_sum = float32(0.0)
         if live:  # a group past the last row has nothing to exponentiate (its max is -inf)
@@ -327,6 +334,14 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True):
                     for j in range(QUAD):
                         if base + j < cols:
                             y[uint64(row), uint64(base + j)] = f32_div(values[QUAD * q + j], row_sum)
+        if CHECKED:
+            # The good path tests the row once: every term exp(x - m) of a row of finite and -inf values
+            # lies in [0, 1] and one is exp(0) = 1, so its sum is finite; a NaN, a +inf (m = +inf, a term
+            # exp(inf - inf)) or a row of -inf alone (exp(-inf - (-inf))) makes it NaN. Only then is the
+            # thread's part of the row read again to name the first offending column: after the stores,
+            # where its values no longer hold registers (before them, the scalar q8 builds spilled).
+            if live and not row_sum < POS_INF:
+                record_row(x, row, offset, lane, row_max, rank, status, alarm)
 
     return body, BLOCK, ROWS
 

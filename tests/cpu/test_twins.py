@@ -14,13 +14,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CASE = "4096x1024"
 
 
-def _run(path, table, experiment="A", reference="fused"):
+def _run(path, table, experiment="A", reference="fused", batches=()):
+    """``table``: (variant, mode, event_us per round); ``batches``: (variant, mode, batch completion per round)."""
     run = RunFolder(path)
     run.write_json("metadata.json", {"experiment": experiment, "ratio_reference": {experiment: reference}})
-    for variant, mode, values in table:
-        for rnd, value in enumerate(values):
-            run.append_jsonl("timings.jsonl", Measurement(experiment, CASE, variant, mode, "bench0", rnd, "event_us",
-                                                          value, "invocation").to_record())
+    for metric, per, rows in (("event_us", "invocation", table), ("batch_completion_us", "batch", batches)):
+        for variant, mode, values in rows:
+            for rnd, value in enumerate(values):
+                run.append_jsonl("timings.jsonl", Measurement(experiment, CASE, variant, mode, "bench0", rnd, metric,
+                                                              value, per).to_record())
     run.append_jsonl("cases.jsonl", {"experiment": experiment, "case": CASE, "variant": "fused", "mode": "stream",
                                      "fixture": "bench0", "passed": True})
     return run
@@ -48,10 +50,24 @@ def test_numba_over_nvcc_is_the_median_of_paired_round_ratios(tmp_path):
     assert fused[3] == "fused-nvcc" and fused[5] == "3"
     assert fused[6] == "1.0000" and fused[7] == "0.9200" and fused[8] == "1.8000"  # interpolated p10, p90
     assert fused[9] == "yes"
+    assert fused[10:] == ["0", "-", "-", "-", "-"]  # no batch records: no batch ratio
     stages = by_key[("stages", "graph")]
     assert stages[6] == "1.1000" and stages[9] == "**no**"  # 33/30 > TWIN_PARITY
     assert TWIN_PARITY == 1.03
     assert "## Numba / nvcc" in terminal_verdict(run)
+
+
+def test_the_batch_ratio_is_paired_per_round_beside_the_event_ratio(tmp_path):
+    # Event ratios 1.2, 0.8, 1.0 (median 1.0: parity); batch values of 32 invocations: 330/320, 340/320, 331/320
+    # per round -> ratios 1.03125, 1.0625, 1.034375 -> median 1.0344: above TWIN_PARITY, so this case is flagged.
+    run = _run(tmp_path / "run", [("dag", "graph", [12, 8, 10]), ("dag-nvcc", "graph", [10, 10, 10])],
+               experiment="B", reference="separate",
+               batches=[("dag", "graph", [330, 340, 331]), ("dag-nvcc", "graph", [320, 320, 320])])
+    section = write_summary(run, plots=False).read_text().split("## Numba / nvcc\n", 1)[1].split("\n## ", 1)[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines() if line.startswith("| B ")]
+    assert len(rows) == 1 and rows[0][2:5] == ["dag", "dag-nvcc", "graph"]
+    assert rows[0][5:10] == ["3", "1.0000", "0.8400", "1.1600", "yes"]
+    assert rows[0][10:15] == ["3", "1.0344", "1.0319", "1.0569", "**no**"]
 
 
 def test_no_twins_no_table(tmp_path):

@@ -319,6 +319,38 @@ def test_nonfinite_recorded_at_the_first_row_and_column(geometry):
     expect_softmax(y[:ROWS - 2], x[:ROWS - 2])
 
 
+@pytest.mark.parametrize("geometry", [None, "rows_l16_q1", "rows_l32_q2", *SMALL_LONG])
+@pytest.mark.parametrize("pattern", ["inf alone", "nan alone", "nan among -inf", "all nan", "two lanes"])
+def test_every_kind_of_bad_row_is_caught_by_the_row_test(geometry, pattern):
+    """The row and cluster kernels test a row once, on its sum; each way a row can go wrong makes that sum
+    NaN, and the error path names the first offending column (the smallest of several threads' findings)."""
+    width = 61
+    x = matrix_fixture("random", (ROWS, width))
+    row = ROWS // 2
+    expect_column, expect_masked = {"inf alone": (17, False), "nan alone": (40, False),
+                                    "nan among -inf": (23, True), "all nan": (0, True),
+                                    "two lanes": (6, False)}[pattern]
+    if pattern == "inf alone":
+        x[row, 17] = np.inf
+    elif pattern == "nan alone":
+        x[row, 40] = np.nan
+    elif pattern == "nan among -inf":
+        x[row] = -np.inf
+        x[row, 23] = np.nan
+    elif pattern == "all nan":
+        x[row] = np.nan
+    else:  # columns held by different threads of the row; the smaller wins
+        x[row, 57] = np.nan
+        x[row, 6] = np.inf
+    y, status, alarm = run(x, geometry, checked=True)
+    assert alarm[0] == 1 and status[0] == row * width + expect_column, (status, pattern)
+    assert status[1] == (row if expect_masked else STATUS_CLEAR)
+    y_unchecked, _, _ = run(x, geometry)
+    assert np.array_equal(y.view(np.uint32), y_unchecked.view(np.uint32))
+    others = np.arange(ROWS) != row
+    expect_softmax(y[others], x[others])
+
+
 @pytest.mark.parametrize("geometry", [None, "rows_l8_q1", *SMALL_LONG])
 @pytest.mark.parametrize("width", [3, 40, 300])
 def test_masks_weight_zero_and_fully_masked_rows(geometry, width):

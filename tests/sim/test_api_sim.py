@@ -240,6 +240,27 @@ def test_the_plan_cache_is_bounded(monkeypatch):
     assert len(api._plans) == api.PLAN_CACHE_SIZE
 
 
+def test_an_evicted_plan_ends_the_shortcut_of_its_remembered_call(monkeypatch):
+    from numba_softmax import arrays
+    monkeypatch.setattr(api, "PLAN_CACHE_SIZE", 2)
+    api.clear_plans()
+    x = matrix_fixture("random", (2, 8))
+    dx, dy = _device(x), _device(np.zeros((2, 8), np.float32))
+    softmax(dx, out=dy)
+    first = _only_repeat().plan
+    assert first.cached
+    for _ in range(api.PLAN_CACHE_SIZE):  # two other calls push the first plan out
+        softmax(_device(matrix_fixture("offset", (1, 8))), out=_device(np.zeros((1, 8), np.float32)))
+    assert not first.cached and all(plan.cached for plan in api._plans.values())
+    reads = []
+    real_read = arrays.read_device
+    monkeypatch.setattr(api, "read_device", lambda *a, **k: reads.append(1) or real_read(*a, **k))
+    dy.copy_to_device(np.zeros((2, 8), np.float32))
+    softmax(dx, out=dy)
+    assert reads == [1, 1]                                # the full path: both arrays read again
+    assert check_matrix(_host(dy), x).passed
+
+
 def test_streams_and_their_kinds():
     x = matrix_fixture("random", SHAPE)
     assert check_matrix(softmax(x, stream=cuda.stream()), x).passed
