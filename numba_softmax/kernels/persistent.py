@@ -290,7 +290,7 @@ def decode_fifo_task(task, slot, rows, n_tiles, counters):
     """FIFO task id -> (kind, index); an invalid id records error 3."""
     if task >= 0 and task < rows:
         return int32(KIND_B), int32(task)
-    if task >= rows and task < rows + n_tiles:
+    if task >= rows and task < int32(rows + n_tiles):  # int32: Numba widens the sum to 64 bits
         return int32(KIND_C), int32(task - rows)
     record_error(counters, ERR_INVALID_TASK, task, slot)
     return int32(KIND_EXIT), int32(-1)
@@ -428,7 +428,7 @@ def _make_next_task(acquire_ready, completion_wait=False):
         # The ticket's flag read 0 at the start of the A task just run: claim the next A tile at once
         # instead of reading the flag again first (first pass only; see the docstring).
         skip_flag = seen_ready == 0 and not a_done
-        polls = 0
+        polls = int32(0)  # 32-bit, as the twin's: an int64 count made its add and compares 64-bit ones
         while True:
             if ticket >= 0 and not skip_flag:
                 # 1. the consumer (B or C) is preferred as soon as its slot is published.
@@ -473,10 +473,12 @@ def _make_next_task(acquire_ready, completion_wait=False):
             # that keeps finding work needs no exit signal), and only every ERROR_POLL_EVERY polls:
             # the look is one more dependent L2 round trip, which every poll would double the poll
             # period with, and so the delay before a freshly published task is seen.
-            if polls % ERROR_POLL_EVERY == ERROR_POLL_EVERY - 1 and load_relaxed_gpu(counters, ERROR_CODE) != 0:
+            # (Unsigned remainder: a mask, without the sign fix-up of a signed ``%``.)
+            if (uint32(polls) % uint32(ERROR_POLL_EVERY) == uint32(ERROR_POLL_EVERY - 1)
+                    and load_relaxed_gpu(counters, ERROR_CODE) != 0):
                 return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
             backoff(polls)
-            polls += 1
+            polls = int32(polls + 1)
             if polls > max_polls:
                 if ticket >= 0:
                     record_error(counters, ERR_READY_TIMEOUT, -1, ticket)
@@ -519,8 +521,11 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                paired_entries, max_polls, trace):
         partials = cuda.shared.array(TILE_WARPS, float32, alignment=PARTIALS_ALIGNMENT)
         tid = cuda.threadIdx.x
-        n_tiles = tile_row.shape[0]
-        rows = row_first_tile.shape[0]
+        # int32 counts, as the twin's ``int n_tiles, rows`` (< 2**31 here): the shapes are int64, and
+        # every compare of an int32 index or claim with them was a 64-bit compare (thread 0's
+        # ``a < n_tiles``, the task-id decode: three instructions on the decision chain instead of one).
+        n_tiles = int32(tile_row.shape[0])
+        rows = int32(row_first_tile.shape[0])
 
         if mode == MODE_PHASED or mode == MODE_PHASED_FLOOR:
             workers = int32(cuda.gridDim.x)
@@ -761,7 +766,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             # (KIND_SYNC: no task; the barrier below orders the last C tile's stores.)
             if tid == 0:
                 # C tiles run before the previous barrier are ordered now; those run just now are not.
-                c_unflushed = state[STATE_C_UNFLUSHED] + state[STATE_C_WAITING]
+                # (int32: Numba widens the sum to 64 bits, and next_task's ``c_unflushed > 0`` with it.)
+                c_unflushed = int32(state[STATE_C_UNFLUSHED] + state[STATE_C_WAITING])
                 c_waiting = c_tiles if kind == KIND_C else int32(0)
                 decided_kind, decided_index, ticket, a_done, c_unflushed = next_task(
                     counters, fifo_slots, fifo_ready, capacity, rows, n_tiles, max_polls, state[STATE_TICKET],
