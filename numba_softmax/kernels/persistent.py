@@ -266,7 +266,7 @@ def publish_tasks(counters, fifo_slots, fifo_ready, capacity, first_task, count,
         if at < capacity:
             store_relaxed_gpu(fifo_ready, at, 1)
         k = int32(k + 1)
-    if slot + entries > capacity:
+    if int32(slot + entries) > capacity:
         first_over = max(slot, capacity)
         record_error(counters, ERR_FIFO_OVERFLOW, first_task + (first_over - slot) * step, first_over)
 
@@ -278,7 +278,7 @@ def arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capac
     B(row). ``publish_after_last=False`` (a negative control only): the row's FIRST arrival does."""
     old = atomic_add_acq_rel_gpu(row_arrivals, row, n)
     if publish_after_last:
-        publish = old + n == row_tile_count[row]
+        publish = int32(old + n) == row_tile_count[row]  # int32: Numba widens the sum to 64 bits
     else:
         publish = old == 0
     if publish:
@@ -662,19 +662,21 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                         pause_us(50)
                     cuda.syncthreads()
                 # The claim: tiles index .. a_end - 1, one or two (TILES_PER_CLAIM), run back to back.
-                a_end = min(uint32(index) + uint32(claim), uint32(n_tiles))
+                # (Each uint32 sum or product is cast back: Numba widens them to 64 bits, which made
+                # the mins, the compares and the index math below 64-bit, with two selects per min.)
+                a_end = min(uint32(uint32(index) + uint32(claim)), uint32(n_tiles))
                 # The announcer (lane 0 of warp 1) asks for the tiles' rows now (two tiles span one
                 # row or two): the loads complete during the tasks instead of before the arrival ...
                 first_row = uint32(tile_row[uint32(index)]) if tid == TILE_ANNOUNCER else uint32(0)
-                last_row = uint32(tile_row[a_end - uint32(1)]) if tid == TILE_ANNOUNCER else uint32(0)
+                last_row = uint32(tile_row[uint32(a_end - uint32(1))]) if tid == TILE_ANNOUNCER else uint32(0)
                 # ... and the span of the claim one round of claims later (index + claim * workers),
                 # which it asks for in L2 after the tasks: A tiles are claimed in increasing order, so
                 # that span's DRAM read overlaps the tasks in between (a hint: nothing is claimed).
-                ahead = uint32(index) + uint32(claim) * uint32(cuda.gridDim.x)
+                ahead = uint32(uint32(index) + uint32(uint32(claim) * uint32(cuda.gridDim.x)))
                 ahead_start = int64(0)
                 ahead_len = int32(0)
                 if tid == TILE_ANNOUNCER and ahead < uint32(n_tiles):
-                    ahead_last = min(ahead + uint32(claim), uint32(n_tiles)) - uint32(1)
+                    ahead_last = uint32(min(uint32(ahead + uint32(claim)), uint32(n_tiles)) - uint32(1))
                     ahead_start = tile_start[ahead]
                     ahead_len = int32(tile_start[ahead_last] + tile_len[ahead_last] - ahead_start)
                 # Thread 0 reads its ticket's ready flag now; the value is first used at the next
@@ -683,7 +685,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 if tid == 0 and state[STATE_TICKET] >= 0:
                     state[STATE_SEEN_READY] = load_relaxed_gpu(fifo_ready, state[STATE_TICKET])
                 t = uint32(index)
-                if a_end - t == uint32(2):
+                if uint32(a_end - t) == uint32(2):
                     # Both tiles' loads first, then each tile's arithmetic: the second tile's bytes
                     # arrive while the first is reduced, so a pair costs about one load latency, not two.
                     x_first = cuda.local.array(TILE_VALUES, float32)
