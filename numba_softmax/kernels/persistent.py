@@ -729,8 +729,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     if TRACE:  # before its C tasks are published
                         trace_record(trace, n_tiles + index, start)
                     # The row's C tiles in entries of ``claim`` consecutive tiles (the last may be shorter).
-                    publish_tasks(counters, fifo_slots, fifo_ready, capacity, rows + row_first_tile[uint32(index)],
-                                  row_tile_count[uint32(index)], claim)
+                    publish_tasks(counters, fifo_slots, fifo_ready, capacity,
+                                  int32(rows + row_first_tile[uint32(index)]), row_tile_count[uint32(index)], claim)
             elif kind == KIND_C:
                 # Every thread reads the row's m and z itself, after the broadcast barrier that
                 # follows thread 0's acquire of the C entry's ready flag (acquire -> bar.sync orders
@@ -741,7 +741,9 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 # to back with one decision.
                 t = uint32(index)
                 row = uint32(tile_row[t])
-                pair = (claim == TILES_PER_CLAIM and t + uint32(1) < uint32(n_tiles)
+                # (The bound test's sum is cast back to uint32: Numba widens it, a 64-bit compare; the
+                # load's index stays wide, an offset from tile_row[t]'s address.)
+                pair = (claim == TILES_PER_CLAIM and uint32(t + uint32(1)) < uint32(n_tiles)
                         and uint32(tile_row[t + uint32(1)]) == row)
                 # Both tiles' loads before either tile's arithmetic (x is in L2 or on its way there):
                 # the second tile's latency overlaps the first's instead of following it.
