@@ -298,21 +298,23 @@ def decode_fifo_task(task, slot, rows, n_tiles, counters):
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
 def visit(t, n, descending):
-    """The tile a pass visits at step ``t``: ``t``, or ``n - 1 - t`` in a descending pass."""
-    return n - 1 - t if descending else t
+    """The tile a pass visits at step ``t``: ``t``, or ``n - 1 - t`` in a descending pass (int32 steps and
+    counts; the difference is cast back, as Numba widens it to 64 bits)."""
+    return int32(n - 1 - t) if descending else t
 
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-def prefetch_next_tile(t, workers, ahead_start, ahead_len, values, tile_start, tile_len, descending):
+def prefetch_next_tile(t, workers, n_tiles, ahead_start, ahead_len, values, tile_start, tile_len, descending):
     """Phased mode, thread 0, at the start of step ``t``: prefetch the tile of step ``t + workers``
     into L2 from the metadata loaded one iteration ago (``ahead_start``, ``ahead_len``), and load
     the metadata of step ``t + 2 workers`` for the next iteration (it arrives during this task);
-    ``descending`` maps steps to tiles as :func:`visit` does. Returns that metadata."""
-    if t + workers < tile_start.shape[0]:
+    ``descending`` maps steps to tiles as :func:`visit` does. Returns that metadata. (int32 steps: each
+    sum is cast back, or the compares and the visit below are 64-bit.)"""
+    if int32(t + workers) < n_tiles:
         prefetch_span_l2(values, ahead_start, ahead_len)
-    after = t + 2 * workers
-    if after < tile_start.shape[0]:
-        k = uint32(visit(after, tile_start.shape[0], descending))
+    after = int32(t + int32(2 * workers))
+    if after < n_tiles:
+        k = uint32(visit(after, n_tiles, descending))
         return tile_start[k], tile_len[k]
     return int64(0), int32(0)
 
@@ -343,17 +345,18 @@ def grid_barrier(counters, workers, max_polls, which, fenced):
     5) if it waited more than ``max_polls`` polls.
     """
     b = int32(cuda.blockIdx.x)
-    group_size = max(int32(BARRIER_GROUP_MIN), (workers + BARRIER_GROUPS - 1) // BARRIER_GROUPS)
+    group_size = max(int32(BARRIER_GROUP_MIN),
+                     int32(udiv(uint32(workers + BARRIER_GROUPS - 1), uint32(BARRIER_GROUPS))))
     # Unsigned 32-bit operands: Numba computes ``//`` of int32 values in int64 with a floor fix-up, a
     # call to a 64-bit division routine on thread 0's path to the barrier; udiv of uint32 values is one
     # 32-bit unsigned division without the zero-divisor branch (the values are non-negative, group_size >= 1).
     groups = int32(udiv(uint32(workers + group_size - 1), uint32(group_size)))
     g = int32(udiv(uint32(b), uint32(group_size)))
-    in_group = min(group_size, workers - g * group_size)
-    word = BARRIER_GROUP_FIRST + g * COUNTER_LINE_WORDS
+    in_group = min(group_size, int32(workers - int32(g * group_size)))
+    word = uint32(BARRIER_GROUP_FIRST + g * COUNTER_LINE_WORDS)
     # The top word before this barrier: it cannot flip until this worker's group is complete.
     before = load_relaxed_gpu(counters, GRID_BARRIER)
-    add = flip_add(b == g * group_size, in_group)
+    add = flip_add(b == int32(g * group_size), in_group)
     if not fenced:  # negative control: arrive without the release fence, before the block is done
         old = cuda.atomic.add(counters, word, add)
     else:
@@ -363,9 +366,9 @@ def grid_barrier(counters, workers, max_polls, which, fenced):
         atomic_add_acq_rel_gpu(counters, GRID_BARRIER, flip_add(g == 0, groups))
     if not fenced:
         return True
-    polls = 0
+    polls = int32(0)
     while not flipped(before, load_relaxed_gpu(counters, GRID_BARRIER)):
-        polls += 1
+        polls = int32(polls + 1)
         if polls > max_polls:
             record_error(counters, ERR_BARRIER_TIMEOUT, which, load_relaxed_gpu(counters, GRID_BARRIER))
             return False
@@ -538,7 +541,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             # load (not in the trace build).
             ahead_start = int64(0)
             ahead_len = int32(0)
-            if not TRACE and tid == 0 and first + workers < n_tiles:
+            if not TRACE and tid == 0 and int32(first + workers) < n_tiles:
                 ahead_start = tile_start[uint32(first + workers)]
                 ahead_len = tile_len[uint32(first + workers)]
             # Grid-stride loops as while loops: ``range(start, stop, step)`` with a run-time step
@@ -547,17 +550,17 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             t = first
             while t < n_tiles:
                 if not TRACE and tid == 0:
-                    ahead_start, ahead_len = prefetch_next_tile(t, workers, ahead_start, ahead_len, values,
+                    ahead_start, ahead_len = prefetch_next_tile(t, workers, n_tiles, ahead_start, ahead_len, values,
                                                                 tile_start, tile_len, False)
                 start = int64(0)
                 if TRACE and tid == 0:
                     start = trace_now()
-                if not FENCED and cuda.blockIdx.x % 2 == 1 and t + workers >= n_tiles:
+                if not FENCED and cuda.blockIdx.x % 2 == 1 and int32(t + workers) >= n_tiles:
                     pause_us(20)  # control: odd workers' last A tile lags the early arrivals
                 task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
                 if TRACE and tid == 0:
                     trace_record(trace, t, start)
-                t += workers
+                t = int32(t + workers)  # int32: Numba widens the sum, which would make t (and the loop) 64-bit
             if not block_then_grid_barrier(counters, workers, max_polls, 0):
                 return
             # B is warp-level: one row per warp of the grid (a whole warp shares r).
@@ -572,16 +575,16 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum)
                 if TRACE and tid % WARP_SIZE == 0:
                     trace_record(trace, n_tiles + r, start)
-                r += warps
+                r = int32(r + warps)
             if not block_then_grid_barrier(counters, workers, max_polls, 1):
                 return
             ahead_start = int64(0)
             ahead_len = int32(0)
             # C visits the tiles in descending order (step t, tile n_tiles - 1 - t): the tiles the
             # A pass read last are the ones still in L2 (C's loads and y's stores are evict-first).
-            if not TRACE and tid == 0 and first + workers < n_tiles:
-                ahead_start = tile_start[uint32(visit(first + workers, n_tiles, True))]
-                ahead_len = tile_len[uint32(visit(first + workers, n_tiles, True))]
+            if not TRACE and tid == 0 and int32(first + workers) < n_tiles:
+                ahead_start = tile_start[uint32(visit(int32(first + workers), n_tiles, True))]
+                ahead_len = tile_len[uint32(visit(int32(first + workers), n_tiles, True))]
             # m and z of a worker's next tile are requested during the current one: its row
             # index at the start, the row's m and z at the end (the grid barrier made them final).
             m = float32(0.0)
@@ -593,9 +596,9 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             t = first
             while t < n_tiles:
                 if not TRACE and tid == 0:
-                    ahead_start, ahead_len = prefetch_next_tile(t, workers, ahead_start, ahead_len, values,
+                    ahead_start, ahead_len = prefetch_next_tile(t, workers, n_tiles, ahead_start, ahead_len, values,
                                                                 tile_start, tile_len, True)
-                following = t + workers
+                following = int32(t + workers)
                 next_row = uint32(0)
                 if following < n_tiles:
                     next_row = uint32(tile_row[uint32(visit(following, n_tiles, True))])
