@@ -116,6 +116,9 @@ if SIMULATOR:
     def f32_div(a, b):
         return float32(np.float32(a) / np.float32(b))
 
+    # The simulator has no approximate instructions: the diagnostic fast-math builds run the policy's.
+    approx_exp, approx_div = f32_exp, f32_div
+
     def udiv(a, b):
         return a // b
 
@@ -195,6 +198,13 @@ else:
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def f32_div(a, b):
         return a / b
+
+    # NOT the policy: the approximate exponential (``ex2.approx`` of x log2(e)) and division (``div.approx``)
+    # Triton's softmax uses. Only the diagnostic ``*_fastmath`` auto geometries call them, to measure what the
+    # policy's IEEE ``expf`` and division cost (docs/auto_kernels.md); no registered kernel does, and the PTX
+    # policy check rejects them.
+    approx_exp = libdevice.fast_expf
+    approx_div = libdevice.fast_fdividef
 
     from numba import types
     from numba.cuda.core.errors import TypingError
@@ -299,7 +309,7 @@ def host_block_reduce(values, is_max):
 
 __all__ = [
     "BLOCK_THREADS", "WARP_SIZE", "WARPS_PER_BLOCK", "QUAD", "owned_columns", "NEG_INF", "SIMULATOR", "KERNEL_OPTIONS",
-    "f32_add", "f32_sub", "f32_mul", "f32_max", "f32_exp", "f32_div", "udiv",
+    "f32_add", "f32_sub", "f32_mul", "f32_max", "f32_exp", "f32_div", "udiv", "approx_exp", "approx_div",
     "warp_reduce_max", "warp_reduce_sum", "block_reduce_max", "block_reduce_sum", "block_reductions",
     "host_block_reduce", "int32",
 ]

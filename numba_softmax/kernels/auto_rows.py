@@ -74,8 +74,8 @@ import numpy as np
 from numba import cuda, float32, uint32, uint64
 
 from ..launch_spec import KernelLaunch
-from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, bounded_kernel,
-                        f32_add, f32_div, f32_exp, f32_max, f32_mul, f32_sub)
+from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, approx_div,
+                        approx_exp, bounded_kernel, f32_add, f32_div, f32_exp, f32_max, f32_mul, f32_sub)
 from .vector_io import load_quad, store_quad
 
 if not SIMULATOR:
@@ -206,11 +206,14 @@ def _lowest_bit(mask):
 
 # ---- row kernels: a row in registers ----------------------------------------------------------------------
 
-def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True):
+def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast_math=False):
     """A row in registers: ``lanes`` threads per row, ``quads`` quads each; with ``ctas > 1`` (the cluster
     kernels) the row is spread over the ``ctas`` CTAs of a thread block cluster, CTA ``rank`` holding
     columns ``rank * 4 * lanes * quads`` on, and the two reductions end with a cluster stage (below).
-    ``exchange=False`` (a negative control only): the cluster stage keeps each CTA's own result."""
+    ``exchange=False`` (a negative control only): the cluster stage keeps each CTA's own result.
+    ``fast_math=True`` (a diagnostic ``*_fastmath`` geometry only): Triton's approximate exponential and
+    division instead of the policy's, to measure what the policy costs."""
+    EXP, DIV = (approx_exp, approx_div) if fast_math else (f32_exp, f32_div)
     LANES = lanes
     QUADS = quads
     VALUES = quads * QUAD
@@ -315,7 +318,7 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True):
         local_sum = float32(0.0)
         if live:  # a group past the last row has nothing to exponentiate (its max is -inf)
             for k in range(VALUES):
-                e = f32_exp(f32_sub(values[k], row_max))
+                e = EXP(f32_sub(values[k], row_max))
                 values[k] = e
                 local_sum = f32_add(local_sum, e)
         row_sum = row_sum_of(local_sum, partials)
@@ -328,12 +331,12 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True):
                 if VECTOR:
                     if base < cols:
                         store_quad(y, row, base,
-                                   f32_div(values[QUAD * q], row_sum), f32_div(values[QUAD * q + 1], row_sum),
-                                   f32_div(values[QUAD * q + 2], row_sum), f32_div(values[QUAD * q + 3], row_sum))
+                                   DIV(values[QUAD * q], row_sum), DIV(values[QUAD * q + 1], row_sum),
+                                   DIV(values[QUAD * q + 2], row_sum), DIV(values[QUAD * q + 3], row_sum))
                 else:
                     for j in range(QUAD):
                         if base + j < cols:
-                            y[uint64(row), uint64(base + j)] = f32_div(values[QUAD * q + j], row_sum)
+                            y[uint64(row), uint64(base + j)] = DIV(values[QUAD * q + j], row_sum)
         if CHECKED:
             # The good path tests the row once: every term exp(x - m) of a row of finite and -inf values
             # lies in [0, 1] and one is exp(0) = 1, so its sum is finite; a NaN, a +inf (m = +inf, a term
@@ -508,6 +511,8 @@ def _make_check_kernel(vector, allow_neg_inf):
 # ---- builds and the table ---------------------------------------------------------------------------------
 
 _MAKERS = {"rows": _make_rows_kernel, "cluster": _make_rows_kernel, "long": _make_long_kernel}
+#: Name suffix of a diagnostic fast-math geometry (:attr:`Geometry.fast_math`).
+FAST_MATH_SUFFIX = "_fastmath"
 #: Most CTAs of a cluster geometry: the portable cluster size (larger ones need an opt-in attribute).
 MAX_CLUSTER_CTAS = 8
 
@@ -520,6 +525,9 @@ class Geometry:
     lanes: int      # threads per row (per CTA of the cluster)
     quads: int      # quads (4 values) per thread: per row (rows, cluster) or per chunk (long)
     ctas: int = 1   # CTAs per row (cluster only)
+    #: A diagnostic build with Triton's approximate exponential and division (name suffix ``_fastmath``):
+    #: never in the table, it measures what the numerics policy costs (``bench perf --auto-geometries``).
+    fast_math: bool = False
 
     def __post_init__(self):
         if self.kind not in _MAKERS:
@@ -534,10 +542,13 @@ class Geometry:
                              f"cluster size) of more than {WARP_SIZE} lanes")
         if self.kind != "cluster" and self.ctas != 1:
             raise ValueError(f"geometry {self.name}: only a cluster geometry spreads a row over several CTAs")
+        if self.fast_math and self.kind == "long":
+            raise ValueError(f"geometry {self.name}: the fast-math diagnostic builds are row and cluster geometries")
 
     @property
     def name(self):
-        return f"{self.kind}_l{self.lanes}_q{self.quads}" + (f"_c{self.ctas}" if self.kind == "cluster" else "")
+        return (f"{self.kind}_l{self.lanes}_q{self.quads}" + (f"_c{self.ctas}" if self.kind == "cluster" else "")
+                + (FAST_MATH_SUFFIX if self.fast_math else ""))
 
     @property
     def max_columns(self):
@@ -560,17 +571,19 @@ class Geometry:
 
     @classmethod
     def parse(cls, name):
+        fast_math = name.endswith(FAST_MATH_SUFFIX)
         try:
-            kind, lanes, quads, *ctas = name.split("_")
+            kind, lanes, quads, *ctas = name.removesuffix(FAST_MATH_SUFFIX).split("_")
             geometry = cls(kind, int(lanes.removeprefix("l")), int(quads.removeprefix("q")),
-                           *(int(c.removeprefix("c")) for c in ctas))
+                           *(int(c.removeprefix("c")) for c in ctas), fast_math=fast_math)
         except (ValueError, TypeError) as exc:
             if "geometry" in str(exc):
                 raise
             geometry = None
         if geometry is None or geometry.name != name:
             raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q>, cluster_l<L>_q<Q>_c<C> or "
-                             f"long_l<L>_q<Q>, e.g. {AUTO_TABLE[0][1]!r}; candidates: {sorted(CANDIDATE_GEOMETRIES)}")
+                             f"long_l<L>_q<Q> (a row or cluster one with {FAST_MATH_SUFFIX!r}: a diagnostic fast-math "
+                             f"build), e.g. {AUTO_TABLE[0][1]!r}; candidates: {sorted(CANDIDATE_GEOMETRIES)}")
         return geometry
 
 
@@ -581,6 +594,8 @@ def _build_name(geometry, vector, checked):
 def _make_build(geometry, vector, checked, exchange=True):
     """One build of ``geometry``; ``exchange=False`` only for the cluster negative control."""
     extra = (geometry.ctas, exchange) if geometry.kind == "cluster" else ()
+    if geometry.fast_math:
+        extra = (geometry.ctas, exchange, True)
     body, block, _ = _MAKERS[geometry.kind](geometry.lanes, geometry.quads, vector, checked, *extra)
     if checked:
         def kernel(x, y, status, alarm):

@@ -166,3 +166,23 @@ def test_auto_launches_pick_the_cluster_for_16_byte_rows_and_the_long_path_other
     assert launch.name == "auto_long_l1024_q4" and launch.cluster == 1 and launch.grid == (2,)
     with pytest.raises(ValueError, match="x and y must have one shape"):
         auto_launches(aligned, np.zeros((2, 8), np.float32))
+
+
+def test_a_fast_math_diagnostic_build_is_rejected_by_the_policy_check_and_never_in_the_table():
+    """The ``*_fastmath`` geometries (Triton's approximate exponential and division, for measuring what the policy
+    costs) are a negative control of the PTX policy check: their PTX carries approximate instructions outside
+    libdevice ``expf``, which the check must name."""
+    from numba_softmax.kernels.auto_rows import FAST_MATH_SUFFIX, UNCHECKED_SIGNATURE, auto_kernel
+
+    geometry = Geometry.parse("rows_l128_q8" + FAST_MATH_SUFFIX)
+    kernel = auto_kernel(geometry, True, False)
+    fast = ptx_getter({"fast": (kernel, UNCHECKED_SIGNATURE)})("fast")
+    report = check_policy("fast", fast)
+    assert not report.ok and report.expf_count == 0
+    assert any("ex2.approx" in v for v in report.violations), report.violations
+    assert any("div.approx" in v or "div.full" in v for v in report.violations), report.violations
+    # the policy build of the same geometry passes, with one IEEE expf and one division per value
+    policy = check_policy("policy", ptx_of("auto_rows_l128_q8_v4"))
+    assert policy.ok and policy.divisions == {"div.rn.f32": 32}
+    assert not any(Geometry.parse(name).fast_math for _, name in AUTO_TABLE)
+    assert not any(Geometry.parse(name).fast_math for name in CANDIDATE_GEOMETRIES)
