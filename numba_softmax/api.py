@@ -110,7 +110,8 @@ class LaunchPlan:
         if self.check_pass is not None:
             self.check_pass.enqueue(stream)
             stream.synchronize()
-            self._report(stream, what)
+            if self.alarm_word[0]:
+                self._report(stream, what)
         self.kernels.enqueue(stream)
         if self.status is not None:
             stream.synchronize()
@@ -118,8 +119,7 @@ class LaunchPlan:
                 self._report(stream, what)
 
     def _report(self, stream, what):
-        if not self.alarm_word[0]:
-            return
+        """The alarm is up: read and clear what the device recorded, and raise it."""
         words = self.status.copy_to_host(stream=stream.numba)
         stream.synchronize()
         # Clear for the next call before raising (the kernel never clears).
