@@ -593,10 +593,10 @@ def _build_name(geometry, vector, checked):
 
 def _make_build(geometry, vector, checked, exchange=True):
     """One build of ``geometry``; ``exchange=False`` only for the cluster negative control."""
-    extra = (geometry.ctas, exchange) if geometry.kind == "cluster" else ()
+    options = {"ctas": geometry.ctas, "exchange": exchange} if geometry.kind == "cluster" else {}
     if geometry.fast_math:
-        extra = (geometry.ctas, exchange, True)
-    body, block, _ = _MAKERS[geometry.kind](geometry.lanes, geometry.quads, vector, checked, *extra)
+        options["fast_math"] = True
+    body, block, _ = _MAKERS[geometry.kind](geometry.lanes, geometry.quads, vector, checked, **options)
     if checked:
         def kernel(x, y, status, alarm):
             body(x, y, status, alarm)
