@@ -248,8 +248,9 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
 
 // The persistent kernel's own grid barrier (numba_softmax/kernels/persistent.py grid_barrier):
 // hierarchical, every word self-resetting (the first participant adds 2^31 - (n - 1), the others 1,
-// so the top bit flips exactly when the last of n arrives). A worker arrives on its group's word;
-// the arrival that completes a group arrives on the top word; all poll the top word.
+// so the top bit flips exactly when the last of n arrives). A worker arrives on its group's word
+// (a release add, no fence before it); the arrival that completes a group acquires the group (a
+// fence) and arrives on the top word (a release add); all poll the top word, then an acquire fence.
 __device__ __forceinline__ int flip_add(bool first, int participants) {
     return first ? (int)(0x80000000u - (unsigned)(participants - 1)) : 1;
 }
@@ -266,10 +267,10 @@ __device__ bool block_then_grid_barrier(int* counters, int workers, int max_poll
         const int in_group = min(group_size, workers - g * group_size);
         const int before = load_relaxed_gpu(&counters[GRID_BARRIER]);
         const int add = flip_add(b == g * group_size, in_group);
-        fence_acq_rel_gpu();
-        const int old = atomic_add_acq_rel_gpu(&counters[BARRIER_GROUP_FIRST + g * COUNTER_LINE_WORDS], add);
+        const int old = atomic_add_release_gpu(&counters[BARRIER_GROUP_FIRST + g * COUNTER_LINE_WORDS], add);
         if (flipped(old, (int)((unsigned)old + (unsigned)add))) {
-            atomic_add_acq_rel_gpu(&counters[GRID_BARRIER], flip_add(g == 0, groups));
+            fence_acq_rel_gpu();  // acquire the group's arrivals, so that the top arrival releases them too
+            atomic_add_release_gpu(&counters[GRID_BARRIER], flip_add(g == 0, groups));
         }
         int polls = 0;
         ok = 1;

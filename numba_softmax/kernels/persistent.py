@@ -19,11 +19,12 @@ C descends where A ascended: the tiles A read last are still in L2 when C starts
 and y's stores are evict-first, :mod:`.tiles`), so C rereads them from L2, not DRAM.
 
 The grid barrier is this kernel's own (:func:`grid_barrier`, inside the cooperative launch):
-a block barrier, then thread 0 makes a release fence and an ``atom.acq_rel`` arrival on its
-group's word (32 workers per group, one 128-byte line each); the arrival that completes a
-group arrives on the top word; every thread 0 polls the top word (relaxed) until its top bit
-flips, makes an acquire fence, and a block barrier lets the others go. Every word resets
-itself (:func:`flip_add`: the first participant adds ``2**31 - (n - 1)``, the others 1).
+a block barrier, then thread 0 makes one ``atom.release`` arrival on its group's word (32
+workers per group, one 128-byte line each); the arrival that completes a group makes an
+acquire fence (the group's arrivals) and an ``atom.release`` arrival on the top word; every
+thread 0 polls the top word (relaxed) until its top bit flips, makes an acquire fence, and a
+block barrier lets the others go. Every word resets itself (:func:`flip_add`: the first
+participant adds ``2**31 - (n - 1)``, the others 1).
 Numba's ``grid.sync()`` went through libcudadevrt with local-memory traffic; this one needs
 no reset launch.
 
@@ -338,9 +339,11 @@ def flipped(before, after):
 def grid_barrier(counters, workers, max_polls, which, fenced):
     """Thread 0 of every worker, between two block barriers: all workers' tasks before it,
     none after. Hierarchical (:data:`numba_softmax.queue.BARRIER_GROUPS`): a worker arrives on
-    its group's word (``atom.acq_rel``, one line per group, so ~32 arrivals queue per line
-    instead of every worker on one); the arrival that completes a group arrives on the top
-    word; every worker polls the top word (relaxed) until its top bit flips, then an acquire
+    its group's word (``atom.release``, one line per group, so ~32 arrivals queue per line
+    instead of every worker on one; no fence before it, which cost a second ``MEMBAR``); the
+    arrival that completes a group makes ``fence.acq_rel`` (it acquires the group's arrivals,
+    so that its own release on the top word carries them) and arrives on the top word; every
+    worker polls the top word (relaxed) until its top bit flips, then an acquire
     fence. Every word resets itself (:func:`flip_add`). Returns False (after recording error
     5) if it waited more than ``max_polls`` polls.
     """
@@ -357,13 +360,14 @@ def grid_barrier(counters, workers, max_polls, which, fenced):
     # The top word before this barrier: it cannot flip until this worker's group is complete.
     before = load_relaxed_gpu(counters, GRID_BARRIER)
     add = flip_add(b == int32(g * group_size), in_group)
-    if not fenced:  # negative control: arrive without the release fence, before the block is done
+    if not fenced:  # negative control: a relaxed arrival, before the block is done
         old = cuda.atomic.add(counters, word, add)
     else:
-        fence_acq_rel_gpu()  # release: this worker's results (ordered before it by the block barrier)
-        old = atomic_add_acq_rel_gpu(counters, word, add)
+        # release: this worker's results (ordered before it by the block barrier)
+        old = atomic_add_release_gpu(counters, word, add)
     if flipped(old, int32(int64(old) + int64(add))):  # this arrival completed the group
-        atomic_add_acq_rel_gpu(counters, GRID_BARRIER, flip_add(g == 0, groups))
+        fence_acq_rel_gpu()  # acquire the group's arrivals, so that the top arrival releases them too
+        atomic_add_release_gpu(counters, GRID_BARRIER, flip_add(g == 0, groups))
     if not fenced:
         return True
     polls = int32(0)
@@ -842,7 +846,7 @@ NEGATIVE_CONTROLS = {
     # DAG: the FIRST finished A tile of a row publishes its B (oracle, traces); it claims one A tile at a time, so
     # that first arrival leaves the row's other tiles unfinished even with one worker.
     "first_producer_publishes_b": (True, False, True),
-    # phased: thread 0 arrives at the grid barrier without the release fence and before its
+    # phased: thread 0 arrives at the grid barrier without release ordering and before its
     # block's tasks are done (odd workers' last A tile lags): B reads unfinished summaries (oracle).
     "barrier_arrive_without_fence": (True, True, False),
 }

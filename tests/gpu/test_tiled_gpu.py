@@ -130,7 +130,7 @@ def test_negative_control_publishing_b_before_the_last_producer_is_caught(stream
 
 @pytest.mark.parametrize("control, scheduler", [("barrier_arrive_without_fence", "phased")])
 def test_negative_control_grid_barrier_arrival_without_its_fence_is_caught(stream, control, scheduler):
-    """A grid barrier arrival made without the release fence, before the worker's tasks finished
+    """A grid barrier arrival made without release ordering (relaxed), before the worker's tasks finished
     (phased): the oracle rejects it."""
     from numba_softmax.kernels.persistent import negative_control_kernel
     from numba_softmax.launch.driver import Invocation
