@@ -13,7 +13,8 @@ from numba_softmax import tiled_softmax
 from numba_softmax.cases import EXPERIMENT_B_SCHEDULERS
 from numba_softmax.fixtures import packed_fixture
 from numba_softmax.oracle import AcceptanceError, check_packed
-from numba_softmax.traces import check_trace, plot_timeline, time_breakdown, write_csv, write_perfetto
+from numba_softmax.traces import (check_trace, plot_timeline, read_csv, time_breakdown, worker_last_a_end, write_csv,
+                                  write_perfetto)
 
 #: One balanced and one ragged case: the smallest and the largest row counts.
 REPRESENTATIVE_CASES = ("balanced-128", "ragged-2048")
@@ -68,6 +69,7 @@ def trace_summary_lines(records):
     lines += ["", "Early starts: B or C tasks that started before the last A task of the whole grid ended "
                   "(counted for the DAG, not required; zero by construction for separate and phased).", ""]
     lines += breakdown_lines(records)
+    lines += passes_lines(records)
     for r in records:
         if r.get("png"):
             lines.append(f"![{r['case']} {r['scheduler']}]({r['png']})")
@@ -105,3 +107,46 @@ def breakdown_lines(records):
         lines.append(f"| {r['case']} | {r['scheduler']} | {' | '.join(durations)} | {gaps} | {busy} | {last_a} | "
                      f"{r['span_ns'] / 1e3:.1f} | {lag} | {mib} |")
     return lines + [""]
+
+
+def passes_lines(records):
+    """"Between the passes" table: the phased traces' time from the A pass to the C pass, split into
+    the A pass's stragglers, the two grid barriers and B (from ``phase_us`` and ``a_end_us``)."""
+    phased = [r for r in records if r.get("scheduler") == "phased" and r.get("breakdown")
+              and all(k in r["breakdown"]["phase_us"] for k in ("A", "B", "C"))]
+    if not phased:
+        return []
+    lines = ["### Between the passes (phased)", "",
+             "From the phased traces: a worker's last A tile ends (median over workers) before the last worker's "
+             "does (the A pass's stragglers: the difference), the first grid barrier lets B start (last A end -> "
+             "first B start), B runs (first B start -> last B end), the second barrier lets C start (last B end -> "
+             "first C start), and the C pass runs to the end. The last column is the median worker's wait from its "
+             "last A tile to the first C tile: what a persistent kernel pays between its passes where separate pays "
+             "a kernel boundary in each of the two places (the tiles probe, `python -m bench probe tiles`, times "
+             "separate's three kernels; its trace builds are launched one by one and show host gaps instead).",
+             "", "| case | median worker's last A end us | last A end us | stragglers us | first barrier us | "
+                 "B us | second barrier us | C pass us | median worker: last A -> first C us |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in phased:
+        phase, a_end = r["breakdown"]["phase_us"], r["breakdown"].get("a_end_us")
+        a_last, b_first, b_last = phase["A"]["last_end"], phase["B"]["first_start"], phase["B"]["last_end"]
+        c_first, c_last = phase["C"]["first_start"], phase["C"]["last_end"]
+        median_end = a_end["median"] if a_end else None
+        cells = [median_end, a_last, None if a_end is None else a_last - median_end, b_first - a_last,
+                 b_last - b_first, c_first - b_last, c_last - c_first, None if a_end is None else c_first - median_end]
+        lines.append(f"| {r['case']} | " + " | ".join("-" if v is None else f"{v:.2f}" for v in cells) + " |")
+    return lines + [""]
+
+
+def with_worker_a_ends(records, folder):
+    """The phased records of a run written before ``a_end_us`` was recorded, completed from their
+    task CSV in ``folder`` (the same function as at run time; records are not changed on disk)."""
+    completed = []
+    for r in records:
+        b = r.get("breakdown")
+        if r.get("scheduler") == "phased" and b and "a_end_us" not in b and r.get("csv"):
+            path = os.path.join(folder, r["csv"])
+            if os.path.exists(path):
+                r = dict(r, breakdown=dict(b, a_end_us=worker_last_a_end(*read_csv(path))))
+        completed.append(r)
+    return completed

@@ -152,6 +152,9 @@ def time_breakdown(trace, layout, scheduler):
     * ``busy_fraction``: median over workers of (sum of the durations of those tasks) /
       (the worker's last end - its first start); None for the separate scheduler;
     * ``phase_us``: per kind, first start and last end relative to the earliest start;
+    * ``a_end_us``: phased mode only, each worker's last A end relative to the earliest start,
+      median / p10 / p90 over workers (:func:`worker_last_a_end`): with ``phase_us`` it splits the
+      time between the A and C passes into the A pass's stragglers, the grid barriers and B;
     * ``reuse``: per tile, from the end of its A to the start of its C (the span in which C's
       reread of the tile can only hit L2 if the tile stays there): ``lag_us``, and ``between_mib``,
       the bytes the other A and C tasks that started meanwhile brought into L2 (x read by an A
@@ -175,6 +178,7 @@ def time_breakdown(trace, layout, scheduler):
                  "last_end": float((end[seen & (table.kind == k)].max() - origin) * us)}
              for k in duration}
     reuse = _reuse(table, layout, seen, start, end)
+    extra = {"a_end_us": worker_last_a_end(table.kind, data)} if scheduler == "phased" else {}
     if scheduler == "separate":
         return {"duration_us": duration, "gap_us": {}, "busy_fraction": None, "phase_us": phase, "reuse": reuse}
     worker = table.column("worker")
@@ -194,7 +198,23 @@ def time_breakdown(trace, layout, scheduler):
     busy = busy_ns[span_ns > 0] / span_ns[span_ns > 0]
     return {"duration_us": duration, "gap_us": gaps,
             "busy_fraction": float(np.median(busy)) if busy.size else None,
-            "phase_us": phase, "reuse": reuse}
+            "phase_us": phase, "reuse": reuse, **extra}
+
+
+def worker_last_a_end(kinds, data):
+    """Each worker's last A end (us after the earliest start of any task), median / p10 / p90 over
+    the workers that ran an A task; None when none did. ``kinds`` and ``data`` as :func:`read_csv`
+    returns them (or a task table's), so a run folder's CSV gives the same figure as the trace did."""
+    kinds = np.asarray(kinds)
+    seen = data[:, TRACE_VISITS] >= 1
+    a = seen & (kinds == "A")
+    if not a.any():
+        return None
+    origin = data[seen, TRACE_START].min()
+    workers, inverse = np.unique(data[a, TRACE_COLUMNS.index("worker")], return_inverse=True)
+    last = np.full(workers.size, np.iinfo(np.int64).min)
+    np.maximum.at(last, inverse, data[a, TRACE_END])
+    return _spread((last - origin) * 1e-3)
 
 
 def _spread(values):

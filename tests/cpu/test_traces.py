@@ -182,3 +182,64 @@ def test_breakdown_table_in_the_summary():
     assert "### Where the time goes (trace builds)" in text
     assert "| tiny | dag | 0.01 (0.01) | 0.01 (0.01) | 0.01 (0.01) | A->A: 0.01 0.01-0.01, 4;" in text
     assert "| 0.28 | 0.1 | 0.1 | 0.1 0.1-0.1 | 0.0 0.0-0.0 |" in text  # reuse: 85 ns, ~0.02 MiB
+
+
+def test_phased_breakdown_records_each_workers_last_a_end():
+    # phased_trace: worker 0 runs A(0), A(2), A(4) (its last ends at 1045), worker 1 A(1), A(3), A(5) (1055);
+    # the earliest start is 1000.
+    b = time_breakdown(phased_trace(), LAYOUT, "phased")
+    assert b["a_end_us"]["n"] == 2
+    assert b["a_end_us"]["median"] == pytest.approx(0.050)
+    assert b["a_end_us"]["p10"] == pytest.approx(0.046) and b["a_end_us"]["p90"] == pytest.approx(0.054)
+    # the other schedulers have no passes to split
+    assert "a_end_us" not in time_breakdown(phased_trace(), LAYOUT, "dag")
+    assert "a_end_us" not in time_breakdown(phased_trace(), LAYOUT, "separate")
+
+
+def test_worker_last_a_end_reads_the_same_from_the_csv(tmp_path):
+    from numba_softmax.traces import worker_last_a_end
+    trace = phased_trace()
+    trace[4, TRACE_END] += 400  # worker 0's last A tile straggles
+    write_csv(tmp_path / "t.csv", trace, LAYOUT)
+    from_csv = worker_last_a_end(*read_csv(tmp_path / "t.csv"))
+    assert from_csv == time_breakdown(trace, LAYOUT, "phased")["a_end_us"]
+    assert from_csv["median"] == pytest.approx((0.445 + 0.055) / 2)
+    # an unvisited task does not count
+    trace[:LAYOUT.n_tiles, TRACE_VISITS] = 0
+    write_csv(tmp_path / "none.csv", trace, LAYOUT)
+    assert worker_last_a_end(*read_csv(tmp_path / "none.csv")) is None
+
+
+def _phased_record(a_end=True):
+    phase = {"A": {"first_start": 0.0, "last_end": 24.35}, "B": {"first_start": 26.50, "last_end": 29.41},
+             "C": {"first_start": 31.90, "last_end": 65.82}}
+    breakdown = {"phase_us": phase}
+    if a_end:
+        breakdown["a_end_us"] = {"n": 1188, "median": 21.76, "p10": 20.96, "p90": 22.43}
+    return {"case": "ragged-2048", "scheduler": "phased", "breakdown": breakdown, "csv": "traces/x.csv"}
+
+
+def test_between_the_passes_table_splits_the_phased_gap():
+    from bench.trace_step import passes_lines
+    text = "\n".join(passes_lines([_phased_record()]))
+    assert "### Between the passes (phased)" in text
+    # stragglers 24.35 - 21.76, barriers 26.50 - 24.35 and 31.90 - 29.41, B 2.91, C 33.92, last A -> first C 10.14
+    assert "| ragged-2048 | 21.76 | 24.35 | 2.59 | 2.15 | 2.91 | 2.49 | 33.92 | 10.14 |" in text
+    # without the workers' A ends: the columns that need them say so
+    assert "| ragged-2048 | - | 24.35 | - | 2.15 | 2.91 | 2.49 | 33.92 | - |" in "\n".join(
+        passes_lines([_phased_record(a_end=False)]))
+    # no phased trace, no table
+    assert passes_lines([dict(_phased_record(), scheduler="separate")]) == []
+
+
+def test_report_completes_an_older_phased_record_from_its_csv(tmp_path):
+    from bench.trace_step import with_worker_a_ends
+    (tmp_path / "traces").mkdir()
+    write_csv(tmp_path / "traces" / "x.csv", phased_trace(), LAYOUT)
+    old = _phased_record(a_end=False)
+    completed = with_worker_a_ends([old, dict(old, scheduler="dag")], tmp_path)
+    assert completed[0]["breakdown"]["a_end_us"]["median"] == pytest.approx(0.050)
+    assert "a_end_us" not in old["breakdown"]                       # the record read from disk is not changed
+    assert "a_end_us" not in completed[1]["breakdown"]              # only phased records have passes
+    # a record whose CSV is gone stays as it was
+    assert with_worker_a_ends([old], tmp_path / "elsewhere") == [old]
