@@ -41,7 +41,7 @@ def run_traces(run, stream, cases, gpu):
             png = plot_timeline(run.path_of(stem + ".png"), result.trace, result.layout, scheduler, name, report)
             run.append_jsonl("traces.jsonl", dict(
                 report.record(), case=name, scheduler=scheduler, workers=result.workers,
-                breakdown=time_breakdown(result.trace, result.layout, scheduler),
+                breakdown=time_breakdown(result.trace, result.layout, scheduler, result.workers),
                 fixture=TRACE_FIXTURE, output_passed=correct.passed, csv=stem + ".csv",
                 perfetto=stem + ".json", png=(stem + ".png") if png else None, note=TRACE_NOTE))
             if not report.passed:
@@ -84,7 +84,9 @@ def breakdown_lines(records):
     lines = ["### Where the time goes (trace builds)", "",
              "Per task kind, the median (p90) task duration; per worker, the median (p10-p90) gap between two "
              "consecutive tasks by transition (the worker's scheduling: decision, claims, barriers; none for the "
-             "separate launches, one task per block); the median busy fraction of a worker's span; when the last A "
+             "separate launches, one task per block; for the DAG, `A->A in claim` and `C->C in entry` are the steps "
+             "inside one decision's two tiles, and `A->A`, `C->C` the decisions between claims and entries); the "
+             "median busy fraction of a worker's span; when the last A "
              "ended; and per tile, from the end of its A to the start of its C, the time and the MiB the other A "
              "and C tasks brought into L2 meanwhile (x read, y written; median, p10-p90): C rereads its tile from "
              "L2 only where that stays well below the L2's capacity. Trace builds have their own register count "

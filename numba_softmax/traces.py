@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .kernels.tracing import TRACE_COLUMNS, TRACE_END, TRACE_FIELDS, TRACE_SM, TRACE_START, TRACE_VISITS
+from .queue import tiles_per_claim
 
 KINDS = ("A", "B", "C")
 
@@ -139,7 +140,7 @@ def check_trace(trace, layout, scheduler, max_listed=5):
     return report
 
 
-def time_breakdown(trace, layout, scheduler):
+def time_breakdown(trace, layout, scheduler, workers=None):
     """Where a traced invocation's time went:
 
     * ``duration_us``: per task kind, median / p10 / p90 of end - start (the task itself);
@@ -148,7 +149,12 @@ def time_breakdown(trace, layout, scheduler):
       scheduling: the decision, the claims, the barriers; in phased mode the A->C gap
       spans the grid barriers and the B phase). Empty for the separate scheduler, whose
       blocks run one task each; phased mode's B tasks are warp-level (a block's warps
-      run several at once) and are left out of its gaps;
+      run several at once) and are left out of its gaps. In the DAG, where one decision
+      takes two tiles (:func:`numba_softmax.queue.tiles_per_claim` of ``workers``, the
+      launched count; the workers seen in the trace when not given), the step from a
+      claim's first A tile to its second is ``"A->A in claim"`` and from a C entry's first
+      tile to its second ``"C->C in entry"``: no decision lies between them, so they are
+      kept apart from ``"A->A"`` and ``"C->C"``, which are then the decisions between claims;
     * ``busy_fraction``: median over workers of (sum of the durations of those tasks) /
       (the worker's last end - its first start); None for the separate scheduler;
     * ``phase_us``: per kind, first start and last end relative to the earliest start;
@@ -189,6 +195,9 @@ def time_breakdown(trace, layout, scheduler):
     same = worker[prev] == worker[nxt]
     prev, nxt = prev[same], nxt[same]
     transition = np.char.add(np.char.add(table.kind[prev], "->"), table.kind[nxt])
+    if scheduler == "dag":
+        transition = _label_pairs(transition, table, layout, prev, nxt,
+                                  workers if workers is not None else np.unique(worker[seen]).size)
     gap = start[nxt] - end[prev]
     gaps = {str(key): _spread(gap[transition == key] * us) for key in np.unique(transition)}
     ids, first = np.unique(worker[order], return_index=True)
@@ -199,6 +208,24 @@ def time_breakdown(trace, layout, scheduler):
     return {"duration_us": duration, "gap_us": gaps,
             "busy_fraction": float(np.median(busy)) if busy.size else None,
             "phase_us": phase, "reuse": reuse, **extra}
+
+
+def _label_pairs(transition, table, layout, prev, nxt, workers):
+    """The DAG's transitions inside one decision (see :func:`time_breakdown`): a claim of two A tiles
+    starts at an even tile (``a_next`` grows by two from 0); a C entry of two tiles starts at its
+    row's first tile or every second tile after it, and both tiles are in that row."""
+    if tiles_per_claim(layout.n_tiles, workers) < 2:
+        return transition
+    first, second = table.index[prev], table.index[nxt]
+    follows = second == first + 1
+    a_pair = (table.kind[prev] == "A") & (table.kind[nxt] == "A") & follows & (first % 2 == 0)
+    row = table.row[prev]
+    c_pair = ((table.kind[prev] == "C") & (table.kind[nxt] == "C") & follows & (table.row[nxt] == row)
+              & ((first - np.asarray(layout.row_first_tile, dtype=np.int64)[row]) % 2 == 0))
+    transition = transition.astype(object)
+    transition[a_pair] = "A->A in claim"
+    transition[c_pair] = "C->C in entry"
+    return transition.astype(str)
 
 
 def worker_last_a_end(kinds, data):

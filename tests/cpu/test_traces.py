@@ -243,3 +243,34 @@ def test_report_completes_an_older_phased_record_from_its_csv(tmp_path):
     assert "a_end_us" not in completed[1]["breakdown"]              # only phased records have passes
     # a record whose CSV is gone stays as it was
     assert with_worker_a_ends([old], tmp_path / "elsewhere") == [old]
+
+
+def _dag_trace_with_pairs():
+    """Worker 0: A0 A1 | A2 A3 | C3 C4 | C5; worker 1: A4 A5 | B0 B1 B2 | C0 C1 | C2 (LAYOUT's rows hold tiles
+    0-1, 2 and 3-5, so C entries of two are (0, 1), (2), (3, 4), (5)); every step 10 ns after the last end."""
+    n, rows = LAYOUT.n_tiles, LAYOUT.rows
+    trace = np.zeros((2 * n + rows, TRACE_FIELDS), dtype=np.int64)
+    plan = {0: [0, 1, 2, 3, c_task(3), c_task(4), c_task(5)],
+            1: [4, 5, b_task(0), b_task(1), b_task(2), c_task(0), c_task(1), c_task(2)]}
+    for worker, tasks in plan.items():
+        clock = 1000
+        for task in tasks:
+            trace[task, TRACE_START], trace[task, TRACE_END] = clock, clock + 5
+            trace[task, TRACE_VISITS], trace[task, 3] = 1, worker
+            clock += 15
+    return trace
+
+
+def test_dag_breakdown_keeps_the_steps_inside_a_claim_or_entry_apart():
+    b = time_breakdown(_dag_trace_with_pairs(), LAYOUT, "dag", workers=2)  # 6 tiles >= 2 x 2: pairs
+    counts = {k: g["n"] for k, g in b["gap_us"].items()}
+    # in claim: A0->A1, A2->A3, A4->A5; in entry: C3->C4, C0->C1. Between: A1->A2 (two claims), C4->C5 (C5 starts
+    # an entry: 5 - 3 is odd) and C1->C2 (another row).
+    assert counts == {"A->A in claim": 3, "A->A": 1, "A->C": 1, "C->C in entry": 2, "C->C": 2, "A->B": 1,
+                      "B->B": 2, "B->C": 1}
+    # the launched count decides: with 4 workers a claim is one tile, so no step is inside one
+    single = time_breakdown(_dag_trace_with_pairs(), LAYOUT, "dag", workers=4)
+    assert {k: g["n"] for k, g in single["gap_us"].items()}["A->A"] == 4
+    assert not any("in " in k for k in single["gap_us"])
+    # without the count, the workers seen in the trace (2) stand for it
+    assert time_breakdown(_dag_trace_with_pairs(), LAYOUT, "dag")["gap_us"].keys() == b["gap_us"].keys()
