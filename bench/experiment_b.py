@@ -12,7 +12,7 @@ import numpy as np
 
 from numba_softmax import backend
 from numba_softmax.cases import (EXPERIMENT_B_CASES, EXPERIMENT_B_SCHEDULERS, EXPERIMENT_B_SIM_CASES,
-                                 TILE_ELEMENTS)
+                                 TILE_ELEMENTS, row_lengths_digest)
 from numba_softmax.fixtures import packed_fixture
 from numba_softmax.oracle import check_packed
 from numba_softmax.tiled import (TiledBuffers, build_layout, floor_launches, tiled_launches, verify_queue,
@@ -86,7 +86,7 @@ class TiledBenchCase:
         run.append_jsonl("layouts.jsonl", {
             "case": name, "rows": self.layout.rows, "tiles": self.layout.n_tiles,
             "elements": self.layout.total_elements, "tile_elements": TILE_ELEMENTS,
-            "row_lengths_sha": _digest(self.row_lengths),
+            "row_lengths_sha": row_lengths_digest(self.row_lengths),
             "kernel_resources": {v.name: v.invocation.kernel_resources() for v in self.variants}})
 
     def variant(self, name):
@@ -101,11 +101,6 @@ class TiledBenchCase:
 
     def check(self, out, host_input):
         return check_packed(out, host_input, self.row_lengths)
-
-
-def _digest(array):
-    import hashlib
-    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16]
 
 
 def _plan(args, gpu, metadata, run):

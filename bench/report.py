@@ -31,7 +31,7 @@ from bench.environment import PROTOCOL_DEVICE
 from bench.floors import H200_COPY_TBS, one_read_floor_bytes, us_at, variant_floor_bytes
 from bench.protocol import BATCH, METRICS, MODES, Measurement
 from bench.stats import paired_ratios, summarize
-from bench.trace_step import trace_summary_lines, with_worker_a_ends
+from bench.trace_step import current_breakdowns, trace_summary_lines
 
 CORRECTNESS_KEYS = (
     "experiment", "case", "variant", "mode", "fixture",
@@ -89,7 +89,8 @@ def render_summary(run: RunFolder, *, plots: bool = True) -> tuple[str, list[tup
         lines += _timing_sections(timings, cases or [], metadata)
         lines += _baseline_section(timings)
     lines += _graphs_section(read_records(run.path, "graphs.jsonl") or [])
-    lines += trace_summary_lines(with_worker_a_ends(read_records(run.path, "traces.jsonl") or [], run.path))
+    lines += trace_summary_lines(current_breakdowns(read_records(run.path, "traces.jsonl") or [],
+                                                    read_records(run.path, "layouts.jsonl") or [], run.path))
     lines += _correctness_records_section(cases or [])
     lines += _metadata_section(metadata)
     return "\n".join(lines).rstrip("\n") + "\n", figures

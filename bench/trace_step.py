@@ -10,11 +10,11 @@ and one record per trace in ``traces.jsonl`` (the checks' verdict, early starts)
 import os
 
 from numba_softmax import tiled_softmax
-from numba_softmax.cases import EXPERIMENT_B_SCHEDULERS
+from numba_softmax.cases import EXPERIMENT_B_SCHEDULERS, experiment_b_row_lengths, row_lengths_digest
 from numba_softmax.fixtures import packed_fixture
 from numba_softmax.oracle import AcceptanceError, check_packed
-from numba_softmax.traces import (check_trace, plot_timeline, read_csv, time_breakdown, worker_last_a_end, write_csv,
-                                  write_perfetto)
+from numba_softmax.tiled import build_layout
+from numba_softmax.traces import check_trace, plot_timeline, read_csv, time_breakdown, write_csv, write_perfetto
 
 #: One balanced and one ragged case: the smallest and the largest row counts.
 REPRESENTATIVE_CASES = ("balanced-128", "ragged-2048")
@@ -140,15 +140,25 @@ def passes_lines(records):
     return lines + [""]
 
 
-def with_worker_a_ends(records, folder):
-    """The phased records of a run written before ``a_end_us`` was recorded, completed from their
-    task CSV in ``folder`` (the same function as at run time; records are not changed on disk)."""
-    completed = []
+def current_breakdowns(records, layouts, folder):
+    """Each record's breakdown recomputed from its task CSV in ``folder`` by the current
+    :func:`numba_softmax.traces.time_breakdown`, so that a run recorded before a field of it existed
+    (``a_end_us``, the DAG's steps inside a claim) reads as a new one would. ``layouts``: the run's
+    ``layouts.jsonl`` records, whose row-length digest must match the case's. A record whose CSV is
+    gone, whose case is not a known one, or whose layout does not match keeps what was recorded;
+    records on disk are not changed."""
+    recorded = {r["case"]: r for r in layouts}
+    current = []
     for r in records:
-        b = r.get("breakdown")
-        if r.get("scheduler") == "phased" and b and "a_end_us" not in b and r.get("csv"):
-            path = os.path.join(folder, r["csv"])
-            if os.path.exists(path):
-                r = dict(r, breakdown=dict(b, a_end_us=worker_last_a_end(*read_csv(path))))
-        completed.append(r)
-    return completed
+        layout_record = recorded.get(r.get("case"))
+        lengths = experiment_b_row_lengths(r.get("case"))
+        path = os.path.join(folder, r["csv"]) if r.get("csv") else None
+        if (r.get("breakdown") is not None and layout_record is not None and lengths is not None
+                and row_lengths_digest(lengths) == layout_record.get("row_lengths_sha")
+                and path is not None and os.path.exists(path)):
+            layout = build_layout(lengths, layout_record["tile_elements"])
+            _, data = read_csv(path)
+            if data.shape[0] == 2 * layout.n_tiles + layout.rows:
+                r = dict(r, breakdown=time_breakdown(data, layout, r["scheduler"], r.get("workers")))
+        current.append(r)
+    return current

@@ -1,5 +1,6 @@
 """Shapes, cases, fixture IDs and tolerances: declared once, used by tests and the bench."""
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,3 +71,19 @@ def row_lengths_for(rows, distribution):
 
 
 EXPERIMENT_B_CASES = tuple(TiledCase(r, d) for r in EXPERIMENT_B_ROW_COUNTS for d in EXPERIMENT_B_DISTRIBUTIONS)
+
+
+def experiment_b_row_lengths(name):
+    """The row lengths of the Experiment B case (or simulator stand-in) called ``name``; None if none is."""
+    for case in EXPERIMENT_B_CASES:
+        if case.name == name:
+            return case.row_lengths()
+    for sim_name, lengths in EXPERIMENT_B_SIM_CASES:
+        if sim_name == name:
+            return np.asarray(lengths, dtype=np.int64)
+    return None
+
+
+def row_lengths_digest(lengths):
+    """A case's row lengths as a short hex digest (a run folder's ``layouts.jsonl`` records it)."""
+    return hashlib.sha256(np.ascontiguousarray(lengths).tobytes()).hexdigest()[:16]

@@ -232,17 +232,69 @@ def test_between_the_passes_table_splits_the_phased_gap():
     assert passes_lines([dict(_phased_record(), scheduler="separate")]) == []
 
 
-def test_report_completes_an_older_phased_record_from_its_csv(tmp_path):
-    from bench.trace_step import with_worker_a_ends
+def _sim_run_folder(tmp_path, trace_kind="phased", digest=None):
+    """A run folder holding one traced case, the simulator's stand-in, as ``bench`` writes it."""
+    from numba_softmax.cases import EXPERIMENT_B_SIM_CASES, TILE_ELEMENTS, row_lengths_digest
+    name, lengths = EXPERIMENT_B_SIM_CASES[0]
+    layout = build_layout(np.asarray(lengths, dtype=np.int64), TILE_ELEMENTS)
     (tmp_path / "traces").mkdir()
-    write_csv(tmp_path / "traces" / "x.csv", phased_trace(), LAYOUT)
-    old = _phased_record(a_end=False)
-    completed = with_worker_a_ends([old, dict(old, scheduler="dag")], tmp_path)
-    assert completed[0]["breakdown"]["a_end_us"]["median"] == pytest.approx(0.050)
-    assert "a_end_us" not in old["breakdown"]                       # the record read from disk is not changed
-    assert "a_end_us" not in completed[1]["breakdown"]              # only phased records have passes
-    # a record whose CSV is gone stays as it was
-    assert with_worker_a_ends([old], tmp_path / "elsewhere") == [old]
+    trace = phased_trace(layout)
+    write_csv(tmp_path / "traces" / "t.csv", trace, layout)
+    record = {"case": name, "scheduler": trace_kind, "workers": 2, "csv": "traces/t.csv",
+              "breakdown": {"phase_us": {}, "gap_us": {}}}  # as an older run recorded it
+    layouts = [{"case": name, "tile_elements": TILE_ELEMENTS,
+                "row_lengths_sha": digest or row_lengths_digest(np.asarray(lengths, dtype=np.int64))}]
+    return record, layouts, trace, layout
+
+
+def test_report_recomputes_a_breakdown_from_the_run_folders_csv(tmp_path):
+    from bench.trace_step import current_breakdowns
+    record, layouts, trace, layout = _sim_run_folder(tmp_path)
+    [current] = current_breakdowns([record], layouts, tmp_path)
+    assert current["breakdown"] == time_breakdown(trace, layout, "phased", 2)
+    assert "a_end_us" in current["breakdown"] and record["breakdown"] == {"phase_us": {}, "gap_us": {}}
+
+
+@pytest.mark.parametrize("spoil", ["digest", "case", "csv", "layout"])
+def test_report_keeps_the_recorded_breakdown_when_the_folder_cannot_reproduce_it(tmp_path, spoil):
+    from bench.trace_step import current_breakdowns
+    record, layouts, _, _ = _sim_run_folder(tmp_path, digest="0" * 16 if spoil == "digest" else None)
+    if spoil == "case":
+        record = dict(record, case="tiny")
+    if spoil == "csv":
+        (tmp_path / "traces" / "t.csv").unlink()
+    if spoil == "layout":
+        layouts = []
+    assert current_breakdowns([record], layouts, tmp_path) == [record]
+
+
+def _flat(value, prefix=""):
+    """A nested dict of numbers as one flat dict (pytest.approx compares flat ones)."""
+    if not isinstance(value, dict):
+        return {prefix: value}
+    return {k: v for key, item in value.items() for k, v in _flat(item, f"{prefix}/{key}").items()}
+
+
+def test_committed_run_breakdowns_are_reproduced_from_their_csvs():
+    """The committed H200 run's traces, analysed again from its CSVs: the same durations, phases,
+    busy fractions and reuse as recorded at run time, and the DAG's A->A steps split, not lost."""
+    from bench.artifacts import read_records
+    from bench.trace_step import current_breakdowns
+    from pathlib import Path
+    folder = Path(__file__).resolve().parents[2] / "results" / "experiment_B"
+    records = read_records(folder, "traces.jsonl") if folder.is_dir() else None
+    if not records:
+        pytest.skip("no committed Experiment B traces in this checkout")
+    current = current_breakdowns(records, read_records(folder, "layouts.jsonl"), folder)
+    for old, new in zip(records, current, strict=True):
+        assert new["breakdown"] is not old["breakdown"], old["case"]  # recomputed
+        for key in ("duration_us", "phase_us", "reuse", "busy_fraction"):
+            assert _flat(new["breakdown"][key]) == pytest.approx(_flat(old["breakdown"][key])), (old["case"], key)
+        old_gaps, new_gaps = old["breakdown"]["gap_us"], new["breakdown"]["gap_us"]
+        for kind in ("A->A", "C->C"):
+            if kind in old_gaps:
+                split = sum(new_gaps[k]["n"] for k in new_gaps if k.startswith(kind))
+                assert split == old_gaps[kind]["n"], (old["case"], old["scheduler"], kind)
 
 
 def _dag_trace_with_pairs():
