@@ -83,22 +83,24 @@ def breakdown_lines(records):
         return []
     lines = ["### Where the time goes (trace builds)", "",
              "Per task kind, the median (p90) task duration; per worker, the median (p10-p90) gap between two "
-             "consecutive tasks by transition (the worker's scheduling: decision, claims, barriers; none for the "
-             "separate launches, one task per block; for the DAG, `A->A in claim` and `C->C in entry` are the steps "
-             "inside one decision's two tiles, and `A->A`, `C->C` the decisions between claims and entries); the "
-             "median busy fraction of a worker's span; when the last A "
-             "ended; and per tile, from the end of its A to the start of its C, the time and the MiB the other A "
-             "and C tasks brought into L2 meanwhile (x read, y written; median, p10-p90): C rereads its tile from "
-             "L2 only where that stays well below the L2's capacity. Trace builds have their own register count "
-             "(and the phased one no prefetch): use this for shares, not times.",
-             "", "| case | scheduler | A us | B us | C us | gaps us (transition: median p10-p90, count) | busy | "
-                 "last A end us | span us | A end -> C start us | MiB into L2 meanwhile |",
+             "consecutive tasks by transition, with the count and the gaps' sum per worker (the worker's "
+             "scheduling: decision, claims, barriers; none for the separate launches, one task per block; for "
+             "the DAG, `A->A in claim` and `C->C in entry` are the steps inside one decision's two tiles, and "
+             "`A->A`, `C->C` the decisions between claims and entries); the median busy fraction of a worker's "
+             "span; when the last A ended; and per tile, from the end of its A to the start of its C, the time "
+             "and the MiB the other A and C tasks brought into L2 meanwhile (x read, y written; median, "
+             "p10-p90): C rereads its tile from L2 only where that stays well below the L2's capacity. Trace "
+             "builds have their own register count (and the phased one no prefetch): use this for shares, not "
+             "times.",
+             "", "| case | scheduler | A us | B us | C us | gaps us (transition: median p10-p90, count, sum per "
+                 "worker) | busy | last A end us | span us | A end -> C start us | MiB into L2 meanwhile |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in with_breakdown:
         b = r["breakdown"]
         durations = [f"{b['duration_us'][k]['median']:.2f} ({b['duration_us'][k]['p90']:.2f})"
                      if k in b["duration_us"] else "-" for k in ("A", "B", "C")]
         gaps = "; ".join(f"{key}: {g['median']:.2f} {g['p10']:.2f}-{g['p90']:.2f}, {g['n']}"
+                         + (f" ({g['per_worker']:.1f} per worker)" if "per_worker" in g else "")
                          for key, g in b["gap_us"].items()) or "-"
         busy = f"{b['busy_fraction']:.2f}" if b.get("busy_fraction") is not None else "-"
         last_a = b["phase_us"].get("A", {}).get("last_end")

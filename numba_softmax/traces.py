@@ -154,7 +154,9 @@ def time_breakdown(trace, layout, scheduler, workers=None):
       launched count; the workers seen in the trace when not given), the step from a
       claim's first A tile to its second is ``"A->A in claim"`` and from a C entry's first
       tile to its second ``"C->C in entry"``: no decision lies between them, so they are
-      kept apart from ``"A->A"`` and ``"C->C"``, which are then the decisions between claims;
+      kept apart from ``"A->A"`` and ``"C->C"``, which are then the decisions between claims.
+      Each transition also carries ``per_worker``: the sum of its gaps over the number of
+      workers, so that the transitions add up to where a worker's span went;
     * ``busy_fraction``: median over workers of (sum of the durations of those tasks) /
       (the worker's last end - its first start); None for the separate scheduler;
     * ``phase_us``: per kind, first start and last end relative to the earliest start;
@@ -199,8 +201,11 @@ def time_breakdown(trace, layout, scheduler, workers=None):
         transition = _label_pairs(transition, table, layout, prev, nxt,
                                   workers if workers is not None else np.unique(worker[seen]).size)
     gap = start[nxt] - end[prev]
-    gaps = {str(key): _spread(gap[transition == key] * us) for key in np.unique(transition)}
     ids, first = np.unique(worker[order], return_index=True)
+    # each transition's gaps also as a total per worker: where a worker's span goes, kind by kind
+    gaps = {str(key): dict(_spread(gap[transition == key] * us),
+                           per_worker=float(gap[transition == key].sum() * us / ids.size))
+            for key in np.unique(transition)}
     busy_ns = np.add.reduceat(end[order] - start[order], first) if ids.size else np.array([])
     span_ns = (np.maximum.reduceat(end[order], first) - np.minimum.reduceat(start[order], first)
                if ids.size else np.array([]))

@@ -122,6 +122,9 @@ def test_breakdown_of_a_dag_trace_per_kind_transition_and_worker():
     # worker 0: A A A B B C C C; worker 1: A A A B C C C
     assert {k: g["n"] for k, g in b["gap_us"].items()} == {"A->A": 4, "A->B": 2, "B->B": 1, "B->C": 2, "C->C": 4}
     assert all(g["median"] == pytest.approx(0.015) and g["p10"] == pytest.approx(0.015) for g in b["gap_us"].values())
+    # per worker: each transition's gaps summed and shared over the 2 workers (A->A: 4 gaps of 15 ns)
+    assert b["gap_us"]["A->A"]["per_worker"] == pytest.approx(4 * 0.015 / 2)
+    assert sum(g["per_worker"] for g in b["gap_us"].values()) == pytest.approx(13 * 0.015 / 2)  # 13 steps
     assert b["busy_fraction"] == pytest.approx((40 / 145 + 35 / 125) / 2)
     assert b["phase_us"]["A"] == {"first_start": 0.0, "last_end": pytest.approx(0.055)}
     assert b["phase_us"]["C"]["last_end"] == pytest.approx(0.145)
@@ -180,7 +183,7 @@ def test_breakdown_table_in_the_summary():
                   breakdown=time_breakdown(phased_trace(), LAYOUT, "dag"), csv="t.csv", perfetto="t.json", png=None)
     text = "\n".join(trace_summary_lines([record]))
     assert "### Where the time goes (trace builds)" in text
-    assert "| tiny | dag | 0.01 (0.01) | 0.01 (0.01) | 0.01 (0.01) | A->A: 0.01 0.01-0.01, 4;" in text
+    assert "| tiny | dag | 0.01 (0.01) | 0.01 (0.01) | 0.01 (0.01) | A->A: 0.01 0.01-0.01, 4 (0.0 per worker);" in text
     assert "| 0.28 | 0.1 | 0.1 | 0.1 0.1-0.1 | 0.0 0.0-0.0 |" in text  # reuse: 85 ns, ~0.02 MiB
 
 
