@@ -42,6 +42,8 @@ SUBCOMMANDS = {
                                    "negative controls (GPU)"),
     "probe": ("bench.probe", "the measurement probes: fused, tiles, launch (GPU)"),
     "index": ("bench.results_index", "results/README.md generated from every results folder's metadata.json"),
+    "dag-model": ("bench.dag_model", "the DAG's schedule modelled with a run's traced task durations: its span "
+                                     "against the decision and hand-off costs (no GPU)"),
 }
 
 
