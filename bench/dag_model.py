@@ -102,16 +102,14 @@ def simulate(layout, workers, durations, decision_us, handoff_us, claim=2):
             heapq.heappush(free, (max(finishing[0][0], decided), w))
             continue
         else:
-            span = max(span, now)
             continue  # nothing left: the worker leaves
         length = (durations[kind] * count + PAIR_STEP_US * (count - 1)) if kind != "B" else durations["B"]
         heapq.heappush(finishing, (start + length, kind, first, count))
         busy += length
+        span = max(span, start + length)  # the invocation ends with its last task
         heapq.heappush(free, (start + length, w))
     while finishing:
-        end = finishing[0][0]
         complete(*heapq.heappop(finishing))
-        span = max(span, end)
     if left != 0:
         raise AssertionError(f"the model left {left} tasks undone")
     return ModelResult(span_us=span, busy=busy / (workers * span) if span else 0.0,
