@@ -26,6 +26,12 @@ def test_one_worker_runs_the_policy_in_order():
     assert simulate(TWO_ROWS, 1, DURATIONS, 0.0, 1.0).span_us == pytest.approx(12.03 + 1)
 
 
+def test_claims_of_one_tile_let_a_ready_b_and_c_go_first():
+    # A(0), then B(0) and C(0) as soon as they are published (ready work first), then A(1), B(1), C(1)
+    r = simulate(TWO_ROWS, 1, DURATIONS, 0.0, 0.0, a_claim=1)
+    assert r.span_us == pytest.approx(2 * (1 + 2 + 3))
+
+
 def test_a_second_worker_takes_the_other_row():
     # worker 0 claims both A tiles (a claim is two); worker 1 finds nothing to claim until they end,
     # then the two workers run B(0) and B(1), then C(0) and C(1), side by side: 2.03 + 2 + 3
@@ -60,6 +66,9 @@ def test_the_command_on_the_committed_run(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "ragged-2048, 1188 workers" in text and "(the trace)" in text
     assert out.read_text() == text
+    # a variant: claims of four A tiles, spans modelled against the traced kernel's calibration
+    assert main(["--run", str(RUN), "--decisions", "1", "--a-claim", "4"]) == 0
+    assert "A claims of 4 tiles" in capsys.readouterr().out
     # it writes new files only, and knows the protocol's cases
     with pytest.raises(SystemExit) as stop:
         main(["--run", str(RUN), "--out", str(out)])
