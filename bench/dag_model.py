@@ -4,8 +4,8 @@
                               [--handoff 0.7] [--workers N] [--a-claim TILES] [--out FILE]
 
 An event simulation of the DAG scheduler's policy on one Experiment B case's task graph, with the
-task durations the run's trace measured (per kind, the median: A per tile, B per row, C per tile)
-and two costs it varies:
+task durations the run's trace measured (per kind, the mean: A per tile, B per row, C per tile;
+throughput is what the model spends them on) and two costs it varies:
 
 * ``decision``: from a worker's task end to the start of its next task when that task is already
   available (the claim's or the FIFO slot's round trips, the block barrier); also the period at
@@ -17,7 +17,7 @@ The policy is the kernel's (``numba_softmax/kernels/persistent.py``): a worker t
 visible FIFO entry (a B, or a C entry of ``claim`` tiles of one row) and claims the next A tiles
 (``claim`` at a time, in tile order) only when none is visible; it leaves when nothing is left.
 What the model leaves out is said where it matters: tickets (a published entry here goes to the
-next free worker, not to the worker holding its slot), memory bandwidth (a task takes its median
+next free worker, not to the worker holding its slot), memory bandwidth (a task takes its mean
 time however many run at once) and the tail of the duration distributions. So it is a bound on
 what faster decisions alone can give, not a prediction of a kernel's time, and not a judge of
 other designs: its decision cost is one constant per decision, so it credits any design with
@@ -25,8 +25,11 @@ fewer decisions (``--a-claim 4``, claims of four A tiles, models 7-9% faster at 
 kernel measured 2.6-3% slower, PERFORMANCE.md), where the kernel's decisions cost more the more
 a claim carries (an arrival per row it touches, B held by the claim's last tile).
 
-Prints a table (decision us, hand-off us, span us, span / separate's graph-mode median, worker busy
-fraction) and writes it to ``--out`` when given (a new file only).
+The model is used for differences only: it finds the decision cost with which it reproduces the
+trace's span, and estimates the DAG's event time at another cost as the run's timed DAG median plus
+the span the model gains or loses against itself. Prints a table (hand-off us, decision us, span us,
+estimated DAG event us, that estimate / separate's graph-mode median) and writes it to ``--out``
+when given (a new file only).
 """
 
 from __future__ import annotations
