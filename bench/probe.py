@@ -1,4 +1,4 @@
-"""``python -m bench probe fused|tiles|launch|handoff|api|twins [OPTIONS]``: run one measurement probe (GPU only).
+"""``python -m bench probe fused|tiles|launch|handoff|api|twins|floors [OPTIONS]``: one measurement probe (GPU only).
 
     python -m bench probe fused  [--shapes 4096x128,...] [--candidates-only] [--no-pipelined] [--out DIR]
     python -m bench probe tiles  [--cases balanced-2048,...] [--register-caps 48,40] [--compare-tree DIR] [--out DIR]
@@ -6,6 +6,7 @@
     python -m bench probe handoff [--rounds 2000] [--contenders 1188] [--out DIR]
     python -m bench probe api    [--shapes 1x128,4096x4096] [--calls 2000] [--out DIR]
     python -m bench probe twins  [--shapes 32x1024,...] [--cases balanced-128,...] [--out DIR]
+    python -m bench probe floors [--cases balanced-128,balanced-2048] [--rounds 60] [--out DIR]
     python -m bench probe NAME --help                 (the probe's own options)
 
 The probe modules live in ``bench/probes/``; each is imported only when it runs (they compile
@@ -23,6 +24,7 @@ PROBES = {
     "handoff": ("bench.probes.handoff", "latency of a release/acquire hand-off, an atomic and a load through L2"),
     "api": ("bench.probes.api", "host time of softmax() against the launch layer, step by step"),
     "twins": ("bench.probes.twins", "each stage and separate tile kernel timed alone beside its nvcc twin"),
+    "floors": ("bench.probes.floors", "the persistent schedulers' empty-work floors taken apart, against CUDA C++"),
 }
 
 

@@ -246,18 +246,36 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
     }
 }
 
+// Phased mode: the row, start and length of the tile the descending C pass visits at `step` (zeros past the last
+// step), as persistent.py's c_step_metadata.
+__device__ __forceinline__ void c_step_metadata(long long step, int n_tiles, const int* tile_row,
+                                                const long long* tile_start, const int* tile_len, int& row,
+                                                long long& start, int& len) {
+    row = 0;
+    start = 0;
+    len = 0;
+    if (step < n_tiles) {
+        const long long k = visit(step, n_tiles, true);
+        row = tile_row[k];
+        start = tile_start[k];
+        len = tile_len[k];
+    }
+}
+
 // The persistent kernel's own grid barrier (numba_softmax/kernels/persistent.py grid_barrier):
 // hierarchical, every word self-resetting (the first participant adds 2^31 - (n - 1), the others 1,
 // so the top bit flips exactly when the last of n arrives). A worker arrives on its group's word
 // (a release add, no fence before it); the arrival that completes a group acquires the group (a
-// fence) and arrives on the top word (a release add); all poll the top word, then an acquire fence.
+// fence) and arrives on the top word (a release add); all poll the top word with acquire loads
+// until it flips against `top`, thread 0's view of it (read once at the kernel's start, then the
+// value each crossing saw flip), which the barrier updates.
 __device__ __forceinline__ int flip_add(bool first, int participants) {
     return first ? (int)(0x80000000u - (unsigned)(participants - 1)) : 1;
 }
 __device__ __forceinline__ bool flipped(int before, int after) { return ((before ^ after) & (int)0x80000000) != 0; }
 
-__device__ bool block_then_grid_barrier(int* counters, int workers, int max_polls, int which) {
-    __shared__ int ok;
+__device__ bool block_then_grid_barrier(int* counters, int workers, int max_polls, int which, int& top) {
+    __shared__ int ok[2];
     __syncthreads();
     if (threadIdx.x == 0) {
         const int b = blockIdx.x;
@@ -265,7 +283,6 @@ __device__ bool block_then_grid_barrier(int* counters, int workers, int max_poll
         const int groups = (int)((unsigned)(workers + group_size - 1) / (unsigned)group_size);
         const int g = (int)((unsigned)b / (unsigned)group_size);
         const int in_group = min(group_size, workers - g * group_size);
-        const int before = load_relaxed_gpu(&counters[GRID_BARRIER]);
         const int add = flip_add(b == g * group_size, in_group);
         const int old = atomic_add_release_gpu(&counters[BARRIER_GROUP_FIRST + g * COUNTER_LINE_WORDS], add);
         if (flipped(old, (int)((unsigned)old + (unsigned)add))) {
@@ -273,22 +290,25 @@ __device__ bool block_then_grid_barrier(int* counters, int workers, int max_poll
             atomic_add_release_gpu(&counters[GRID_BARRIER], flip_add(g == 0, groups));
         }
         int polls = 0;
-        ok = 1;
-        while (!flipped(before, load_relaxed_gpu(&counters[GRID_BARRIER]))) {
+        ok[which] = 1;
+        while (true) {
+            const int now = load_acquire_gpu(&counters[GRID_BARRIER]);
+            if (flipped(top, now)) {
+                top = now;
+                break;
+            }
             polls += 1;
             if (polls > max_polls) {
-                record_error(counters, ERR_BARRIER_TIMEOUT, which, load_relaxed_gpu(&counters[GRID_BARRIER]));
-                ok = 0;
+                record_error(counters, ERR_BARRIER_TIMEOUT, which, now);
+                ok[which] = 0;
                 break;
             }
             if (polls > 4096) backoff(polls - 4096);
         }
-        fence_acq_rel_gpu();
     }
     __syncthreads();
-    const bool passed = ok != 0;
-    __syncthreads();
-    return passed;
+    // One slot per barrier of the launch: no barrier is needed before the next one rewrites it.
+    return ok[which] != 0;
 }
 
 // Launch bounds as in numba_softmax/kernels/persistent.py (MIN_WORKERS_PER_SM): at most 56 registers,
@@ -309,6 +329,8 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
         const int workers = gridDim.x;
         // The floor: the same launch and both barriers, no task.
         const int first_tile = mode == MODE_PHASED ? (int)blockIdx.x : n_tiles;
+        // The grid barrier's top word before this launch's first barrier (thread 0's view of it).
+        int top = tid == 0 ? load_relaxed_gpu(&counters[GRID_BARRIER]) : 0;
         // Thread 0 prefetches the worker's next tile (t + workers) from metadata loaded one
         // iteration earlier, so the prefetch never waits for a load.
         long long ahead_start = 0;
@@ -324,15 +346,32 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             }
             task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials);
         }
-        if (!block_then_grid_barrier(counters, workers, max_polls, 0)) return;
-        // B is warp-level: one row per warp of the grid.
+        // B is warp-level: one row per warp of the grid. Its tiles (the layout) are read before the barrier,
+        // so that B after it waits for one round trip (the tile summaries), not two.
         const long long first = mode == MODE_PHASED ? ((long long)blockIdx.x * blockDim.x + threadIdx.x) / WARP_SIZE
                                                     : (long long)rows;
         const long long stride = (long long)gridDim.x * blockDim.x / WARP_SIZE;
-        for (long long r = first; r < rows; r += stride) {
-            task_b((int)r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum);
+        int b_first = 0;
+        int b_count = 0;
+        if (first < rows) {
+            b_first = row_first_tile[first];
+            b_count = row_tile_count[first];
         }
-        if (!block_then_grid_barrier(counters, workers, max_polls, 1)) return;
+        if (!block_then_grid_barrier(counters, workers, max_polls, 0, top)) return;
+        for (long long r = first; r < rows; r += stride) {
+            task_b_of((int)r, b_first, b_count, tile_max, tile_sum, row_max, row_sum);
+            if (r + stride < rows) {
+                b_first = row_first_tile[r + stride];
+                b_count = row_tile_count[r + stride];
+            }
+        }
+        // The first C tile's row, start and length, read before the barrier too; each later tile's one
+        // tile ahead.
+        int c_row;
+        long long c_start;
+        int c_len;
+        c_step_metadata(first_tile, n_tiles, tile_row, tile_start, tile_len, c_row, c_start, c_len);
+        if (!block_then_grid_barrier(counters, workers, max_polls, 1, top)) return;
         // C visits the tiles in descending order (step t, tile n_tiles - 1 - t): the tiles the A
         // pass read last are the ones still in L2.
         ahead_start = 0;
@@ -341,14 +380,13 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             ahead_start = tile_start[visit((long long)first_tile + workers, n_tiles, true)];
             ahead_len = tile_len[visit((long long)first_tile + workers, n_tiles, true)];
         }
-        // m and z of the worker's next tile are requested during the current one: its row
-        // index at the start, the row's m and z at the end.
+        // m and z of the worker's next tile are requested during the current one: its row, start and
+        // length at the start, the row's m and z at the end.
         float m = 0.0f;
         float z = 0.0f;
         if (first_tile < n_tiles) {
-            const int row = tile_row[visit(first_tile, n_tiles, true)];
-            m = row_max[row];
-            z = row_sum[row];
+            m = row_max[c_row];
+            z = row_sum[c_row];
         }
         for (int t = first_tile; t < n_tiles; t += workers) {
             if (tid == 0) {
@@ -356,12 +394,17 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
                                    true);
             }
             const long long following = (long long)t + workers;
-            const int next_row = following < n_tiles ? tile_row[visit(following, n_tiles, true)] : 0;
-            task_c((int)visit(t, n_tiles, true), m, z, values, tile_start, tile_len, out);
+            int next_row;
+            long long next_start;
+            int next_len;
+            c_step_metadata(following, n_tiles, tile_row, tile_start, tile_len, next_row, next_start, next_len);
+            task_c_at(c_start, c_len, m, z, values, out);
             if (following < n_tiles) {
                 m = row_max[next_row];
                 z = row_sum[next_row];
             }
+            c_start = next_start;
+            c_len = next_len;
         }
         return;
     }

@@ -63,13 +63,12 @@ __device__ __forceinline__ float4 load_tile_quad(const float* values, long long 
                        base + 2 < n ? values[index + 2] : NEG_INF, base + 3 < n ? values[index + 3] : NEG_INF);
 }
 
-// Thread i's quads of tile t (at 4 (i + 128 q)) into x, NEG_INF past the tile's end: the loads only, so a
-// worker running two tiles back to back issues both tiles' loads before either tile's arithmetic.
-__device__ __forceinline__ void load_tile(int t, const float* values, const long long* tile_start, const int* tile_len,
-                                          unsigned long long policy, float* x) {
+// Thread i's quads of the tile at start of n elements (at 4 (i + 128 q)) into x, NEG_INF past the tile's end:
+// the loads only, so a worker running two tiles back to back issues both tiles' loads before either tile's
+// arithmetic.
+__device__ __forceinline__ void load_tile_at(long long start, int n, const float* values, unsigned long long policy,
+                                             float* x) {
     const int tid = threadIdx.x;
-    const long long start = tile_start[t];
-    const int n = tile_len[t];
     const bool aligned = tile_is_aligned(start, n);
 #pragma unroll
     for (int q = 0; q < TILE_QUADS; ++q) {
@@ -79,6 +78,12 @@ __device__ __forceinline__ void load_tile(int t, const float* values, const long
         x[4 * q + 2] = v.z;
         x[4 * q + 3] = v.w;
     }
+}
+
+// load_tile_at of tile t (its start and length read from the layout).
+__device__ __forceinline__ void load_tile(int t, const float* values, const long long* tile_start, const int* tile_len,
+                                          unsigned long long policy, float* x) {
+    load_tile_at(tile_start[t], tile_len[t], values, policy, x);
 }
 
 // A's loads (x is read again by C: evict-last) and C's (its last read of x: evict-first), as tiles.py's
@@ -123,15 +128,13 @@ __device__ __forceinline__ void task_a(int t, const float* values, const long lo
     summarize_tile(t, x, tile_max, tile_sum, partials);
 }
 
-// B(r): combine the row's tile summaries stably. Warp-level: all 32 lanes of one converged warp
-// call it; lane 0 writes. The max is exact in any order; the sum is the sequential fold
+// B(r), the row's tiles being first .. first + count - 1 (values: a caller may have read them before the
+// barrier ahead of B): combine the row's tile summaries stably. Warp-level: all 32 lanes of one converged
+// warp call it; lane 0 writes. The max is exact in any order; the sum is the sequential fold
 // z = 0; z += z_t * exp(m_t - m) in tile order (each lane computes a term, all fold them).
-__device__ __forceinline__ void task_b(int r, const int* row_first_tile, const int* row_tile_count,
-                                       const float* tile_max, const float* tile_sum, float* row_max,
-                                       float* row_sum) {
+__device__ __forceinline__ void task_b_of(int r, int first, int count, const float* tile_max, const float* tile_sum,
+                                          float* row_max, float* row_sum) {
     const int lane = threadIdx.x & (WARP_SIZE - 1);
-    const int first = row_first_tile[r];
-    const int count = row_tile_count[r];
     float m = NEG_INF;
     // Rolled (nvcc's front end unrolled it 4x with a 33-load remainder); the pragma also reaches ptxas
     // (.pragma "nounroll"), as Numba's loop_nounroll() does for its copy: a lane takes 1-2 trips at the
@@ -159,12 +162,18 @@ __device__ __forceinline__ void task_b(int r, const int* row_first_tile, const i
     }
 }
 
-// C(t)'s arithmetic on loaded values: out = exp(x - m) / z, stored evict-first; masked elements never stored.
-__device__ __forceinline__ void normalize_tile(int t, const float* x, float m, float z, const long long* tile_start,
-                                               const int* tile_len, float* out) {
+// B(r): task_b_of of row r (its tiles read from the layout).
+__device__ __forceinline__ void task_b(int r, const int* row_first_tile, const int* row_tile_count,
+                                       const float* tile_max, const float* tile_sum, float* row_max,
+                                       float* row_sum) {
+    task_b_of(r, row_first_tile[r], row_tile_count[r], tile_max, tile_sum, row_max, row_sum);
+}
+
+// C's arithmetic on the values loaded for the tile at start of n elements: out = exp(x - m) / z, stored
+// evict-first; masked elements never stored.
+__device__ __forceinline__ void normalize_tile_at(long long start, int n, const float* x, float m, float z,
+                                                  float* out) {
     const int tid = threadIdx.x;
-    const long long start = tile_start[t];
-    const int n = tile_len[t];
     const bool aligned = tile_is_aligned(start, n);
 #pragma unroll
     for (int q = 0; q < TILE_QUADS; ++q) {
@@ -186,13 +195,24 @@ __device__ __forceinline__ void normalize_tile(int t, const float* x, float m, f
     }
 }
 
-// C(t): out = exp(x - m) / z over the tile. Block-level; no barrier inside. m and z are
-// values: the caller decides how they were read (kernel boundary, grid barrier, acquire).
+// normalize_tile_at of tile t (its start and length read from the layout).
+__device__ __forceinline__ void normalize_tile(int t, const float* x, float m, float z, const long long* tile_start,
+                                               const int* tile_len, float* out) {
+    normalize_tile_at(tile_start[t], tile_len[t], x, m, z, out);
+}
+
+// C of the tile at start of n elements: out = exp(x - m) / z over it. Block-level; no barrier inside. m, z,
+// start and n are values: the caller decides how they were read (kernel boundary, grid barrier, acquire).
+__device__ __forceinline__ void task_c_at(long long start, int n, float m, float z, const float* values, float* out) {
+    float x[TILE_QUADS * 4];
+    load_tile_at(start, n, values, l2_policy_evict_first(), x);
+    normalize_tile_at(start, n, x, m, z, out);
+}
+
+// C(t): task_c_at of tile t (its start and length read from the layout).
 __device__ __forceinline__ void task_c(int t, float m, float z, const float* values, const long long* tile_start,
                                        const int* tile_len, float* out) {
-    float x[TILE_QUADS * 4];
-    load_c_tile(t, values, tile_start, tile_len, x);
-    normalize_tile(t, x, m, z, tile_start, tile_len, out);
+    task_c_at(tile_start[t], tile_len[t], m, z, values, out);
 }
 
 // Thread 0 asks for tile `ahead` (if it exists) in L2: the tile this block, or the block one

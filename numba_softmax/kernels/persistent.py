@@ -22,9 +22,10 @@ The grid barrier is this kernel's own (:func:`grid_barrier`, inside the cooperat
 a block barrier, then thread 0 makes one ``atom.release`` arrival on its group's word (32
 workers per group, one 128-byte line each); the arrival that completes a group makes an
 acquire fence (the group's arrivals) and an ``atom.release`` arrival on the top word; every
-thread 0 polls the top word (relaxed) until its top bit flips, makes an acquire fence, and a
-block barrier lets the others go. Every word resets itself (:func:`flip_add`: the first
-participant adds ``2**31 - (n - 1)``, the others 1).
+thread 0 polls the top word with acquire loads until its top bit flips (against the value it
+saw flip last, read once at the kernel's start), and a block barrier lets the others go. Every
+word resets itself (:func:`flip_add`: the first participant adds ``2**31 - (n - 1)``, the
+others 1). ``python -m bench probe floors`` times it against other designs and CUDA's own.
 Numba's ``grid.sync()`` went through libcudadevrt with local-memory traffic; this one needs
 no reset launch.
 
@@ -178,7 +179,7 @@ from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, 
                        load_acquire_gpu, load_relaxed_gpu, pause_us, store_relaxed_gpu)
 from .prefetch import prefetch_span_l2
 from .tiles import (TILE_ANNOUNCER, TILE_THREADS, TILE_VALUES, TILE_WARPS, load_a_tile, load_c_tile, normalize_tile,
-                    summarize_tile, task_a, task_b, task_c)
+                    summarize_tile, task_a, task_b, task_b_of, task_c_at)
 from .tracing import trace_now, trace_record
 
 MODE_PHASED = 0
@@ -321,6 +322,16 @@ def prefetch_next_tile(t, workers, n_tiles, ahead_start, ahead_len, values, tile
 
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def c_step_metadata(step, n_tiles, tile_row, tile_start, tile_len):
+    """Phased mode: the row, start and length of the tile the descending C pass visits at ``step``
+    (zeros past the last step). The layout never changes, so they may be read at any time before."""
+    if step < n_tiles:
+        k = uint32(visit(step, n_tiles, True))
+        return uint32(tile_row[k]), tile_start[k], tile_len[k]
+    return uint32(0), int64(0), int32(0)
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
 def flip_add(first, participants):
     """What a participant adds to a self-resetting barrier word: the first ``2**31 - (n - 1)``,
     every other 1, so the word's top bit flips exactly when the last of ``n`` arrives (in any
@@ -336,16 +347,19 @@ def flipped(before, after):
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
-def grid_barrier(counters, workers, max_polls, which, fenced):
+def grid_barrier(counters, workers, max_polls, which, fenced, top):
     """Thread 0 of every worker, between two block barriers: all workers' tasks before it,
     none after. Hierarchical (:data:`numba_softmax.queue.BARRIER_GROUPS`): a worker arrives on
     its group's word (``atom.release``, one line per group, so ~32 arrivals queue per line
     instead of every worker on one; no fence before it, which cost a second ``MEMBAR``); the
     arrival that completes a group makes ``fence.acq_rel`` (it acquires the group's arrivals,
     so that its own release on the top word carries them) and arrives on the top word; every
-    worker polls the top word (relaxed) until its top bit flips, then an acquire
-    fence. Every word resets itself (:func:`flip_add`). Returns False (after recording error
-    5) if it waited more than ``max_polls`` polls.
+    worker polls the top word with acquire loads until its top bit flips. ``top`` is the top
+    word as this worker last saw it (read once at the kernel's start, then the value each
+    crossing saw flip: it cannot flip again before this worker arrives), so nothing is loaded
+    on the way in and nothing fenced on the way out. Every word resets itself
+    (:func:`flip_add`). Returns (passed, the top word seen flipped); passed is False (after
+    recording error 5) if it waited more than ``max_polls`` polls.
     """
     b = int32(cuda.blockIdx.x)
     group_size = max(int32(BARRIER_GROUP_MIN),
@@ -357,29 +371,26 @@ def grid_barrier(counters, workers, max_polls, which, fenced):
     g = int32(udiv(uint32(b), uint32(group_size)))
     in_group = min(group_size, int32(workers - int32(g * group_size)))
     word = uint32(BARRIER_GROUP_FIRST + g * COUNTER_LINE_WORDS)
-    # The top word before this barrier: it cannot flip until this worker's group is complete.
-    before = load_relaxed_gpu(counters, GRID_BARRIER)
     add = flip_add(b == int32(g * group_size), in_group)
-    if not fenced:  # negative control: a relaxed arrival, before the block is done
-        old = cuda.atomic.add(counters, word, add)
-    else:
-        # release: this worker's results (ordered before it by the block barrier)
-        old = atomic_add_release_gpu(counters, word, add)
+    if not fenced:  # negative control: a relaxed arrival, before the block is done, and no wait
+        cuda.atomic.add(counters, word, add)
+        return True, top
+    # release: this worker's results (ordered before it by the block barrier)
+    old = atomic_add_release_gpu(counters, word, add)
     if flipped(old, int32(int64(old) + int64(add))):  # this arrival completed the group
         fence_acq_rel_gpu()  # acquire the group's arrivals, so that the top arrival releases them too
         atomic_add_release_gpu(counters, GRID_BARRIER, flip_add(g == 0, groups))
-    if not fenced:
-        return True
     polls = int32(0)
-    while not flipped(before, load_relaxed_gpu(counters, GRID_BARRIER)):
+    while True:
+        now = load_acquire_gpu(counters, GRID_BARRIER)  # acquire: every worker's results before what follows
+        if flipped(top, now):
+            return True, now
         polls = int32(polls + 1)
         if polls > max_polls:
-            record_error(counters, ERR_BARRIER_TIMEOUT, which, load_relaxed_gpu(counters, GRID_BARRIER))
-            return False
+            record_error(counters, ERR_BARRIER_TIMEOUT, which, now)
+            return False, top
         if polls > 4096:
             backoff(polls - 4096)
-    fence_acq_rel_gpu()  # acquire: every worker's results before what follows
-    return True
 
 
 #: A waiting worker looks for another worker's error once per this many polls.
@@ -510,18 +521,20 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
     FENCED = fenced_barrier
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
-    def block_then_grid_barrier(counters, workers, max_polls, which):
-        """Every thread of the worker: its block's tasks done, then thread 0 at the grid barrier.
-        Returns False when the barrier timed out (recorded; the worker leaves)."""
-        ok = cuda.shared.array(1, int32)
+    def block_then_grid_barrier(counters, workers, max_polls, which, top):
+        """Every thread of the worker: its block's tasks done, then thread 0 at the grid barrier
+        (``top``: thread 0's view of the top word, :func:`grid_barrier`). Returns (False when the
+        barrier timed out, recorded: the worker leaves; thread 0's new view of the top word)."""
+        ok = cuda.shared.array(2, int32)
         if FENCED:
             cuda.syncthreads()
         if cuda.threadIdx.x == 0:
-            ok[0] = int32(grid_barrier(counters, workers, max_polls, which, FENCED))
+            passed, top = grid_barrier(counters, workers, max_polls, which, FENCED, top)
+            ok[which] = int32(passed)
         cuda.syncthreads()
-        passed = ok[0] != 0
-        cuda.syncthreads()  # ok[] is rewritten at the next barrier
-        return passed
+        # One slot per barrier of the launch (which = 0, 1): no barrier is needed before the next one
+        # rewrites it.
+        return ok[which] != 0, top
 
     def kernel(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
                tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready,
@@ -539,6 +552,11 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             # The floor runs the same launch and both grid barriers with no task: every loop
             # below starts past its end.
             first = int32(cuda.blockIdx.x) if mode == MODE_PHASED else int32(n_tiles)
+            # The grid barrier's top word before this launch's first barrier (thread 0's view of it,
+            # grid_barrier): read here, so that no barrier waits for a load on its way in.
+            top = int32(0)
+            if tid == 0:
+                top = load_relaxed_gpu(counters, GRID_BARRIER)
             # Thread 0 prefetches this worker's next tile (t + workers) into L2, so its DRAM
             # read overlaps this tile's reductions; the metadata it needs for that (start,
             # length) was loaded one iteration earlier, so the prefetch never waits for a
@@ -565,22 +583,37 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 if TRACE and tid == 0:
                     trace_record(trace, t, start)
                 t = int32(t + workers)  # int32: Numba widens the sum, which would make t (and the loop) 64-bit
-            if not block_then_grid_barrier(counters, workers, max_polls, 0):
-                return
-            # B is warp-level: one row per warp of the grid (a whole warp shares r).
+            # B is warp-level: one row per warp of the grid (a whole warp shares r). Its tiles (the
+            # layout, which never changes) are read before the barrier, so that B after it waits for
+            # one round trip (the tile summaries), not two.
             r = int32((cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) >> 5)
             if mode == MODE_PHASED_FLOOR:
                 r = int32(rows)
             warps = int32((cuda.gridDim.x * cuda.blockDim.x) >> 5)
+            b_first = int32(0)
+            b_count = int32(0)
+            if r < rows:
+                b_first = row_first_tile[uint32(r)]
+                b_count = row_tile_count[uint32(r)]
+            passed, top = block_then_grid_barrier(counters, workers, max_polls, 0, top)
+            if not passed:
+                return
             while r < rows:
                 start = int64(0)
                 if TRACE:
                     start = trace_now()
-                task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum)
+                task_b_of(r, b_first, b_count, tile_max, tile_sum, row_max, row_sum)
                 if TRACE and tid % WARP_SIZE == 0:
                     trace_record(trace, n_tiles + r, start)
                 r = int32(r + warps)
-            if not block_then_grid_barrier(counters, workers, max_polls, 1):
+                if r < rows:
+                    b_first = row_first_tile[uint32(r)]
+                    b_count = row_tile_count[uint32(r)]
+            # The first C tile's row, start and length, read before the barrier too: after it, its x
+            # and the row's m and z are one round trip away. Each later tile's are read one tile ahead.
+            c_row, c_start, c_len = c_step_metadata(first, n_tiles, tile_row, tile_start, tile_len)
+            passed, top = block_then_grid_barrier(counters, workers, max_polls, 1, top)
+            if not passed:
                 return
             ahead_start = int64(0)
             ahead_len = int32(0)
@@ -589,28 +622,25 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             if not TRACE and tid == 0 and int32(first + workers) < n_tiles:
                 ahead_start = tile_start[uint32(visit(int32(first + workers), n_tiles, True))]
                 ahead_len = tile_len[uint32(visit(int32(first + workers), n_tiles, True))]
-            # m and z of a worker's next tile are requested during the current one: its row
-            # index at the start, the row's m and z at the end (the grid barrier made them final).
+            # m and z of a worker's next tile are requested during the current one: its row, start
+            # and length at the start, the row's m and z at the end (the grid barrier made them final).
             m = float32(0.0)
             z = float32(0.0)
             if first < n_tiles:
-                row = uint32(tile_row[uint32(visit(first, n_tiles, True))])
-                m = row_max[row]
-                z = row_sum[row]
+                m = row_max[c_row]
+                z = row_sum[c_row]
             t = first
             while t < n_tiles:
                 if not TRACE and tid == 0:
                     ahead_start, ahead_len = prefetch_next_tile(t, workers, n_tiles, ahead_start, ahead_len, values,
                                                                 tile_start, tile_len, True)
                 following = int32(t + workers)
-                next_row = uint32(0)
-                if following < n_tiles:
-                    next_row = uint32(tile_row[uint32(visit(following, n_tiles, True))])
+                next_row, next_start, next_len = c_step_metadata(following, n_tiles, tile_row, tile_start, tile_len)
                 start = int64(0)
                 if TRACE and tid == 0:
                     start = trace_now()
                 tile = visit(t, n_tiles, True)
-                task_c(tile, m, z, values, tile_start, tile_len, out)
+                task_c_at(c_start, c_len, m, z, values, out)
                 if TRACE:
                     cuda.syncthreads()
                     if tid == 0:
@@ -618,6 +648,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 if following < n_tiles:
                     m = row_max[next_row]
                     z = row_sum[next_row]
+                c_start = next_start
+                c_len = next_len
                 t = following
             return
 
@@ -867,9 +899,9 @@ def negative_control_kernel(name, trace=False):
     return kernel
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def init_queue_kernel(counters, row_arrivals, fifo_slots, fifo_ready):
-    """Fresh DAG queue state: counters = COUNTER_INITIAL, arrivals 0, slots -1, flags 0."""
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def reset_queue(counters, row_arrivals, fifo_slots, fifo_ready):
+    """Every thread of the grid, grid-stride: counters = COUNTER_INITIAL, arrivals 0, slots -1, flags 0."""
     # Unsigned grid-stride while loops: ``range`` with a run-time step computes its trip count with a
     # 64-bit division call, and signed indices add negative-index wraparound code.
     i = uint32(cuda.blockIdx.x) * uint32(cuda.blockDim.x) + uint32(cuda.threadIdx.x)
@@ -887,6 +919,12 @@ def init_queue_kernel(counters, row_arrivals, fifo_slots, fifo_ready):
         fifo_slots[k] = -1
         fifo_ready[k] = 0
         k += stride
+
+
+@cuda.jit(**KERNEL_OPTIONS)
+def init_queue_kernel(counters, row_arrivals, fifo_slots, fifo_ready):
+    """Fresh DAG queue state (:func:`reset_queue`)."""
+    reset_queue(counters, row_arrivals, fifo_slots, fifo_ready)
 
 
 # ---- launches ------------------------------------------------------------------------------

@@ -136,14 +136,12 @@ def load_tile_quad(values, start, n, aligned, base, policy):
 
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-def load_tile(t, values, tile_start, tile_len, policy, x):
-    """Thread i's quads of tile ``t`` (at ``4 (i + 128 q)``, q = 0, 1) into ``x`` (``TILE_VALUES``
-    float32 in registers), ``NEG_INF`` past the tile's end. The loads only: a worker that runs two
-    tiles back to back issues both tiles' loads before either tile's arithmetic waits for them."""
+def load_tile_at(start, n, values, policy, x):
+    """Thread i's quads of the tile at ``start`` of ``n`` elements (at ``4 (i + 128 q)``, q = 0, 1) into
+    ``x`` (``TILE_VALUES`` float32 in registers), ``NEG_INF`` past the tile's end. The loads only: a
+    worker that runs two tiles back to back issues both tiles' loads before either tile's arithmetic
+    waits for them."""
     tid = int32(cuda.threadIdx.x)
-    t = uint32(t)  # unsigned: no negative-index wraparound code in the index math
-    start = tile_start[t]
-    n = tile_len[t]
     aligned = tile_is_aligned(start, n)
     for q in range(TILE_QUADS):
         a, b, c, d = load_tile_quad(values, start, n, aligned, int32(QUAD * (tid + q * TILE_THREADS)), policy)
@@ -151,6 +149,13 @@ def load_tile(t, values, tile_start, tile_len, policy, x):
         x[QUAD * q + 1] = b
         x[QUAD * q + 2] = c
         x[QUAD * q + 3] = d
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def load_tile(t, values, tile_start, tile_len, policy, x):
+    """:func:`load_tile_at` of tile ``t`` (its start and length read from the layout)."""
+    t = uint32(t)  # unsigned: no negative-index wraparound code in the index math
+    load_tile_at(tile_start[t], tile_len[t], values, policy, x)
 
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -202,15 +207,12 @@ def task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials):
     summarize_tile(t, x, tile_max, tile_sum, partials)
 
 
-@cuda.jit(device=True, **KERNEL_OPTIONS)
-def normalize_tile(t, x, m, z, tile_start, tile_len, out):
-    """C(t)'s arithmetic on the values :func:`load_tile` loaded: ``out = exp(x - m) / z``, stored
-    evict-first (y is never read again). Masked elements are computed (``NEG_INF`` -> 0) but never
-    stored."""
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def normalize_tile_at(start, n, x, m, z, out):
+    """C's arithmetic on the values :func:`load_tile_at` loaded for the tile at ``start`` of ``n``
+    elements: ``out = exp(x - m) / z``, stored evict-first (y is never read again). Masked elements are
+    computed (``NEG_INF`` -> 0) but never stored."""
     tid = int32(cuda.threadIdx.x)
-    t = uint32(t)
-    start = tile_start[t]
-    n = tile_len[t]
     aligned = tile_is_aligned(start, n)
     for q in range(TILE_QUADS):
         base = int32(QUAD * (tid + q * TILE_THREADS))  # int32 offset and bounds, as in load_tile_quad
@@ -234,26 +236,37 @@ def normalize_tile(t, x, m, z, tile_start, tile_len, out):
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
-def task_c(t, m, z, values, tile_start, tile_len, out):
-    """C(t): ``out = exp(x - m) / z`` over the tile. Block-level; no barrier inside.
+def normalize_tile(t, x, m, z, tile_start, tile_len, out):
+    """:func:`normalize_tile_at` of tile ``t`` (its start and length read from the layout)."""
+    t = uint32(t)
+    normalize_tile_at(tile_start[t], tile_len[t], x, m, z, out)
 
-    ``m`` and ``z`` are passed as values: the caller decides how they were read
-    (after a kernel boundary, a grid barrier, or an acquire).
-    """
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def task_c_at(start, n, m, z, values, out):
+    """C of the tile at ``start`` of ``n`` elements: ``out = exp(x - m) / z`` over it. Block-level; no
+    barrier inside. ``m`` and ``z`` are passed as values: the caller decides how they were read (after a
+    kernel boundary, a grid barrier, or an acquire); so are the tile's start and length, which a caller
+    may have read before that barrier (the layout never changes)."""
     x = cuda.local.array(TILE_VALUES, float32)
-    load_c_tile(t, values, tile_start, tile_len, x)
-    normalize_tile(t, x, m, z, tile_start, tile_len, out)
+    load_tile_at(start, n, values, l2_policy_evict_first(), x)
+    normalize_tile_at(start, n, x, m, z, out)
+
+
+@cuda.jit(device=True, **KERNEL_OPTIONS)
+def task_c(t, m, z, values, tile_start, tile_len, out):
+    """C(t): :func:`task_c_at` of tile ``t`` (its start and length read from the layout)."""
+    t = uint32(t)
+    task_c_at(tile_start[t], tile_len[t], m, z, values, out)
 
 
 if SIMULATOR:
     @cuda.jit(device=True)
-    def task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum):
-        """B(r) in the simulator (no shuffles): lane 0 alone does the sequential fold that
-        the GPU build below reproduces bit for bit."""
+    def task_b_of(r, first, count, tile_max, tile_sum, row_max, row_sum):
+        """B(r) in the simulator (no shuffles), its tiles ``first .. first + count - 1``: lane 0 alone
+        does the sequential fold that the GPU build below reproduces bit for bit."""
         if cuda.threadIdx.x % WARP_SIZE != 0:
             return
-        first = row_first_tile[r]
-        count = row_tile_count[r]
         m = NEG_INF
         for k in range(count):
             m = f32_max(m, tile_max[first + k])
@@ -265,10 +278,12 @@ if SIMULATOR:
         row_sum[r] = z
 
 else:
-    @cuda.jit(device=True, **KERNEL_OPTIONS)
-    def task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum):
-        """B(r): combine the row's tile summaries stably. Warp-level: all 32 lanes of one
-        converged warp call it; lane 0 writes ``row_max[r]`` and ``row_sum[r]``.
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def task_b_of(r, first, count, tile_max, tile_sum, row_max, row_sum):
+        """B(r), the row's tiles being ``first .. first + count - 1`` (passed as values: a caller may
+        have read them before the barrier that precedes B; the layout never changes): combine the
+        row's tile summaries stably. Warp-level: all 32 lanes of one converged warp call it; lane 0
+        writes ``row_max[r]`` and ``row_sum[r]``.
 
         Lane k loads the summaries of tiles k, k + 32, ... so a row's loads are in flight
         together (a thread-level B walked two dependent chains of 8-36 loads: ~5 us per
@@ -281,8 +296,8 @@ else:
         # cast back (one 32-bit IADD instead of 64-bit pairs and their compares).
         lane = uint32(cuda.threadIdx.x) & uint32(WARP_SIZE - 1)
         r = uint32(r)  # unsigned indices: no negative-index wraparound code
-        first = uint32(row_first_tile[r])
-        count = uint32(row_tile_count[r])
+        first = uint32(first)
+        count = uint32(count)
         m = NEG_INF
         # Rolled, as the twin's ``#pragma unroll 1`` loop: a lane takes 1-2 trips at the protocol's row
         # lengths, and ptxas would otherwise unroll Numba's rolled PTX loop 4x (43 more static
@@ -309,6 +324,12 @@ else:
         if lane == 0:
             row_max[r] = m
             row_sum[r] = z
+
+
+@cuda.jit(device=True, **KERNEL_OPTIONS)
+def task_b(r, row_first_tile, row_tile_count, tile_max, tile_sum, row_max, row_sum):
+    """B(r): :func:`task_b_of` of row ``r`` (its tiles read from the layout). Warp-level."""
+    task_b_of(r, row_first_tile[uint32(r)], row_tile_count[uint32(r)], tile_max, tile_sum, row_max, row_sum)
 
 
 # ---- separate scheduler: three kernels ------------------------------------------------------

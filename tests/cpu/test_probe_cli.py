@@ -12,7 +12,7 @@ def test_help_lists_every_probe(capsys):
         probe.main(["--help"])
     assert exit_.value.code == 0
     text = capsys.readouterr().out
-    for name in ("fused", "tiles", "launch", "handoff", "api", "twins"):
+    for name in ("fused", "tiles", "launch", "handoff", "api", "twins", "floors"):
         assert name in text and probe.PROBES[name][1].split()[0] in text
 
 
@@ -52,6 +52,31 @@ def test_the_handoff_kernels_compile_with_their_ordering():
     for instruction in ("ld.acquire.gpu", "ld.relaxed.gpu", "st.relaxed.gpu", "fence.acq_rel.gpu", "globaltimer"):
         assert instruction in ptx, instruction
     assert "atom.global.add" in kernel_ptx(handoff.atomic_chain_kernel, "void(int32[::1], int64, int64[::1])")
+
+
+def test_the_floors_probe_refuses_too_few_rounds_and_unknown_cases(capsys):
+    for argv, message in ((["--rounds", "3"], "--rounds 3: at least 10"), (["--cases", "balanced-9"], "unknown cases")):
+        with pytest.raises(SystemExit) as exit_:
+            probe.main(["floors", *argv])
+        assert exit_.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def test_the_floors_kernels_compile_as_their_yardsticks_need():
+    # The barrier kernel crosses the persistent kernel's own grid barrier (its release arrivals and relaxed
+    # polls), the grid.sync kernel Numba's cooperative-groups barrier; the empty kernels compile to nothing.
+    from bench.probes import floors
+    from numba_softmax.ptx import kernel_ptx
+
+    barriers = kernel_ptx(floors.kernel_barrier_kernel, "void(int32[::1], int32)")
+    assert barriers.count("atom.release.gpu.global.add") >= 2 and "ld.acquire.gpu" in barriers
+    for design, kernel in floors.BARRIER_DESIGNS.items():
+        assert "atom.release.gpu.global.add" in kernel_ptx(kernel, "void(int32[::1], int32)"), design
+    empty = kernel_ptx(floors.numba_empty_kernel, "void()")
+    assert "ld.global" not in empty and "st.global" not in empty
+    assert "cudaCGSynchronizeGrid" in kernel_ptx(floors.numba_two_grid_syncs_kernel, "void()") or \
+        "cudaCGGetIntrinsicHandle" in kernel_ptx(floors.numba_two_grid_syncs_kernel, "void()")
+    assert os.path.isfile(floors.CPP_SOURCE)
 
 
 @pytest.mark.parametrize("shapes", ["1by128", "0x128", "4x"])
