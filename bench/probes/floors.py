@@ -366,7 +366,6 @@ def variants_for(buffers, workers, cpp, twins):
                 functions["coop_floor_two_grid_syncs"], workers, TILE_THREADS, True).enqueue])),
         ]
     if twins is not None:
-        from numba_softmax.kernels.persistent import MODE_DAG_FLOOR as DAG_FLOOR
         from numba_softmax.kernels.persistent import MODE_PHASED_FLOOR
         from numba_softmax.peers.nvcc_twins import (ReferenceLaunch, reference_init_queue_launch,
                                                     reference_persistent_args)
@@ -376,7 +375,7 @@ def variants_for(buffers, workers, cpp, twins):
                                    reference_persistent_args(mode, buffers, DEFAULT_MAX_POLLS), label=label)
         result += [
             ("twin dag floor", Invocation("twin dag floor", [reference_init_queue_launch(twins, buffers).enqueue,
-                                                             twin(DAG_FLOOR, "dag floor[nvcc]").enqueue])),
+                                                             twin(MODE_DAG_FLOOR, "dag floor[nvcc]").enqueue])),
             ("twin phased floor", Invocation("twin phased floor",
                                              [twin(MODE_PHASED_FLOOR, "phased floor[nvcc]").enqueue])),
         ]
