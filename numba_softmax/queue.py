@@ -55,19 +55,9 @@ HEAD_OVERSHOOT = COUNTER_INDEX["head_overshoot"]
 #: 0 when the buffers are allocated, and a complete phased run leaves it so. The DAG's reset
 #: zeroes it with everything else; the DAG never touches it.
 GRID_BARRIER = COUNTER_INDEX["grid_barrier"]
-#: The grid barrier is hierarchical: workers arrive on one of up to BARRIER_GROUPS group words
-#: (each on its own 128-byte line, after the named counters), the worker that completes a group
-#: arrives on GRID_BARRIER, and every worker waits for GRID_BARRIER to flip. Groups hold
-#: BARRIER_GROUP_MIN workers (more when workers > BARRIER_GROUPS * BARRIER_GROUP_MIN). Same
-#: self-resetting rule on every word.
-BARRIER_GROUPS = 64
-BARRIER_GROUP_MIN = 32
-BARRIER_GROUP_FIRST = (GRID_BARRIER // COUNTER_LINE_WORDS + 1) * COUNTER_LINE_WORDS
-#: Every word of the grid barrier (the top word and the group words): each must start at 0.
-BARRIER_WORDS = (GRID_BARRIER,) + tuple(BARRIER_GROUP_FIRST + g * COUNTER_LINE_WORDS for g in range(BARRIER_GROUPS))
 COUNTER_NAMES = tuple(COUNTER_INDEX)
-#: Length of the ``counters`` array (int32 words, padding included).
-COUNTER_SLOTS = BARRIER_GROUP_FIRST + (BARRIER_GROUPS - 1) * COUNTER_LINE_WORDS + 1
+#: Length of the ``counters`` array (int32 words, padding included): the grid barrier's word is the last.
+COUNTER_SLOTS = GRID_BARRIER + 1
 #: What ``init_queue_kernel`` writes into ``counters``: -1 in error_task, error_waited_on
 #: and error_worker ("not recorded"), 0 everywhere else.
 COUNTER_INITIAL = tuple(-1 if ERROR_TASK <= i <= ERROR_WORKER else 0 for i in range(COUNTER_SLOTS))

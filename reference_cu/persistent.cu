@@ -53,10 +53,7 @@ enum {
     A_OVERSHOOT = ERROR_CODE + 4,
     HEAD_OVERSHOOT = ERROR_CODE + 5,
     GRID_BARRIER = 5 * COUNTER_LINE_WORDS,
-    BARRIER_GROUPS = 64,
-    BARRIER_GROUP_MIN = 32,
-    BARRIER_GROUP_FIRST = 6 * COUNTER_LINE_WORDS,
-    COUNTER_SLOTS = BARRIER_GROUP_FIRST + (BARRIER_GROUPS - 1) * COUNTER_LINE_WORDS + 1
+    COUNTER_SLOTS = GRID_BARRIER + 1
 };
 enum { ERR_NONE = 0, ERR_READY_TIMEOUT = 1, ERR_COMPLETION_TIMEOUT = 2, ERR_INVALID_TASK = 3, ERR_FIFO_OVERFLOW = 4,
        ERR_BARRIER_TIMEOUT = 5 };
@@ -263,47 +260,37 @@ __device__ __forceinline__ void c_step_metadata(long long step, int n_tiles, con
 }
 
 // The persistent kernel's own grid barrier (numba_softmax/kernels/persistent.py grid_barrier):
-// hierarchical, every word self-resetting (the first participant adds 2^31 - (n - 1), the others 1,
-// so the top bit flips exactly when the last of n arrives). A worker arrives on its group's word
-// (a release add, no fence before it); the arrival that completes a group acquires the group (a
-// fence) and arrives on the top word (a release add); all poll the top word with acquire loads
-// until it flips against `top`, thread 0's view of it (read once at the kernel's start, then the
-// value each crossing saw flip), which the barrier updates.
+// flat, one self-resetting word (the first participant adds 2^31 - (n - 1), the others 1, so the
+// top bit flips exactly when the last of n arrives). Every worker arrives with a release add (no
+// fence before it); the last arrival makes one acquire load, every other worker polls with acquire
+// loads, once its add has returned, until the top bit flips against the add's old value.
 __device__ __forceinline__ int flip_add(bool first, int participants) {
     return first ? (int)(0x80000000u - (unsigned)(participants - 1)) : 1;
 }
 __device__ __forceinline__ bool flipped(int before, int after) { return ((before ^ after) & (int)0x80000000) != 0; }
 
-__device__ bool block_then_grid_barrier(int* counters, int workers, int max_polls, int which, int& top) {
+__device__ bool block_then_grid_barrier(int* counters, int workers, int max_polls, int which) {
     __shared__ int ok[2];
     __syncthreads();
     if (threadIdx.x == 0) {
-        const int b = blockIdx.x;
-        const int group_size = max(BARRIER_GROUP_MIN, (workers + BARRIER_GROUPS - 1) / BARRIER_GROUPS);
-        const int groups = (int)((unsigned)(workers + group_size - 1) / (unsigned)group_size);
-        const int g = (int)((unsigned)b / (unsigned)group_size);
-        const int in_group = min(group_size, workers - g * group_size);
-        const int add = flip_add(b == g * group_size, in_group);
-        const int old = atomic_add_release_gpu(&counters[BARRIER_GROUP_FIRST + g * COUNTER_LINE_WORDS], add);
-        if (flipped(old, (int)((unsigned)old + (unsigned)add))) {
-            fence_acq_rel_gpu();  // acquire the group's arrivals, so that the top arrival releases them too
-            atomic_add_release_gpu(&counters[GRID_BARRIER], flip_add(g == 0, groups));
-        }
-        int polls = 0;
+        const int add = flip_add(blockIdx.x == 0, workers);
+        const int old = atomic_add_release_gpu(&counters[GRID_BARRIER], add);
         ok[which] = 1;
-        while (true) {
-            const int now = load_acquire_gpu(&counters[GRID_BARRIER]);
-            if (flipped(top, now)) {
-                top = now;
-                break;
+        if (flipped(old, (int)((unsigned)old + (unsigned)add))) {
+            load_acquire_gpu(&counters[GRID_BARRIER]);  // the last arrival: acquire every other's
+        } else {
+            int polls = 0;
+            while (true) {
+                const int now = load_acquire_gpu(&counters[GRID_BARRIER]);
+                if (flipped(old, now)) break;
+                polls += 1;
+                if (polls > max_polls) {
+                    record_error(counters, ERR_BARRIER_TIMEOUT, which, now);
+                    ok[which] = 0;
+                    break;
+                }
+                if (polls > 4096) backoff(polls - 4096);
             }
-            polls += 1;
-            if (polls > max_polls) {
-                record_error(counters, ERR_BARRIER_TIMEOUT, which, now);
-                ok[which] = 0;
-                break;
-            }
-            if (polls > 4096) backoff(polls - 4096);
         }
     }
     __syncthreads();
@@ -329,8 +316,6 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
         const int workers = gridDim.x;
         // The floor: the same launch and both barriers, no task.
         const int first_tile = mode == MODE_PHASED ? (int)blockIdx.x : n_tiles;
-        // The grid barrier's top word before this launch's first barrier (thread 0's view of it).
-        int top = tid == 0 ? load_relaxed_gpu(&counters[GRID_BARRIER]) : 0;
         // Thread 0 prefetches the worker's next tile (t + workers) from metadata loaded one
         // iteration earlier, so the prefetch never waits for a load.
         long long ahead_start = 0;
@@ -357,7 +342,7 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             b_first = row_first_tile[first];
             b_count = row_tile_count[first];
         }
-        if (!block_then_grid_barrier(counters, workers, max_polls, 0, top)) return;
+        if (!block_then_grid_barrier(counters, workers, max_polls, 0)) return;
         for (long long r = first; r < rows; r += stride) {
             task_b_of((int)r, b_first, b_count, tile_max, tile_sum, row_max, row_sum);
             if (r + stride < rows) {
@@ -371,7 +356,7 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
         long long c_start;
         int c_len;
         c_step_metadata(first_tile, n_tiles, tile_row, tile_start, tile_len, c_row, c_start, c_len);
-        if (!block_then_grid_barrier(counters, workers, max_polls, 1, top)) return;
+        if (!block_then_grid_barrier(counters, workers, max_polls, 1)) return;
         // C visits the tiles in descending order (step t, tile n_tiles - 1 - t): the tiles the A
         // pass read last are the ones still in L2.
         ahead_start = 0;

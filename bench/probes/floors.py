@@ -103,7 +103,7 @@ def numba_two_grid_syncs_kernel():
 # in the probe's own zeroed array (GRID_BARRIER as in the kernel's counters, then the group words of the
 # grouped designs, one 128-byte line each); each design leaves them as it found them.
 
-#: The grouped designs (the persistent kernel's barrier before the flat one): up to GROUPS group words of
+#: The grouped designs (the persistent kernel's barriers before the flat one): up to GROUPS group words of
 #: at least GROUP_MIN workers, on the lines after GRID_BARRIER's.
 GROUPS = 64
 GROUP_MIN = 32
@@ -112,14 +112,11 @@ BARRIER_ARRAY_WORDS = GROUP_FIRST + GROUPS * COUNTER_LINE_WORDS
 
 
 @cuda.jit(device=True)
-def flat_barrier(words, workers, max_polls, acquire_poll, after_return):
-    """Cooperative groups' design: every worker adds to ONE word (``atom.release``; its old value says
-    which flip to wait for) and polls it until the top bit flips, with acquire loads (``acquire_poll``)
-    or relaxed loads and an acquire fence after them. ``after_return``: the first poll waits for the
-    add's result, as in CUDA's build of ``grid.sync()`` (otherwise the compiler issues it at once)."""
+def flat_barrier_at_once(words, workers, max_polls, acquire_poll):
+    """The kernel's flat barrier without its wait for the add's result: Numba issues the first poll right
+    after the add, before the add returns; polls with acquire loads (``acquire_poll``) or relaxed loads
+    and an acquire fence after them."""
     old = atomic_add_release_gpu(words, GRID_BARRIER, flip_add(cuda.blockIdx.x == 0, workers))
-    if after_return and old == 12345:  # never (the word's low bits are a count below the workers): orders
-        return False                   # the first poll after the add's result
     polls = int32(0)
     while True:
         now = load_acquire_gpu(words, GRID_BARRIER) if acquire_poll else load_relaxed_gpu(words, GRID_BARRIER)
@@ -134,69 +131,85 @@ def flat_barrier(words, workers, max_polls, acquire_poll, after_return):
 
 
 @cuda.jit(device=True)
-def grouped_load_in_barrier(words, workers, max_polls):
-    """The persistent kernel's grouped barrier as it was before: the top word loaded on the way in,
-    relaxed polls, an acquire fence after them."""
+def grouped_barrier(words, workers, max_polls, before, acquire_poll):
+    """The grouped barrier: a worker arrives on its group's word; the arrival that completes a group
+    acquires the group (a fence) and arrives on the top word; every worker polls the top word until it
+    flips against ``before`` (with acquire loads, or relaxed loads and a fence after them). Returns the
+    top word seen flipped."""
     b = int32(cuda.blockIdx.x)
     group_size = max(int32(GROUP_MIN), int32(udiv(uint32(workers + GROUPS - 1), uint32(GROUPS))))
     groups = int32(udiv(uint32(workers + group_size - 1), uint32(group_size)))
     g = int32(udiv(uint32(b), uint32(group_size)))
     in_group = min(group_size, int32(workers - int32(g * group_size)))
     word = uint32(GROUP_FIRST + g * COUNTER_LINE_WORDS)
-    before = load_relaxed_gpu(words, GRID_BARRIER)
     add = flip_add(b == int32(g * group_size), in_group)
     old = atomic_add_release_gpu(words, word, add)
     if flipped(old, int32(int64(old) + int64(add))):
         fence_acq_rel_gpu()
         atomic_add_release_gpu(words, GRID_BARRIER, flip_add(g == 0, groups))
     polls = int32(0)
-    while not flipped(before, load_relaxed_gpu(words, GRID_BARRIER)):
+    while True:
+        now = load_acquire_gpu(words, GRID_BARRIER) if acquire_poll else load_relaxed_gpu(words, GRID_BARRIER)
+        if flipped(before, now):
+            break
         polls = int32(polls + 1)
         if polls > max_polls:
-            return False
-    fence_acq_rel_gpu()
-    return True
+            return before
+    if not acquire_poll:
+        fence_acq_rel_gpu()
+    return now
 
 
 @cuda.jit
 def kernel_barrier_kernel(words, max_polls):
     """The persistent kernel's grid barrier (:func:`grid_barrier`), crossed twice."""
-    top = int32(0)
-    if cuda.threadIdx.x == 0:
-        top = load_relaxed_gpu(words, GRID_BARRIER)
     for which in range(2):
         cuda.syncthreads()
         if cuda.threadIdx.x == 0:
-            _, top = grid_barrier(words, int32(cuda.gridDim.x), max_polls, int32(which), True, top)
+            grid_barrier(words, int32(cuda.gridDim.x), max_polls, int32(which), True)
         cuda.syncthreads()
 
 
-def make_flat_kernel(acquire_poll, after_return):
+def make_flat_at_once_kernel(acquire_poll):
     @cuda.jit
     def flat_two_barriers_kernel(words, max_polls):
         for _ in range(2):
             cuda.syncthreads()
             if cuda.threadIdx.x == 0:
-                flat_barrier(words, int32(cuda.gridDim.x), max_polls, acquire_poll, after_return)
+                flat_barrier_at_once(words, int32(cuda.gridDim.x), max_polls, acquire_poll)
             cuda.syncthreads()
     return flat_two_barriers_kernel
 
 
 @cuda.jit
-def grouped_load_in_kernel(words, max_polls):
+def grouped_carried_kernel(words, max_polls):
+    """The grouped barrier with the top word read once at the start, then carried; acquire polls."""
+    top = int32(0)
+    if cuda.threadIdx.x == 0:
+        top = load_relaxed_gpu(words, GRID_BARRIER)
     for _ in range(2):
         cuda.syncthreads()
         if cuda.threadIdx.x == 0:
-            grouped_load_in_barrier(words, int32(cuda.gridDim.x), max_polls)
+            top = grouped_barrier(words, int32(cuda.gridDim.x), max_polls, top, True)
+        cuda.syncthreads()
+
+
+@cuda.jit
+def grouped_load_in_kernel(words, max_polls):
+    """The grouped barrier with the top word loaded on the way in; relaxed polls and a fence."""
+    for _ in range(2):
+        cuda.syncthreads()
+        if cuda.threadIdx.x == 0:
+            grouped_barrier(words, int32(cuda.gridDim.x), max_polls, load_relaxed_gpu(words, GRID_BARRIER), False)
         cuda.syncthreads()
 
 
 BARRIER_DESIGNS = {
-    "the kernel's (grouped, top word carried, acquire polls)": kernel_barrier_kernel,
+    "the kernel's (flat, first poll after the add returns)": kernel_barrier_kernel,
+    "flat, first poll at once": make_flat_at_once_kernel(True),
+    "flat, first poll at once, relaxed polls + fence": make_flat_at_once_kernel(False),
+    "grouped, top word carried, acquire polls": grouped_carried_kernel,
     "grouped, top word loaded in, relaxed polls + fence": grouped_load_in_kernel,
-    "flat, acquire polls": make_flat_kernel(True, False),
-    "flat, acquire polls after the add returns": make_flat_kernel(True, True),
-    "flat, relaxed polls + fence": make_flat_kernel(False, False),
 }
 
 

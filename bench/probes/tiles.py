@@ -29,6 +29,7 @@ schedulers still agree bit for bit on the case it timed.
 import argparse
 
 import numpy as np
+from numba import cuda
 
 from bench.probes import other_tree_module, refuse_existing_results, require_gpu, write_results
 from bench.timing import time_batches
@@ -123,6 +124,12 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
         other_persistent = other_tree_module(other_tree, "kernels.persistent")
         other_tiles = other_tree_module(other_tree, "kernels.tiles")
         other_driver = other_tree_module(other_tree, "launch.driver")
+        other_queue = other_tree_module(other_tree, "queue")
+        if other_queue.COUNTER_SLOTS != buffers.counters.shape[0]:
+            # The other tree lays its counters out differently (its grid barrier's words): it gets an array
+            # of its own length, as its reset leaves it, so that no kernel touches a word past the end.
+            buffers.counters = cuda.to_device(np.array(other_queue.COUNTER_INITIAL, dtype=np.int32),
+                                              stream=stream.numba)
         compiled = other_driver.compiled
         threads = getattr(other_persistent, "WORKER_THREADS", other_tiles.TILE_THREADS)
         occupancy = compiled(other_persistent.persistent_tiles, other_persistent.persistent_args(0, buffers))

@@ -18,16 +18,14 @@ Mode 0, phased (:data:`MODE_PHASED`): the control with cooperative grid barriers
 C descends where A ascended: the tiles A read last are still in L2 when C starts (C's loads
 and y's stores are evict-first, :mod:`.tiles`), so C rereads them from L2, not DRAM.
 
-The grid barrier is this kernel's own (:func:`grid_barrier`, inside the cooperative launch):
-a block barrier, then thread 0 makes one ``atom.release`` arrival on its group's word (32
-workers per group, one 128-byte line each); the arrival that completes a group makes an
-acquire fence (the group's arrivals) and an ``atom.release`` arrival on the top word; every
-thread 0 polls the top word with acquire loads until its top bit flips (against the value it
-saw flip last, read once at the kernel's start), and a block barrier lets the others go. Every
-word resets itself (:func:`flip_add`: the first participant adds ``2**31 - (n - 1)``, the
-others 1). ``python -m bench probe floors`` times it against other designs and CUDA's own.
-Numba's ``grid.sync()`` went through libcudadevrt with local-memory traffic; this one needs
-no reset launch.
+The grid barrier is this kernel's own (:func:`grid_barrier`, inside the cooperative launch),
+flat as in cooperative groups: a block barrier, then thread 0 makes one ``atom.release``
+arrival on one word (its own 128-byte line) and, once the add's old value has come back,
+polls that word with acquire loads until its top bit flips; a block barrier lets the others
+go. The word resets itself (:func:`flip_add`: the first participant adds ``2**31 - (n - 1)``,
+the others 1). ``python -m bench probe floors`` times it against other designs and CUDA's
+own ``grid.sync()``; Numba's ``grid.sync()`` went through libcudadevrt with local-memory
+traffic and took twice as long. It needs no reset launch.
 
 (The loops are written as while loops: ``range`` with a run-time step computes its trip
 count with a 64-bit division call, which cost this register-bound kernel two registers.
@@ -132,7 +130,7 @@ code meaning                      error_task             error_waited_on
 2    C not complete (wait build)  -1                     c_done observed (of n_tiles)
 3    invalid task id in a slot    the id read            FIFO slot it was read from
 4    FIFO overflow on publish     task being published   slot index >= capacity
-5    grid barrier never flipped   which barrier (0, 1)   the top word (phased)
+5    grid barrier never flipped   which barrier (0, 1)   the barrier word (phased)
 ===  ===========================  =====================  =============================
 
 ``error_worker`` is the recording worker's ``blockIdx.x`` (a worker id, not an SM).
@@ -170,16 +168,53 @@ barriers with no task; the bench times them beside each scheduler.
 from numba import cuda, float32, int32, int64, uint32
 
 from ..launch_spec import KernelLaunch
-from ..queue import (A_NEXT, A_OVERSHOOT, BARRIER_GROUP_FIRST, BARRIER_GROUP_MIN, BARRIER_GROUPS, C_DONE,
-                     COUNTER_LINE_WORDS, COUNTER_SLOTS, DEFAULT_MAX_POLLS, ERR_BARRIER_TIMEOUT, ERR_COMPLETION_TIMEOUT,
-                     ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE, ERROR_TASK, ERROR_WAITED_ON,
-                     ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, GRID_BARRIER, HEAD_OVERSHOOT, TILES_PER_CLAIM)
 from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, PARTIALS_ALIGNMENT, WARP_SIZE, bounded_kernel, udiv
-from .ordering import (atomic_add_acq_rel_gpu, atomic_add_release_gpu, backoff, fence_acq_rel_gpu,
-                       load_acquire_gpu, load_relaxed_gpu, pause_us, store_relaxed_gpu)
+from ..queue import (
+    A_NEXT,
+    A_OVERSHOOT,
+    C_DONE,
+    COUNTER_SLOTS,
+    DEFAULT_MAX_POLLS,
+    ERR_BARRIER_TIMEOUT,
+    ERR_COMPLETION_TIMEOUT,
+    ERR_FIFO_OVERFLOW,
+    ERR_INVALID_TASK,
+    ERR_READY_TIMEOUT,
+    ERROR_CODE,
+    ERROR_TASK,
+    ERROR_WAITED_ON,
+    ERROR_WORKER,
+    FIFO_HEAD,
+    FIFO_TAIL,
+    GRID_BARRIER,
+    HEAD_OVERSHOOT,
+    TILES_PER_CLAIM,
+)
+from .ordering import (
+    atomic_add_acq_rel_gpu,
+    atomic_add_release_gpu,
+    backoff,
+    fence_acq_rel_gpu,
+    load_acquire_gpu,
+    load_relaxed_gpu,
+    pause_us,
+    store_relaxed_gpu,
+)
 from .prefetch import prefetch_span_l2
-from .tiles import (TILE_ANNOUNCER, TILE_THREADS, TILE_VALUES, TILE_WARPS, load_a_tile, load_c_tile, normalize_tile,
-                    summarize_tile, task_a, task_b, task_b_of, task_c_at)
+from .tiles import (
+    TILE_ANNOUNCER,
+    TILE_THREADS,
+    TILE_VALUES,
+    TILE_WARPS,
+    load_a_tile,
+    load_c_tile,
+    normalize_tile,
+    summarize_tile,
+    task_a,
+    task_b,
+    task_b_of,
+    task_c_at,
+)
 from .tracing import trace_now, trace_record
 
 MODE_PHASED = 0
@@ -249,7 +284,9 @@ def publish_tasks(counters, fifo_slots, fifo_ready, capacity, first_task, count,
     tiles). Slots past ``capacity`` (this invocation's entries) are not written; the first one
     is recorded (error 4).
     """
-    entries = int32(udiv(uint32(count + step - 1), uint32(step)))  # one 32-bit division (grid_barrier says why)
+    # udiv of uint32 values: one 32-bit division (``//`` of int32 values is Numba's int64 division
+    # with a floor fix-up, a call to a 64-bit division routine)
+    entries = int32(udiv(uint32(count + step - 1), uint32(step)))
     slot = cuda.atomic.add(counters, FIFO_TAIL, entries)
     # Signed while loops, as the twin's ``for``: a ``range`` loop carries Numba's iterator state, a
     # remaining count and three selects on every step, in every copy NVVM unrolls (B's publish is on
@@ -347,48 +384,37 @@ def flipped(before, after):
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
-def grid_barrier(counters, workers, max_polls, which, fenced, top):
+def grid_barrier(counters, workers, max_polls, which, fenced):
     """Thread 0 of every worker, between two block barriers: all workers' tasks before it,
-    none after. Hierarchical (:data:`numba_softmax.queue.BARRIER_GROUPS`): a worker arrives on
-    its group's word (``atom.release``, one line per group, so ~32 arrivals queue per line
-    instead of every worker on one; no fence before it, which cost a second ``MEMBAR``); the
-    arrival that completes a group makes ``fence.acq_rel`` (it acquires the group's arrivals,
-    so that its own release on the top word carries them) and arrives on the top word; every
-    worker polls the top word with acquire loads until its top bit flips. ``top`` is the top
-    word as this worker last saw it (read once at the kernel's start, then the value each
-    crossing saw flip: it cannot flip again before this worker arrives), so nothing is loaded
-    on the way in and nothing fenced on the way out. Every word resets itself
-    (:func:`flip_add`). Returns (passed, the top word seen flipped); passed is False (after
-    recording error 5) if it waited more than ``max_polls`` polls.
+    none after. Flat: every worker makes one ``atom.release`` arrival on :data:`GRID_BARRIER`
+    (its old value says which flip to wait for; no fence before it, which cost a second
+    ``MEMBAR``) and polls the word with acquire loads until its top bit flips, with no fence
+    after. The word resets itself (:func:`flip_add`). Returns False (after recording error 5)
+    if it waited more than ``max_polls`` polls.
     """
-    b = int32(cuda.blockIdx.x)
-    group_size = max(int32(BARRIER_GROUP_MIN),
-                     int32(udiv(uint32(workers + BARRIER_GROUPS - 1), uint32(BARRIER_GROUPS))))
-    # Unsigned 32-bit operands: Numba computes ``//`` of int32 values in int64 with a floor fix-up, a
-    # call to a 64-bit division routine on thread 0's path to the barrier; udiv of uint32 values is one
-    # 32-bit unsigned division without the zero-divisor branch (the values are non-negative, group_size >= 1).
-    groups = int32(udiv(uint32(workers + group_size - 1), uint32(group_size)))
-    g = int32(udiv(uint32(b), uint32(group_size)))
-    in_group = min(group_size, int32(workers - int32(g * group_size)))
-    word = uint32(BARRIER_GROUP_FIRST + g * COUNTER_LINE_WORDS)
-    add = flip_add(b == int32(g * group_size), in_group)
+    add = flip_add(cuda.blockIdx.x == 0, workers)
     if not fenced:  # negative control: a relaxed arrival, before the block is done, and no wait
-        cuda.atomic.add(counters, word, add)
-        return True, top
+        cuda.atomic.add(counters, GRID_BARRIER, add)
+        return True
     # release: this worker's results (ordered before it by the block barrier)
-    old = atomic_add_release_gpu(counters, word, add)
-    if flipped(old, int32(int64(old) + int64(add))):  # this arrival completed the group
-        fence_acq_rel_gpu()  # acquire the group's arrivals, so that the top arrival releases them too
-        atomic_add_release_gpu(counters, GRID_BARRIER, flip_add(g == 0, groups))
+    old = atomic_add_release_gpu(counters, GRID_BARRIER, add)
+    # The first poll depends on the add's result. Issued at once (Numba's build does that when
+    # nothing orders it), it queues on the line behind the arrivals and costs ~0.5 us per crossing
+    # (``python -m bench probe floors``); CUDA's build of grid.sync() waits for the result too.
+    # The arrival that flips the word is the last: one acquire load (it reads its own add, the end
+    # of the release sequence of every arrival) orders every worker's results before what follows.
+    if flipped(old, int32(int64(old) + int64(add))):
+        load_acquire_gpu(counters, GRID_BARRIER)
+        return True
     polls = int32(0)
     while True:
         now = load_acquire_gpu(counters, GRID_BARRIER)  # acquire: every worker's results before what follows
-        if flipped(top, now):
-            return True, now
+        if flipped(old, now):
+            return True
         polls = int32(polls + 1)
         if polls > max_polls:
             record_error(counters, ERR_BARRIER_TIMEOUT, which, now)
-            return False, top
+            return False
         if polls > 4096:
             backoff(polls - 4096)
 
@@ -521,20 +547,18 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
     FENCED = fenced_barrier
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
-    def block_then_grid_barrier(counters, workers, max_polls, which, top):
+    def block_then_grid_barrier(counters, workers, max_polls, which):
         """Every thread of the worker: its block's tasks done, then thread 0 at the grid barrier
-        (``top``: thread 0's view of the top word, :func:`grid_barrier`). Returns (False when the
-        barrier timed out, recorded: the worker leaves; thread 0's new view of the top word)."""
+        (:func:`grid_barrier`). Returns False when the barrier timed out (recorded): the worker leaves."""
         ok = cuda.shared.array(2, int32)
         if FENCED:
             cuda.syncthreads()
         if cuda.threadIdx.x == 0:
-            passed, top = grid_barrier(counters, workers, max_polls, which, FENCED, top)
-            ok[which] = int32(passed)
+            ok[which] = int32(grid_barrier(counters, workers, max_polls, which, FENCED))
         cuda.syncthreads()
         # One slot per barrier of the launch (which = 0, 1): no barrier is needed before the next one
         # rewrites it.
-        return ok[which] != 0, top
+        return ok[which] != 0
 
     def kernel(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
                tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready,
@@ -552,11 +576,6 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             # The floor runs the same launch and both grid barriers with no task: every loop
             # below starts past its end.
             first = int32(cuda.blockIdx.x) if mode == MODE_PHASED else int32(n_tiles)
-            # The grid barrier's top word before this launch's first barrier (thread 0's view of it,
-            # grid_barrier): read here, so that no barrier waits for a load on its way in.
-            top = int32(0)
-            if tid == 0:
-                top = load_relaxed_gpu(counters, GRID_BARRIER)
             # Thread 0 prefetches this worker's next tile (t + workers) into L2, so its DRAM
             # read overlaps this tile's reductions; the metadata it needs for that (start,
             # length) was loaded one iteration earlier, so the prefetch never waits for a
@@ -595,7 +614,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             if r < rows:
                 b_first = row_first_tile[uint32(r)]
                 b_count = row_tile_count[uint32(r)]
-            passed, top = block_then_grid_barrier(counters, workers, max_polls, 0, top)
+            passed = block_then_grid_barrier(counters, workers, max_polls, 0)
             if not passed:
                 return
             while r < rows:
@@ -612,7 +631,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             # The first C tile's row, start and length, read before the barrier too: after it, its x
             # and the row's m and z are one round trip away. Each later tile's are read one tile ahead.
             c_row, c_start, c_len = c_step_metadata(first, n_tiles, tile_row, tile_start, tile_len)
-            passed, top = block_then_grid_barrier(counters, workers, max_polls, 1, top)
+            passed = block_then_grid_barrier(counters, workers, max_polls, 1)
             if not passed:
                 return
             ahead_start = int64(0)

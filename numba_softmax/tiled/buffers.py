@@ -11,7 +11,7 @@ from numba import cuda
 
 from ..kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS
 from ..kernels.tracing import TRACE_FIELDS
-from ..queue import BARRIER_WORDS, COUNTER_INITIAL
+from ..queue import COUNTER_INITIAL, GRID_BARRIER
 from .layout import TiledLayout
 
 @dataclass(eq=False)
@@ -117,9 +117,9 @@ class TiledBuffers:
             arr = getattr(self, name)
             words = np.full(arr.shape, junk, dtype=np.int32)
             if name == "counters":
-                # The phased grid barrier's words are never reset by a launch (they reset
-                # themselves): they keep their allocation-time 0.
-                words[list(BARRIER_WORDS)] = 0
+                # The phased grid barrier's word is never reset by a launch (it resets
+                # itself): it keeps its allocation-time 0.
+                words[GRID_BARRIER] = 0
             arr.copy_to_device(words, stream=stream)
 
     @property

@@ -63,7 +63,7 @@ def test_the_floors_probe_refuses_too_few_rounds_and_unknown_cases(capsys):
 
 
 def test_the_floors_kernels_compile_as_their_yardsticks_need():
-    # The barrier kernel crosses the persistent kernel's own grid barrier (its release arrivals and relaxed
+    # The barrier kernel crosses the persistent kernel's own grid barrier (its release arrivals and acquire
     # polls), the grid.sync kernel Numba's cooperative-groups barrier; the empty kernels compile to nothing.
     from bench.probes import floors
     from numba_softmax.ptx import kernel_ptx

@@ -9,7 +9,7 @@ import pytest
 
 from numba_softmax.cases import (BALANCED_ROW_LENGTH, EXPERIMENT_B_CASES, RAGGED_LONG_ROW,
                                  RAGGED_SHORT_ROW, TILE_ELEMENTS, row_lengths_for)
-from numba_softmax.queue import (TILES_PER_CLAIM, BARRIER_WORDS, COUNTER_INDEX, COUNTER_INITIAL, COUNTER_NAMES,
+from numba_softmax.queue import (GRID_BARRIER, TILES_PER_CLAIM, COUNTER_INDEX, COUNTER_INITIAL, COUNTER_NAMES,
                                  COUNTER_SLOTS,
                                  ERR_COMPLETION_TIMEOUT, ERR_FIFO_OVERFLOW, ERR_INVALID_TASK, ERR_READY_TIMEOUT,
                                  ERROR_CODE, ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER, tiles_per_claim)
@@ -128,10 +128,9 @@ def test_expected_counters_are_exact():
 
 def test_counter_layout_matches_the_names():
     assert len(COUNTER_NAMES) == len(COUNTER_INDEX) == 11 and COUNTER_NAMES == tuple(COUNTER_INDEX)
-    # after the named words: the grid barrier's group words, one 128-byte line each
-    assert len(COUNTER_INITIAL) == COUNTER_SLOTS == max(BARRIER_WORDS) + 1
-    assert BARRIER_WORDS[0] == COUNTER_INDEX["grid_barrier"] and len({w * 4 // 128 for w in BARRIER_WORDS}) == len(
-        BARRIER_WORDS)
+    # the grid barrier's word is the last, alone on its 128-byte line
+    assert len(COUNTER_INITIAL) == COUNTER_SLOTS == GRID_BARRIER + 1 == COUNTER_INDEX["grid_barrier"] + 1
+    assert GRID_BARRIER % 32 == 0 and max(v for k, v in COUNTER_INDEX.items() if k != "grid_barrier") < GRID_BARRIER
     assert COUNTER_INDEX["error_code"] == ERROR_CODE
     assert COUNTER_INITIAL[ERROR_TASK:ERROR_WORKER + 1] == (-1, -1, -1)
     assert sum(COUNTER_INITIAL) == -3  # every other word, padding included, starts at 0
@@ -140,7 +139,7 @@ def test_counter_layout_matches_the_names():
     assert len(set(hot)) == 4
     cold = {COUNTER_INDEX[name] * 4 // 128 for name in COUNTER_NAMES[4:]}
     assert cold.isdisjoint(hot)
-    assert {w * 4 // 128 for w in BARRIER_WORDS}.isdisjoint(set(hot) | {COUNTER_INDEX["error_code"] * 4 // 128})
+    assert {GRID_BARRIER * 4 // 128}.isdisjoint(set(hot) | {COUNTER_INDEX["error_code"] * 4 // 128})
 
 
 def _good_counters(layout, a_overshoot=0, head_overshoot=0, claim=1):
@@ -302,3 +301,23 @@ def test_verify_queue_rejects_a_duplicate_task_missing_flag_and_wrong_arrivals()
         verify_queue(state, layout)
     text = str(info.value)
     assert "not a permutation" in text and "slots [2]" in text and "row_arrivals[1] = 4, expected 5" in text
+
+
+def test_the_twin_lays_out_the_counters_as_the_queue_module_does():
+    # reference_cu/persistent.cu declares the counter words in its own enum; a twin that disagrees
+    # would reset, claim and wait on other words than the Numba kernel (and the host's checks).
+    import os
+    import re
+    source = open(os.path.join(os.path.dirname(__file__), "..", "..", "reference_cu", "persistent.cu")).read()
+    enum = source[source.index("COUNTER_LINE_WORDS = 32"):]
+    enum = enum[:enum.index("};")]
+    values = {}
+    for name, expr in re.findall(r"(\w+) = ([^,\n]+)", enum):
+        values[name] = eval(expr, {}, dict(values))  # the enum's own names and integer arithmetic
+    twin = {"a_next": "A_NEXT", "fifo_head": "FIFO_HEAD", "fifo_tail": "FIFO_TAIL", "c_done": "C_DONE",
+            "error_code": "ERROR_CODE", "error_task": "ERROR_TASK", "error_waited_on": "ERROR_WAITED_ON",
+            "error_worker": "ERROR_WORKER", "a_overshoot": "A_OVERSHOOT", "head_overshoot": "HEAD_OVERSHOOT",
+            "grid_barrier": "GRID_BARRIER"}
+    assert set(twin) == set(COUNTER_INDEX)
+    assert {name: values[twin[name]] for name in COUNTER_INDEX} == COUNTER_INDEX
+    assert values["COUNTER_SLOTS"] == COUNTER_SLOTS
