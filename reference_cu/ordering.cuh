@@ -11,6 +11,8 @@
 //   atomic_add_acq_rel_gpu(p, v) atom.acq_rel.gpu.global.add.u32   (returns the old value)
 //   atomic_add_release_gpu(p, v) atom.release.gpu.global.add.u32   (returns the old value)
 //   backoff(polls)               nanosleep 32, 64, 128, then 256 ns
+//   wait_for_prerequisite_grid() griddepcontrol.wait   (programmatic dependent launch)
+//   let_dependent_grid_launch()  griddepcontrol.launch_dependents
 //
 // Compile with -DREFERENCE_ORDERING_ATOMIC_REF to get the same semantics from libcu++'s
 // cuda::atomic_ref<int, cuda::thread_scope_device> instead (what idiomatic C++ would write;
@@ -77,6 +79,14 @@ __device__ __forceinline__ int atomic_add_release_gpu(int* p, int v) {
 }
 
 #endif
+
+// Programmatic dependent launch (either ordering build): the wait returns once the grid ahead in the stream
+// has completed and its writes are visible (at once without the launch attribute); the trigger lets the
+// grid behind start launching.
+__device__ __forceinline__ void wait_for_prerequisite_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void let_dependent_grid_launch() {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
 
 // Sleep a little while spinning: 32, 64, 128, then 256 ns per poll.
 __device__ __forceinline__ void backoff(int polls) {

@@ -395,6 +395,8 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
     }
 
     // ---- DAG mode ----
+    // The reset's programmatic dependent: it may be resident before the reset ends; the queue after this.
+    wait_for_prerequisite_grid();
     if (mode == MODE_DAG_FLOOR) return;  // the floor: the reset and this launch, no task
     // Two (kind, index) slots, used alternately: one barrier per task.
     __shared__ int ctrl[4];
@@ -525,6 +527,7 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
 
 extern "C" __global__ void init_queue_kernel(int* counters, int* row_arrivals, int* fifo_slots, int* fifo_ready,
                                              int rows, int fifo_capacity) {
+    let_dependent_grid_launch();  // the workers' launch overlaps the reset; they wait for its writes
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long k = i; k < COUNTER_SLOTS; k += stride) {

@@ -17,10 +17,11 @@ each variant captured as a CUDA graph of one invocation, with the persistent sch
   ``c++ two grid.sync``: with cooperative groups' ``grid.sync()`` in CUDA C++;
 * ``init_queue``: the DAG's queue reset alone; ``dag floor (no reset)``: the persistent kernel in its
   DAG floor mode alone (it returns at once), also ``plain`` (``cuLaunchKernel``); ``dag floor``: the
-  reset, then that launch (Experiment B's ``dag-floor``); ``phased floor``: Experiment B's ``phased-floor``;
+  reset, then that launch as its programmatic dependent (Experiment B's ``dag-floor``), and ``..., no PDL``
+  the same launched after the reset ends; ``phased floor``: Experiment B's ``phased-floor``;
 * ``reset + waiting empty worker``: the DAG floor's pair with an empty worker that waits for the reset
-  (``griddepcontrol.wait``), both through ``cuLaunchKernelEx``; ``..., PDL``: the same with programmatic
-  dependent launch (the reset lets its dependent start launching at once, ``griddepcontrol.launch_dependents``);
+  (``griddepcontrol.wait``); ``..., PDL``: the same with programmatic dependent launch (the reset lets its
+  dependent start launching at once, ``griddepcontrol.launch_dependents``, as Experiment B's DAG does);
 * with the nvcc twins built (``python -m bench build-reference``): the twin's ``dag floor`` and
   ``phased floor``.
 
@@ -38,7 +39,6 @@ Diagnostic only: the figures that count come from ``python -m bench --experiment
 """
 
 import argparse
-import ctypes
 import os
 import shutil
 import subprocess
@@ -51,9 +51,9 @@ from bench.probes import refuse_existing_results, require_gpu, write_results
 from bench.timing import DelaySampler, _spread, time_graph
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.kernels.ordering import (atomic_add_release_gpu, fence_acq_rel_gpu, load_acquire_gpu,
-                                            load_relaxed_gpu)
+                                            load_relaxed_gpu, wait_for_prerequisite_grid)
 from numba_softmax.kernels.persistent import (MODE_DAG_FLOOR, flip_add, flipped, grid_barrier, init_queue_launch,
-                                              persistent_args, persistent_tiles, reset_queue)
+                                              persistent_args, persistent_tiles)
 from numba_softmax.kernels.tiles import TILE_THREADS
 from numba_softmax.launch.driver import Event, Invocation, Stream, check
 from numba_softmax.launch.graphs import CapturedGraph
@@ -215,95 +215,22 @@ BARRIER_DESIGNS = {
 
 # ---- programmatic dependent launch (PDL): the cooperative launch staged while the reset runs --------
 
-def _statement(ptx):
-    """A Numba intrinsic emitting one PTX statement (side effect, memory clobber)."""
-    from llvmlite import ir
-    from numba import types
-    from numba.cuda.extending import intrinsic
-
-    @intrinsic
-    def statement(typingctx):
-        def codegen(context, builder, sig, args):
-            builder.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), ptx, "~{memory}", side_effect=True), [])
-            return context.get_dummy_value()
-        return types.void(), codegen
-    return statement
-
-
-griddepcontrol_wait = _statement("griddepcontrol.wait;")
-griddepcontrol_launch_dependents = _statement("griddepcontrol.launch_dependents;")
-
-
 @cuda.jit
 def pdl_empty_kernel(counters):
     """An empty worker that waits for the grid it depends on (the reset) before anything it would read."""
-    griddepcontrol_wait()
+    wait_for_prerequisite_grid()
     if cuda.threadIdx.x == 0 and counters[0] == 12345:  # never (the reset leaves 0): keeps the wait live
         counters[1] = 1
 
 
-@cuda.jit
-def init_then_trigger_kernel(counters, row_arrivals, fifo_slots, fifo_ready):
-    """The DAG's queue reset, letting its dependent grid start launching at once: the dependent's
-    ``griddepcontrol.wait`` still waits for this whole grid and its writes."""
-    griddepcontrol_launch_dependents()
-    reset_queue(counters, row_arrivals, fifo_slots, fifo_ready)
-
-
-class LaunchEx:
-    """A launch layer kernel submitted with ``cuLaunchKernelEx`` and launch attributes: cooperative, and
-    programmatic stream serialization (it may start launching before the kernel ahead of it ends)."""
-
-    def __init__(self, kernel, args, grid, block, cooperative, programmatic):
-        from cuda.bindings import driver as cu
-
-        from numba_softmax.launch.driver import compiled, flatten_argument
-        self._cu = cu
-        compiled_kernel = compiled(kernel, args)
-        self._values = []
-        for ty, value in zip(compiled_kernel.argtypes, args, strict=True):
-            flatten_argument(ty, value, self._values)
-        self._pointers = (ctypes.c_void_p * len(self._values))(*[ctypes.addressof(v) for v in self._values])
-        self.function = compiled_kernel.function
-        self.grid, self.block = grid, block
-        self.attributes = []
-        if cooperative:
-            attribute = cu.CUlaunchAttribute()
-            attribute.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
-            attribute.value.cooperative = 1
-            self.attributes.append(attribute)
-        if programmatic:
-            attribute = cu.CUlaunchAttribute()
-            attribute.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-            attribute.value.programmaticStreamSerializationAllowed = 1
-            self.attributes.append(attribute)
-
-    def enqueue(self, stream):
-        cu = self._cu
-        config = cu.CUlaunchConfig()
-        config.gridDimX, config.gridDimY, config.gridDimZ = self.grid, 1, 1
-        config.blockDimX, config.blockDimY, config.blockDimZ = self.block, 1, 1
-        config.sharedMemBytes = 0
-        config.hStream = stream.handle
-        config.attrs = self.attributes
-        config.numAttrs = len(self.attributes)
-        check(cu.cuLaunchKernelEx(config, self.function, ctypes.addressof(self._pointers), 0))
-
-
 def pdl_variants(buffers, workers):
-    """The DAG floor's two launches (the reset, then an empty cooperative worker that waits for it), without
-    and with programmatic dependent launch."""
-    from numba_softmax.kernels.persistent import INIT_MAX_BLOCKS
-    from numba_softmax.numerics import BLOCK_THREADS
-    queue = (buffers.counters, buffers.row_arrivals, buffers.fifo_slots, buffers.fifo_ready)
-    init_blocks = min(max(1, (buffers.fifo_slots.shape[0] + BLOCK_THREADS - 1) // BLOCK_THREADS), INIT_MAX_BLOCKS)
-
-    def pair(label, init_kernel, programmatic):
-        steps = [LaunchEx(init_kernel, queue, init_blocks, BLOCK_THREADS, False, False).enqueue,
-                 LaunchEx(pdl_empty_kernel, (buffers.counters,), workers, TILE_THREADS, True, programmatic).enqueue]
-        return label, Invocation(label, steps)
-    return [pair("reset + waiting empty worker", init_then_trigger_kernel, False),
-            pair("reset + waiting empty worker, PDL", init_then_trigger_kernel, True)]
+    """The DAG floor's two launches (the reset, which lets its dependent launch at once, then an empty
+    cooperative worker that waits for it), without and with programmatic dependent launch."""
+    def pair(label, programmatic):
+        worker = KernelLaunch("pdl_empty_kernel", pdl_empty_kernel, (workers,), (TILE_THREADS,),
+                              (buffers.counters,), cooperative=True, programmatic=programmatic)
+        return label, Invocation.from_launches(label, [init_queue_launch(buffers), worker])
+    return [pair("reset + waiting empty worker", False), pair("reset + waiting empty worker, PDL", True)]
 
 
 class CppLaunch:
@@ -367,6 +294,9 @@ def variants_for(buffers, workers, cpp, twins):
         numba("dag floor (no reset)", persistent_tiles, args),
         numba("dag floor (no reset), plain launch", persistent_tiles, args, cooperative=False),
         ("dag floor", Invocation.from_launches("dag floor", floor_launches("dag", buffers, workers))),
+        ("dag floor, no PDL", Invocation.from_launches("dag floor, no PDL", [
+            init_queue_launch(buffers),
+            KernelLaunch("dag floor", persistent_tiles, grid, block, args, cooperative=True)])),
         ("phased floor", Invocation.from_launches("phased floor", floor_launches("phased", buffers, workers))),
     ]
     result += pdl_variants(buffers, workers)
@@ -383,12 +313,13 @@ def variants_for(buffers, workers, cpp, twins):
         from numba_softmax.peers.nvcc_twins import (ReferenceLaunch, reference_init_queue_launch,
                                                     reference_persistent_args)
 
-        def twin(mode, label):
+        def twin(mode, label, programmatic=False):
             return ReferenceLaunch(twins, "persistent_tiles", grid, block,
-                                   reference_persistent_args(mode, buffers, DEFAULT_MAX_POLLS), label=label)
+                                   reference_persistent_args(mode, buffers, DEFAULT_MAX_POLLS), label=label,
+                                   programmatic=programmatic)
         result += [
             ("twin dag floor", Invocation("twin dag floor", [reference_init_queue_launch(twins, buffers).enqueue,
-                                                             twin(MODE_DAG_FLOOR, "dag floor[nvcc]").enqueue])),
+                                                             twin(MODE_DAG_FLOOR, "dag floor[nvcc]", True).enqueue])),
             ("twin phased floor", Invocation("twin phased floor",
                                              [twin(MODE_PHASED_FLOOR, "phased floor[nvcc]").enqueue])),
         ]

@@ -38,19 +38,11 @@ if not SIMULATOR:
 
     _SHARED_ADDRSPACE = 3
 
-    def _barrier(ptx):
-        @intrinsic
-        def barrier(typingctx):
-            def codegen(context, builder, sig, args):
-                fnty = ir.FunctionType(ir.VoidType(), [])
-                builder.call(ir.InlineAsm(fnty, ptx, "~{memory}", side_effect=True), [])
-                return context.get_dummy_value()
-            return types.void(), codegen
-        return barrier
+    from .ordering import ptx_statement
 
-    cluster_arrive_relaxed = _barrier("barrier.cluster.arrive.relaxed;")
-    cluster_arrive = _barrier("barrier.cluster.arrive.release;")
-    cluster_wait = _barrier("barrier.cluster.wait.acquire;")
+    cluster_arrive_relaxed = ptx_statement("barrier.cluster.arrive.relaxed;")
+    cluster_arrive = ptx_statement("barrier.cluster.arrive.release;")
+    cluster_wait = ptx_statement("barrier.cluster.wait.acquire;")
 
     @intrinsic
     def cluster_store_f32(typingctx, shared, index, rank, value):

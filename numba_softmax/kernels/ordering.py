@@ -20,7 +20,15 @@ name                             PTX                                         ret
 ``smid()``                       ``mov.u32 %smid`` (trace builds)            uint32
 ``backoff(polls)``               ``nanosleep.u32`` 32, 64, 128, then 256 ns  --
 ``loop_nounroll()``              ``.pragma "nounroll"`` (loop body, first)   --
+``wait_for_prerequisite_grid()`` ``griddepcontrol.wait``                     --
+``let_dependent_grid_launch()``  ``griddepcontrol.launch_dependents``        --
 ===============================  ==========================================  =========
+
+The last two are programmatic dependent launch (sm_90): a kernel launched with programmatic
+stream serialization may start while the grid ahead of it in the stream still runs, once every
+block of that grid has called ``let_dependent_grid_launch`` (or exited); its
+``wait_for_prerequisite_grid`` then returns when that grid has completed and its writes are
+visible. In a launch without the attribute the wait returns at once.
 
 The array primitives accept 1-D arrays of 32-bit integers (int32 / uint32) and an
 integer index. The element address is computed exactly as Numba indexes an array
@@ -94,6 +102,14 @@ if SIMULATOR:
 
     @cuda.jit(device=True)
     def loop_nounroll():
+        pass
+
+    @cuda.jit(device=True)
+    def wait_for_prerequisite_grid():
+        pass  # the simulator runs launches one after another
+
+    @cuda.jit(device=True)
+    def let_dependent_grid_launch():
         pass
 
 else:
@@ -188,16 +204,22 @@ else:
     atomic_add_release_gpu = _make_atomic_add("atomic_add_release_gpu",
                                               "atom.release.gpu.global.add.u32")
 
-    @intrinsic
-    def fence_acq_rel_gpu(typingctx):
-        """``fence.acq_rel.gpu``: followed by a relaxed store it is a release pattern (PTX
-        memory model), so one fence can release several flags written after it."""
-        def codegen(context, builder, sig, args):
-            fnty = ir.FunctionType(ir.VoidType(), [])
-            asm = ir.InlineAsm(fnty, "fence.acq_rel.gpu;", "~{memory}", side_effect=True)
-            builder.call(asm, [])
-            return context.get_dummy_value()
-        return types.void(), codegen
+    def ptx_statement(ptx):
+        """An intrinsic taking no argument that emits the PTX statement ``ptx`` (side effect, memory clobber)."""
+        @intrinsic
+        def statement(typingctx):
+            def codegen(context, builder, sig, args):
+                fnty = ir.FunctionType(ir.VoidType(), [])
+                builder.call(ir.InlineAsm(fnty, ptx, "~{memory}", side_effect=True), [])
+                return context.get_dummy_value()
+            return types.void(), codegen
+        return statement
+
+    # Followed by a relaxed store, the fence is a release pattern (PTX memory model), so one fence can
+    # release several flags written after it.
+    fence_acq_rel_gpu = ptx_statement("fence.acq_rel.gpu;")
+    wait_for_prerequisite_grid = ptx_statement("griddepcontrol.wait;")
+    let_dependent_grid_launch = ptx_statement("griddepcontrol.launch_dependents;")
 
     @intrinsic
     def loop_nounroll(typingctx):
@@ -249,4 +271,4 @@ else:
 
 __all__ = ["load_acquire_gpu", "load_relaxed_gpu", "store_relaxed_gpu", "fence_acq_rel_gpu",
            "atomic_add_acq_rel_gpu", "atomic_add_release_gpu", "globaltimer", "smid", "backoff", "pause_us",
-           "loop_nounroll"]
+           "loop_nounroll", "wait_for_prerequisite_grid", "let_dependent_grid_launch"]

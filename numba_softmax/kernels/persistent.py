@@ -197,8 +197,10 @@ from .ordering import (
     fence_acq_rel_gpu,
     load_acquire_gpu,
     load_relaxed_gpu,
+    let_dependent_grid_launch,
     pause_us,
     store_relaxed_gpu,
+    wait_for_prerequisite_grid,
 )
 from .prefetch import prefetch_span_l2
 from .tiles import (
@@ -673,6 +675,9 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             return
 
         # ---- DAG mode ----
+        # The worker is the reset's programmatic dependent (dag_launches): it may become resident while the
+        # reset still runs, and waits here for the reset's writes, before its first access to the queue.
+        wait_for_prerequisite_grid()
         if mode == MODE_DAG_FLOOR:
             return  # the floor: the reset and this launch, no task
         # Two (kind, index) slots, used alternately: thread 0 writes the next decision into one
@@ -942,7 +947,10 @@ def reset_queue(counters, row_arrivals, fifo_slots, fifo_ready):
 
 @cuda.jit(**KERNEL_OPTIONS)
 def init_queue_kernel(counters, row_arrivals, fifo_slots, fifo_ready):
-    """Fresh DAG queue state (:func:`reset_queue`)."""
+    """Fresh DAG queue state (:func:`reset_queue`). It lets the worker launch behind it start at once
+    (programmatic dependent launch): the workers' launch overlaps the reset, and each waits for the
+    reset's writes before it touches the queue."""
+    let_dependent_grid_launch()
     reset_queue(counters, row_arrivals, fifo_slots, fifo_ready)
 
 
@@ -967,9 +975,11 @@ def init_queue_launch(buffers):
 
 def persistent_launch(label, mode, buffers, workers, kernel=None, max_polls=DEFAULT_MAX_POLLS):
     """The cooperative launch of the persistent kernel: its own grid barrier needs every worker
-    resident (the launch checks the occupancy limit)."""
+    resident (the launch checks the occupancy limit). In DAG modes it is the reset's programmatic
+    dependent (it starts launching while the reset runs; the kernel waits for the reset's writes)."""
     return KernelLaunch(f"persistent_tiles[{label}]", kernel or persistent_tiles, (workers,), (TILE_THREADS,),
-                        persistent_args(mode, buffers, max_polls), cooperative=True)
+                        persistent_args(mode, buffers, max_polls), cooperative=True,
+                        programmatic=mode in (MODE_DAG, MODE_DAG_FLOOR))
 
 
 def phased_launches(buffers, workers, kernel=None, floor=False, max_polls=DEFAULT_MAX_POLLS):

@@ -207,6 +207,39 @@ def flatten_scalar(ty, value, out):
         raise TypeError(f"unsupported kernel argument type {ty}")
 
 
+class ExtendedLaunchConfig:
+    """``cuLaunchKernelEx``'s configuration of one launch: its geometry and its attributes (cooperative,
+    a cluster of ``cluster`` CTAs along x, programmatic stream serialization). Kept alive as long as a
+    launch may use it: the configuration points at the attribute array."""
+
+    def __init__(self, grid, block, shared_bytes, stream_handle, cooperative=False, cluster=1, programmatic=False):
+        attributes = []
+        if cooperative:
+            attribute = cu.CUlaunchAttribute()
+            attribute.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+            attribute.value.cooperative = 1
+            attributes.append(attribute)
+        if cluster > 1:
+            attribute = cu.CUlaunchAttribute()
+            attribute.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attribute.value.clusterDim.x, attribute.value.clusterDim.y, attribute.value.clusterDim.z = cluster, 1, 1
+            attributes.append(attribute)
+        if programmatic:
+            attribute = cu.CUlaunchAttribute()
+            attribute.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            attribute.value.programmaticStreamSerializationAllowed = 1
+            attributes.append(attribute)
+        config = cu.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = block
+        config.sharedMemBytes = shared_bytes
+        config.hStream = stream_handle
+        config.attrs = attributes
+        config.numAttrs = len(attributes)
+        self.attributes = attributes
+        self.config = config
+
+
 class PreparedLaunch:
     """A :class:`~numba_softmax.launch.plan.KernelLaunch` packed once for fixed pointers."""
 
@@ -226,7 +259,9 @@ class PreparedLaunch:
         if self.cluster > 1 and (self.cooperative or self.grid[0] % self.cluster):
             raise ValueError(f"{launch.name}: a cluster launch of {self.cluster} CTAs needs a grid that is a "
                              f"multiple of it (got {self.grid[0]}) and no cooperative launch")
-        self._submit = (cu.cuLaunchKernelEx if self.cluster > 1
+        self.programmatic = bool(getattr(launch, "programmatic", False))
+        self._extended = self.cluster > 1 or self.programmatic
+        self._submit = (cu.cuLaunchKernelEx if self._extended
                         else cu.cuLaunchCooperativeKernel if self.cooperative else cu.cuLaunchKernel)
         threads = self.block[0] * self.block[1] * self.block[2]
         if self.cooperative:
@@ -242,27 +277,14 @@ class PreparedLaunch:
         # The whole argument tuple of the driver call, built once per stream: the hot path
         # below is one call with prebuilt arguments (host enqueue per launch is a goal of ``bench perf``).
         self._stream = stream
-        if self.cluster > 1:
-            self._arguments = (self._cluster_config(stream), self.kernel.function, self._params, 0)
+        if self._extended:
+            self._config = ExtendedLaunchConfig(self.grid, self.block, self.launch.shared_bytes, stream.handle,
+                                                self.cooperative, self.cluster, self.programmatic)
+            self._arguments = (self._config.config, self.kernel.function, self._params, 0)
             return
         extra = () if self.cooperative else (0,)
         self._arguments = (self.kernel.function, *self.grid, *self.block, self.launch.shared_bytes,
                            stream.handle, self._params, *extra)
-
-    def _cluster_config(self, stream):
-        """``cuLaunchKernelEx``'s configuration: this launch's geometry with the cluster dimension attribute."""
-        attribute = cu.CUlaunchAttribute()
-        attribute.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        attribute.value.clusterDim.x, attribute.value.clusterDim.y, attribute.value.clusterDim.z = self.cluster, 1, 1
-        config = cu.CUlaunchConfig()
-        config.gridDimX, config.gridDimY, config.gridDimZ = self.grid
-        config.blockDimX, config.blockDimY, config.blockDimZ = self.block
-        config.sharedMemBytes = self.launch.shared_bytes
-        config.hStream = stream.handle
-        config.attrs = [attribute]
-        config.numAttrs = 1
-        self._cluster_attribute = attribute  # kept alive with the configuration that points at it
-        return config
 
     def enqueue(self, stream):
         if stream is not self._stream:

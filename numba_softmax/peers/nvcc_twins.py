@@ -305,7 +305,7 @@ class _LaunchName:
 class ReferenceLaunch:
     """One reference kernel launch, packed once for fixed device pointers."""
 
-    def __init__(self, library, name, grid, block, args, label=None):
+    def __init__(self, library, name, grid, block, args, label=None, programmatic=False):
         from cuda.bindings import driver as cu
 
         self.name = name
@@ -329,10 +329,20 @@ class ReferenceLaunch:
                 raise ValueError(f"{name}: cooperative grid of {blocks} blocks exceeds the co-residency "
                                  f"limit {limit}")
         self._cu = cu
+        #: A programmatic dependent of the launch ahead of it (KernelLaunch.programmatic), submitted with
+        #: ``cuLaunchKernelEx``; its configuration is built once per stream.
+        self.programmatic = programmatic
+        self._extended = self._stream = None
 
     def enqueue(self, stream):
-        from ..launch.driver import check
-        if self.spec.cooperative:
+        from ..launch.driver import ExtendedLaunchConfig, check
+        if self.programmatic:
+            if stream is not self._stream:
+                self._stream = stream
+                self._extended = ExtendedLaunchConfig(self.grid, self.block, 0, stream.handle,
+                                                      self.spec.cooperative, 1, True)
+            err, = self._cu.cuLaunchKernelEx(self._extended.config, self.function, self._params, 0)
+        elif self.spec.cooperative:
             err, = self._cu.cuLaunchCooperativeKernel(self.function, *self.grid, *self.block, 0,
                                                       stream.handle, self._params)
         else:
@@ -455,7 +465,7 @@ def reference_dag_launches(library, buffers, workers, max_polls=None):
     return [reference_init_queue_launch(library, buffers),
             ReferenceLaunch(library, "persistent_tiles", (workers,), (TILE_THREADS,),
                             reference_persistent_args(MODE_DAG, buffers, polls),
-                            label="persistent_tiles[dag][nvcc]")]
+                            label="persistent_tiles[dag][nvcc]", programmatic=True)]
 
 
 def reference_tiled_launches(library, scheduler, buffers, workers=None, max_polls=None):

@@ -117,6 +117,12 @@ def test_persistent_kernel_has_its_own_grid_barrier_and_launches_cooperatively(c
     buffers.layout = layout  # the DAG's FIFO entries with C entries of two tiles come from the layout
     assert phased_launches(buffers, 4)[0].cooperative and dag_launches(buffers, 4)[1].cooperative
     assert not dag_launches(buffers, 4)[0].cooperative  # the reset kernel is a plain launch
+    # the DAG's worker is the reset's programmatic dependent, and waits for it once, before the queue; the
+    # reset lets it launch; phased launches after whatever ran before it
+    assert dag_launches(buffers, 4)[1].programmatic and dag_launches(buffers, 4, floor=True)[1].programmatic
+    assert not phased_launches(buffers, 4)[0].programmatic and not dag_launches(buffers, 4)[0].programmatic
+    assert ptx.count("griddepcontrol.wait;") == 1 and "griddepcontrol.launch_dependents" not in ptx
+    assert compiled["kernels"]["init_queue_kernel"].count("griddepcontrol.launch_dependents;") == 1
     assert TiledBuffers  # the real buffers carry the same attributes
 
 
@@ -175,3 +181,20 @@ def test_task_b_max_loop_carries_the_nounroll_pragma_in_its_header(compiled):
     assert len(persistent) == 2 and all(back for _, back in persistent), persistent  # phased B and the DAG's B
     for name in ("tile_summary_kernel", "tile_normalize_kernel", "init_queue_kernel"):
         assert "nounroll" not in compiled["kernels"][name], name
+
+
+def test_extended_launch_configuration_carries_each_attribute_asked_for():
+    # cuLaunchKernelEx's configuration (no GPU needed to build it): the DAG worker's launch is cooperative and
+    # a programmatic dependent; a cluster launch carries its dimension and nothing else.
+    from cuda.bindings import driver as cu
+
+    from numba_softmax.launch.driver import ExtendedLaunchConfig
+    ids = cu.CUlaunchAttributeID
+    worker = ExtendedLaunchConfig((1188, 1, 1), (128, 1, 1), 0, 0, cooperative=True, programmatic=True)
+    assert [a.id for a in worker.attributes] == [ids.CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
+                                                 ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION]
+    assert worker.config.numAttrs == 2 and worker.config.gridDimX == 1188 and worker.config.blockDimX == 128
+    assert worker.attributes[1].value.programmaticStreamSerializationAllowed == 1
+    cluster = ExtendedLaunchConfig((64, 1, 1), (256, 1, 1), 0, 0, cluster=2)
+    assert [a.id for a in cluster.attributes] == [ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION]
+    assert cluster.attributes[0].value.clusterDim.x == 2 and cluster.config.numAttrs == 1
