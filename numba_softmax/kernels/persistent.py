@@ -138,9 +138,12 @@ code meaning                      error_task             error_waited_on
 Negative controls (tests only; never registered, never in the performance build):
 :func:`negative_control_kernel` builds the same kernel with one ordering rule broken,
 ``"unacquired_slot_read"`` (reads ``fifo_slots[head]`` without acquiring its ready
-flag) or ``"first_producer_publishes_b"`` (the FIRST finished A tile of a row publishes
-B instead of the last). The variants are separate compilations selected by closure
-constants, so :data:`persistent_tiles` contains none of their code.
+flag), ``"first_producer_publishes_b"`` (the FIRST finished A tile of a row publishes
+B instead of the last), ``"barrier_arrive_without_fence"`` (phased: a relaxed grid barrier
+arrival before the worker's tasks are done) or ``"worker_skips_reset_wait"`` (DAG: no
+``griddepcontrol.wait``, so a worker launched while its reset runs works on the old queue
+state; :func:`slow_init_queue_kernel` makes that certain). The variants are separate
+compilations selected by closure constants, so :data:`persistent_tiles` contains none of their code.
 
 Launch geometry: grid (workers,), block (128,), a cooperative launch (requested by the launch
 description: the kernel's own grid barrier needs every worker resident); launch bounds of
@@ -536,7 +539,7 @@ def _make_next_task(acquire_ready, completion_wait=False):
 
 
 def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build=False, max_registers=None,
-                            fenced_barrier=True, completion_wait=False):
+                            fenced_barrier=True, completion_wait=False, waits_for_reset=True):
     """Build one compilation of the persistent kernel (closure constants select the variant).
 
     ``trace_build`` selects the trace build (:mod:`.tracing`); the performance build takes
@@ -547,6 +550,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
     next_task = _make_next_task(acquire_ready, completion_wait)
     TRACE = trace_build
     FENCED = fenced_barrier
+    WAITS_FOR_RESET = waits_for_reset
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
     def block_then_grid_barrier(counters, workers, max_polls, which):
@@ -677,7 +681,8 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         # ---- DAG mode ----
         # The worker is the reset's programmatic dependent (dag_launches): it may become resident while the
         # reset still runs, and waits here for the reset's writes, before its first access to the queue.
-        wait_for_prerequisite_grid()
+        if WAITS_FOR_RESET:
+            wait_for_prerequisite_grid()
         if mode == MODE_DAG_FLOOR:
             return  # the floor: the reset and this launch, no task
         # Two (kind, index) slots, used alternately: thread 0 writes the next decision into one
@@ -895,16 +900,20 @@ def register_capped_kernel(max_registers):
     return _capped_builds[max_registers]
 
 
-#: Negative controls: name -> (acquire_ready, publish_after_last, fenced_barrier). Tests only.
+#: Negative controls: name -> (acquire_ready, publish_after_last, fenced_barrier, waits_for_reset). Tests only.
 NEGATIVE_CONTROLS = {
     # DAG: reads a FIFO slot without acquiring its ready flag (queue counters: an invalid task).
-    "unacquired_slot_read": (False, True, True),
+    "unacquired_slot_read": (False, True, True, True),
     # DAG: the FIRST finished A tile of a row publishes its B (oracle, traces); it claims one A tile at a time, so
     # that first arrival leaves the row's other tiles unfinished even with one worker.
-    "first_producer_publishes_b": (True, False, True),
+    "first_producer_publishes_b": (True, False, True, True),
     # phased: thread 0 arrives at the grid barrier without release ordering and before its
     # block's tasks are done (odd workers' last A tile lags): B reads unfinished summaries (oracle).
-    "barrier_arrive_without_fence": (True, True, False),
+    "barrier_arrive_without_fence": (True, True, False, True),
+    # DAG: the worker, launched while its reset runs (programmatic dependent launch), does not wait for the reset:
+    # behind a slow reset (slow_reset_launch) it works on the previous queue state, which the reset then
+    # overwrites (counters, oracle).
+    "worker_skips_reset_wait": (True, True, True, False),
 }
 _control_kernels = {}
 
@@ -916,10 +925,10 @@ def negative_control_kernel(name, trace=False):
         raise ValueError(f"unknown negative control {name!r}; expected one of {sorted(NEGATIVE_CONTROLS)}")
     kernel = _control_kernels.get((name, trace))
     if kernel is None:
-        acquire_ready, publish_after_last, fenced = NEGATIVE_CONTROLS[name]
+        acquire_ready, publish_after_last, fenced, waits = NEGATIVE_CONTROLS[name]
         kernel = _control_kernels[(name, trace)] = _make_persistent_kernel(
             f"persistent_tiles_control_{name}{'_trace' if trace else ''}", acquire_ready,
-            publish_after_last, trace_build=trace, fenced_barrier=fenced)
+            publish_after_last, trace_build=trace, fenced_barrier=fenced, waits_for_reset=waits)
     return kernel
 
 
@@ -954,6 +963,15 @@ def init_queue_kernel(counters, row_arrivals, fifo_slots, fifo_ready):
     reset_queue(counters, row_arrivals, fifo_slots, fifo_ready)
 
 
+@cuda.jit(**KERNEL_OPTIONS)
+def slow_init_queue_kernel(counters, row_arrivals, fifo_slots, fifo_ready, delay_us):
+    """Tests only: the reset, after ``delay_us`` microseconds. It lets its dependent launch first, so a
+    worker that does not wait for it (``worker_skips_reset_wait``) surely runs on the state before it."""
+    let_dependent_grid_launch()
+    pause_us(delay_us)
+    reset_queue(counters, row_arrivals, fifo_slots, fifo_ready)
+
+
 # ---- launches ------------------------------------------------------------------------------
 
 def persistent_args(mode, buffers, max_polls=DEFAULT_MAX_POLLS):
@@ -965,12 +983,15 @@ def persistent_args(mode, buffers, max_polls=DEFAULT_MAX_POLLS):
             int32(max_polls), b.trace)
 
 
-def init_queue_launch(buffers):
+def init_queue_launch(buffers, delay_us=None):
+    """The DAG's queue reset; ``delay_us`` (tests only): :func:`slow_init_queue_kernel` instead."""
     capacity = buffers.fifo_slots.shape[0]
     blocks = min(max(1, (capacity + BLOCK_THREADS - 1) // BLOCK_THREADS), INIT_MAX_BLOCKS)
-    return KernelLaunch("init_queue_kernel", init_queue_kernel, (blocks,), (BLOCK_THREADS,),
-                        (buffers.counters, buffers.row_arrivals, buffers.fifo_slots,
-                         buffers.fifo_ready))
+    queue = (buffers.counters, buffers.row_arrivals, buffers.fifo_slots, buffers.fifo_ready)
+    if delay_us is not None:
+        return KernelLaunch("slow_init_queue_kernel", slow_init_queue_kernel, (blocks,), (BLOCK_THREADS,),
+                            (*queue, int32(delay_us)))
+    return KernelLaunch("init_queue_kernel", init_queue_kernel, (blocks,), (BLOCK_THREADS,), queue)
 
 
 def persistent_launch(label, mode, buffers, workers, kernel=None, max_polls=DEFAULT_MAX_POLLS):
@@ -988,8 +1009,9 @@ def phased_launches(buffers, workers, kernel=None, floor=False, max_polls=DEFAUL
     return [persistent_launch("phased_floor" if floor else "phased", mode, buffers, workers, kernel, max_polls)]
 
 
-def dag_launches(buffers, workers, max_polls=DEFAULT_MAX_POLLS, kernel=None, floor=False):
-    """Queue reset, then the cooperative launch in mode 1; ``floor``: the same with no tasks."""
+def dag_launches(buffers, workers, max_polls=DEFAULT_MAX_POLLS, kernel=None, floor=False, reset_delay_us=None):
+    """Queue reset, then the cooperative launch in mode 1; ``floor``: the same with no tasks;
+    ``reset_delay_us`` (tests only): a reset that starts that late (:func:`slow_init_queue_kernel`)."""
     mode = MODE_DAG_FLOOR if floor else MODE_DAG
-    return [init_queue_launch(buffers),
+    return [init_queue_launch(buffers, reset_delay_us),
             persistent_launch("dag_floor" if floor else "dag", mode, buffers, workers, kernel, max_polls)]

@@ -128,6 +128,41 @@ def test_negative_control_publishing_b_before_the_last_producer_is_caught(stream
     assert not check_packed(buffers.out.copy_to_host(), values, lengths).passed
 
 
+def _dag_behind_a_slow_reset(stream, kernel):
+    """The DAG on poisoned queue state, its reset 50 us late: a worker that does not wait for the reset works
+    on the junk, and the reset then overwrites whatever it did. Returns (oracle passed, queue state error)."""
+    from numba_softmax.kernels.persistent import dag_launches
+    from numba_softmax.launch.driver import Invocation
+    from numba_softmax.tiled import QueueStateError, TiledBuffers, build_layout, verify_queue, worker_plan
+    lengths = EXPERIMENT_B_CASES[1].row_lengths()
+    values = packed_fixture("random", lengths)
+    buffers = TiledBuffers.allocate(build_layout(lengths, TILE_ELEMENTS), values)
+    buffers.poison(stream=stream.numba)
+    buffers.load_values(values, stream=stream.numba)
+    workers = worker_plan(buffers, kernel=kernel).workers
+    Invocation.from_launches("dag", dag_launches(buffers, workers, kernel=kernel, reset_delay_us=50)).enqueue(stream)
+    stream.synchronize()
+    passed = check_packed(buffers.out.copy_to_host(), values, lengths).passed
+    try:
+        verify_queue(buffers.queue_state(), buffers.layout, workers)
+    except QueueStateError as error:
+        return passed, str(error)
+    return passed, None
+
+
+def test_dag_workers_wait_for_a_slow_reset(stream):
+    # The workers are the reset's programmatic dependents: they are resident while it still sleeps, and
+    # the wait holds them until its writes are visible.
+    from numba_softmax.kernels.persistent import persistent_tiles
+    assert _dag_behind_a_slow_reset(stream, persistent_tiles) == (True, None)
+
+
+def test_negative_control_worker_skipping_the_reset_wait_is_caught(stream):
+    from numba_softmax.kernels.persistent import negative_control_kernel
+    passed, queue_error = _dag_behind_a_slow_reset(stream, negative_control_kernel("worker_skips_reset_wait"))
+    assert not passed and queue_error is not None
+
+
 @pytest.mark.parametrize("control, scheduler", [("barrier_arrive_without_fence", "phased")])
 def test_negative_control_grid_barrier_arrival_without_its_fence_is_caught(stream, control, scheduler):
     """A grid barrier arrival made without release ordering (relaxed), before the worker's tasks finished
