@@ -158,9 +158,12 @@ def test_dag_workers_wait_for_a_slow_reset(stream):
 
 
 def test_negative_control_worker_skipping_the_reset_wait_is_caught(stream):
+    # Workers that start while the reset sleeps claim from the junk and leave; the reset then erases their
+    # claims, and the workers that start after it (on the SMs the reset's blocks held) do all the work, so
+    # the oracle may well pass. The exact counters do not: the early workers' overshoots are gone.
     from numba_softmax.kernels.persistent import negative_control_kernel
-    passed, queue_error = _dag_behind_a_slow_reset(stream, negative_control_kernel("worker_skips_reset_wait"))
-    assert not passed and queue_error is not None
+    _, queue_error = _dag_behind_a_slow_reset(stream, negative_control_kernel("worker_skips_reset_wait"))
+    assert queue_error is not None and "overshoot" in queue_error
 
 
 @pytest.mark.parametrize("control, scheduler", [("barrier_arrive_without_fence", "phased")])
