@@ -18,7 +18,8 @@ each variant captured as a CUDA graph of one invocation, with the persistent sch
 * ``init_queue``: the DAG's queue reset alone; ``dag floor (no reset)``: the persistent kernel in its
   DAG floor mode alone (it returns at once), also ``plain`` (``cuLaunchKernel``); ``dag floor``: the
   reset, then that launch as its programmatic dependent (Experiment B's ``dag-floor``), and ``..., no PDL``
-  the same launched after the reset ends; ``phased floor``: Experiment B's ``phased-floor``;
+  the same launched after the reset ends; ``phased floor``: Experiment B's ``phased-floor``; ``dag`` and
+  ``dag, no PDL``: the same two DAG launches doing the case's work;
 * ``reset + waiting empty worker``: the DAG floor's pair with an empty worker that waits for the reset
   (``griddepcontrol.wait``); ``..., PDL``: the same with programmatic dependent launch (the reset lets its
   dependent start launching at once, ``griddepcontrol.launch_dependents``, as Experiment B's DAG does);
@@ -52,7 +53,8 @@ from bench.timing import DelaySampler, _spread, time_graph
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.kernels.ordering import (atomic_add_release_gpu, fence_acq_rel_gpu, load_acquire_gpu,
                                             load_relaxed_gpu, wait_for_prerequisite_grid)
-from numba_softmax.kernels.persistent import (MODE_DAG_FLOOR, flip_add, flipped, grid_barrier, init_queue_launch,
+from numba_softmax.kernels.persistent import (MODE_DAG, MODE_DAG_FLOOR, dag_launches, flip_add, flipped, grid_barrier,
+                                              init_queue_launch,
                                               persistent_args, persistent_tiles)
 from numba_softmax.kernels.tiles import TILE_THREADS
 from numba_softmax.launch.driver import Event, Invocation, Stream, check
@@ -298,6 +300,11 @@ def variants_for(buffers, workers, cpp, twins):
             init_queue_launch(buffers),
             KernelLaunch("dag floor", persistent_tiles, grid, block, args, cooperative=True)])),
         ("phased floor", Invocation.from_launches("phased floor", floor_launches("phased", buffers, workers))),
+        # The same launches doing the case's work: what programmatic launch is worth once the worker has tasks.
+        ("dag", Invocation.from_launches("dag", dag_launches(buffers, workers))),
+        ("dag, no PDL", Invocation.from_launches("dag, no PDL", [
+            init_queue_launch(buffers),
+            KernelLaunch("dag", persistent_tiles, grid, block, persistent_args(MODE_DAG, buffers), cooperative=True)])),
     ]
     result += pdl_variants(buffers, workers)
     if cpp is not None:
