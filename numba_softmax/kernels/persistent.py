@@ -140,9 +140,7 @@ Negative controls (tests only; never registered, never in the performance build)
 ``"unacquired_slot_read"`` (reads ``fifo_slots[head]`` without acquiring its ready
 flag), ``"first_producer_publishes_b"`` (the FIRST finished A tile of a row publishes
 B instead of the last), ``"barrier_arrive_without_fence"`` (phased: a relaxed grid barrier
-arrival before the worker's tasks are done) or ``"worker_skips_reset_wait"`` (DAG: no
-``griddepcontrol.wait``, so a worker launched while its reset runs works on the old queue
-state; :func:`slow_init_queue_kernel` makes that certain). The variants are separate
+arrival before the worker's tasks are done). The variants are separate
 compilations selected by closure constants, so :data:`persistent_tiles` contains none of their code.
 
 Launch geometry: grid (workers,), block (128,), a cooperative launch (requested by the launch
@@ -539,7 +537,7 @@ def _make_next_task(acquire_ready, completion_wait=False):
 
 
 def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build=False, max_registers=None,
-                            fenced_barrier=True, completion_wait=False, waits_for_reset=True):
+                            fenced_barrier=True, completion_wait=False):
     """Build one compilation of the persistent kernel (closure constants select the variant).
 
     ``trace_build`` selects the trace build (:mod:`.tracing`); the performance build takes
@@ -550,7 +548,6 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
     next_task = _make_next_task(acquire_ready, completion_wait)
     TRACE = trace_build
     FENCED = fenced_barrier
-    WAITS_FOR_RESET = waits_for_reset
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
     def block_then_grid_barrier(counters, workers, max_polls, which):
@@ -681,8 +678,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         # ---- DAG mode ----
         # The worker is the reset's programmatic dependent (dag_launches): it may become resident while the
         # reset still runs, and waits here for the reset's writes, before its first access to the queue.
-        if WAITS_FOR_RESET:
-            wait_for_prerequisite_grid()
+        wait_for_prerequisite_grid()
         if mode == MODE_DAG_FLOOR:
             return  # the floor: the reset and this launch, no task
         # Two (kind, index) slots, used alternately: thread 0 writes the next decision into one
@@ -900,20 +896,16 @@ def register_capped_kernel(max_registers):
     return _capped_builds[max_registers]
 
 
-#: Negative controls: name -> (acquire_ready, publish_after_last, fenced_barrier, waits_for_reset). Tests only.
+#: Negative controls: name -> (acquire_ready, publish_after_last, fenced_barrier). Tests only.
 NEGATIVE_CONTROLS = {
     # DAG: reads a FIFO slot without acquiring its ready flag (queue counters: an invalid task).
-    "unacquired_slot_read": (False, True, True, True),
+    "unacquired_slot_read": (False, True, True),
     # DAG: the FIRST finished A tile of a row publishes its B (oracle, traces); it claims one A tile at a time, so
     # that first arrival leaves the row's other tiles unfinished even with one worker.
-    "first_producer_publishes_b": (True, False, True, True),
+    "first_producer_publishes_b": (True, False, True),
     # phased: thread 0 arrives at the grid barrier without release ordering and before its
     # block's tasks are done (odd workers' last A tile lags): B reads unfinished summaries (oracle).
-    "barrier_arrive_without_fence": (True, True, False, True),
-    # DAG: the worker, launched while its reset runs (programmatic dependent launch), does not wait for the reset:
-    # behind a slow reset (slow_reset_launch) it works on the previous queue state, which the reset then
-    # overwrites (counters, oracle).
-    "worker_skips_reset_wait": (True, True, True, False),
+    "barrier_arrive_without_fence": (True, True, False),
 }
 _control_kernels = {}
 
@@ -925,10 +917,10 @@ def negative_control_kernel(name, trace=False):
         raise ValueError(f"unknown negative control {name!r}; expected one of {sorted(NEGATIVE_CONTROLS)}")
     kernel = _control_kernels.get((name, trace))
     if kernel is None:
-        acquire_ready, publish_after_last, fenced, waits = NEGATIVE_CONTROLS[name]
+        acquire_ready, publish_after_last, fenced = NEGATIVE_CONTROLS[name]
         kernel = _control_kernels[(name, trace)] = _make_persistent_kernel(
             f"persistent_tiles_control_{name}{'_trace' if trace else ''}", acquire_ready,
-            publish_after_last, trace_build=trace, fenced_barrier=fenced, waits_for_reset=waits)
+            publish_after_last, trace_build=trace, fenced_barrier=fenced)
     return kernel
 
 
@@ -965,8 +957,8 @@ def init_queue_kernel(counters, row_arrivals, fifo_slots, fifo_ready):
 
 @cuda.jit(**KERNEL_OPTIONS)
 def slow_init_queue_kernel(counters, row_arrivals, fifo_slots, fifo_ready, delay_us):
-    """Tests only: the reset, after ``delay_us`` microseconds. It lets its dependent launch first, so a
-    worker that does not wait for it (``worker_skips_reset_wait``) surely runs on the state before it."""
+    """Tests only: the reset, after ``delay_us`` microseconds, having let its dependent launch first: the
+    DAG behind it must still be right (the workers wait for the reset's writes)."""
     let_dependent_grid_launch()
     pause_us(delay_us)
     reset_queue(counters, row_arrivals, fifo_slots, fifo_ready)

@@ -271,7 +271,7 @@ def test_floor_launches_are_the_same_launches_with_no_tasks():
 
 def test_negative_controls_are_separate_builds():
     assert set(NEGATIVE_CONTROLS) == {"unacquired_slot_read", "first_producer_publishes_b",
-                                      "barrier_arrive_without_fence", "worker_skips_reset_wait"}
+                                      "barrier_arrive_without_fence"}
     for name in NEGATIVE_CONTROLS:
         assert negative_control_kernel(name) is not persistent_tiles
     with pytest.raises(ValueError, match="unknown negative control"):
