@@ -114,41 +114,10 @@ BARRIER_ARRAY_WORDS = GROUP_FIRST + GROUPS * COUNTER_LINE_WORDS
 
 
 @cuda.jit(device=True)
-def flat_barrier_at_once(words, workers, max_polls, acquire_poll):
-    """The kernel's flat barrier without its wait for the add's result: Numba issues the first poll right
-    after the add, before the add returns; polls with acquire loads (``acquire_poll``) or relaxed loads
-    and an acquire fence after them."""
-    old = atomic_add_release_gpu(words, GRID_BARRIER, flip_add(cuda.blockIdx.x == 0, workers))
-    polls = int32(0)
-    while True:
-        now = load_acquire_gpu(words, GRID_BARRIER) if acquire_poll else load_relaxed_gpu(words, GRID_BARRIER)
-        if flipped(old, now):
-            break
-        polls = int32(polls + 1)
-        if polls > max_polls:
-            return False
-    if not acquire_poll:
-        fence_acq_rel_gpu()
-    return True
-
-
-@cuda.jit(device=True)
-def grouped_barrier(words, workers, max_polls, before, acquire_poll):
-    """The grouped barrier: a worker arrives on its group's word; the arrival that completes a group
-    acquires the group (a fence) and arrives on the top word; every worker polls the top word until it
-    flips against ``before`` (with acquire loads, or relaxed loads and a fence after them). Returns the
-    top word seen flipped."""
-    b = int32(cuda.blockIdx.x)
-    group_size = max(int32(GROUP_MIN), int32(udiv(uint32(workers + GROUPS - 1), uint32(GROUPS))))
-    groups = int32(udiv(uint32(workers + group_size - 1), uint32(group_size)))
-    g = int32(udiv(uint32(b), uint32(group_size)))
-    in_group = min(group_size, int32(workers - int32(g * group_size)))
-    word = uint32(GROUP_FIRST + g * COUNTER_LINE_WORDS)
-    add = flip_add(b == int32(g * group_size), in_group)
-    old = atomic_add_release_gpu(words, word, add)
-    if flipped(old, int32(int64(old) + int64(add))):
-        fence_acq_rel_gpu()
-        atomic_add_release_gpu(words, GRID_BARRIER, flip_add(g == 0, groups))
+def wait_for_flip(words, before, max_polls, acquire_poll):
+    """Poll the top word until its top bit flips against ``before``, with acquire loads (``acquire_poll``)
+    or relaxed loads and an acquire fence after them. Returns the word seen flipped (``before`` if it
+    waited more than ``max_polls`` polls)."""
     polls = int32(0)
     while True:
         now = load_acquire_gpu(words, GRID_BARRIER) if acquire_poll else load_relaxed_gpu(words, GRID_BARRIER)
@@ -160,6 +129,33 @@ def grouped_barrier(words, workers, max_polls, before, acquire_poll):
     if not acquire_poll:
         fence_acq_rel_gpu()
     return now
+
+
+@cuda.jit(device=True)
+def flat_barrier_at_once(words, workers, max_polls, acquire_poll):
+    """The kernel's flat barrier without its wait for the add's result: Numba issues the first poll right
+    after the add, before the add returns."""
+    old = atomic_add_release_gpu(words, GRID_BARRIER, flip_add(cuda.blockIdx.x == 0, workers))
+    wait_for_flip(words, old, max_polls, acquire_poll)
+
+
+@cuda.jit(device=True)
+def grouped_barrier(words, workers, max_polls, before, acquire_poll):
+    """The grouped barrier: a worker arrives on its group's word; the arrival that completes a group
+    acquires the group (a fence) and arrives on the top word; every worker polls the top word until it
+    flips against ``before``. Returns the top word seen flipped."""
+    b = int32(cuda.blockIdx.x)
+    group_size = max(int32(GROUP_MIN), int32(udiv(uint32(workers + GROUPS - 1), uint32(GROUPS))))
+    groups = int32(udiv(uint32(workers + group_size - 1), uint32(group_size)))
+    g = int32(udiv(uint32(b), uint32(group_size)))
+    in_group = min(group_size, int32(workers - int32(g * group_size)))
+    word = uint32(GROUP_FIRST + g * COUNTER_LINE_WORDS)
+    add = flip_add(b == int32(g * group_size), in_group)
+    old = atomic_add_release_gpu(words, word, add)
+    if flipped(old, int32(int64(old) + int64(add))):
+        fence_acq_rel_gpu()
+        atomic_add_release_gpu(words, GRID_BARRIER, flip_add(g == 0, groups))
+    return wait_for_flip(words, before, max_polls, acquire_poll)
 
 
 @cuda.jit
