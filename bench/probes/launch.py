@@ -12,6 +12,13 @@ batches), through each layer of the launch path:
 
 Then the same after ``import torch, triton`` (the perf tool's process has both loaded).
 
+``submit_kinds``: host enqueue per launch of the same empty kernel <<<1, 32>>> by the driver call the
+launch layer picks for it: ``cuLaunchKernel`` (plain), ``cuLaunchCooperativeKernel`` (cooperative, as the
+phased scheduler's launch) and ``cuLaunchKernelEx`` (cooperative + programmatic, as the DAG's worker
+launch), each through ``PreparedLaunch.enqueue``; then ``cuLaunchKernelEx`` with the same prebuilt
+configuration called through ctypes on the configuration's own C struct (``CUlaunchConfig.getPtr()``):
+what the cuda-python wrapper adds to the extended call.
+
 ``graph_params``: what a kernel's parameter block costs the GPU. A CUDA graph of three empty
 launches of 1024 blocks x 128 threads (the separate scheduler's shape at 128 rows), replayed 20
 times between two events (median over batches, per graph): once with six 1-D float32 array
@@ -132,6 +139,45 @@ def measure(stream, invocation, batches):
         gc.enable()
 
 
+def submit_kinds(stream, batches):
+    """Host enqueue per launch of one empty kernel by each driver call the launch layer uses."""
+    kinds = {
+        "plain_cuLaunchKernel": KernelLaunch("plain", empty_kernel, (1,), (32,), ()),
+        "cooperative_cuLaunchCooperativeKernel": KernelLaunch("cooperative", empty_kernel, (1,), (32,), (),
+                                                              cooperative=True),
+        "cooperative_programmatic_cuLaunchKernelEx": KernelLaunch("extended", empty_kernel, (1,), (32,), (),
+                                                                  cooperative=True, programmatic=True),
+    }
+    prepared = {}
+    for name, launch in kinds.items():
+        invocation = Invocation.from_launches(name, [launch])
+        for _ in range(3):
+            invocation.enqueue(stream)
+        prepared[name] = invocation.launches[0]
+    stream.synchronize()
+    extended = prepared["cooperative_programmatic_cuLaunchKernelEx"]
+    if extended._submit is not cu.cuLaunchKernelEx:
+        raise RuntimeError("the programmatic launch is not submitted through cuLaunchKernelEx")
+    config, function, params, _ = extended._arguments
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    c_launch_ex = libcuda.cuLaunchKernelEx
+    c_launch_ex.restype = ctypes.c_int
+    c_args = (ctypes.c_void_p(int(config.getPtr())), ctypes.c_void_p(int(function)), ctypes.c_void_p(params),
+              ctypes.c_void_p(0))
+    if c_launch_ex(*c_args) != 0:
+        raise RuntimeError("cuLaunchKernelEx through ctypes failed")
+    stream.synchronize()
+    gc.collect()
+    gc.disable()
+    try:
+        result = {name: per_launch_us(lambda p=p: p.enqueue(stream), stream, batches) for name, p in prepared.items()}
+        result["cooperative_programmatic_cuLaunchKernelEx_ctypes"] = per_launch_us(
+            lambda: c_launch_ex(*c_args), stream, batches)
+        return result
+    finally:
+        gc.enable()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench probe launch", description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=200)
@@ -151,6 +197,7 @@ def main(argv=None):
         results["after_torch_triton_import"] = measure(stream, invocation, args.batches)
     except ImportError as exc:
         results["after_torch_triton_import"] = f"skipped: {exc}"
+    results["submit_kinds"] = submit_kinds(stream, args.batches)
     results["graph_params"] = graph_params(stream, args.batches)
     for name, values in results.items():
         print(name, json.dumps(values if isinstance(values, str) else
