@@ -11,14 +11,18 @@ Queue state (freshly reset by the init kernel before every DAG invocation):
 * ``counters`` (int32[:data:`COUNTER_SLOTS`]): word indices :data:`COUNTER_INDEX`; each hot
   counter owns a 128-byte L2 line;
 * ``row_arrivals[rows]``: finished A tiles per row;
-* ``fifo_slots[rows + n_tiles]`` / ``fifo_ready[rows + n_tiles]``: the FIFO of ready consumer
-  tasks, holding exactly every B and C task once (id ``r`` is B(r), ``rows + t`` is C(t)). A C
+* ``fifo_slots[rows + n_tiles]``: the FIFO of ready consumer tasks, holding exactly every B and
+  C task once (id ``r`` is B(r), ``rows + t`` is C(t)). Each slot is its own ready flag:
+  :data:`SLOT_EMPTY` until a release stores the task id into it, which consumers acquire. A C
   entry holds :func:`tiles_per_claim` consecutive tiles of one row (C(t) runs t and t + 1 where
   that is 2 and t + 1 is in t's row), so an invocation uses the first ``layout.fifo_entries(k)``
   slots; the rest stay as the reset left them.
 """
 
 import numpy as np
+
+#: A FIFO slot's value until its task is published (task ids are >= 0).
+SLOT_EMPTY = -1
 
 #: Words of one 128-byte L2 line.
 COUNTER_LINE_WORDS = 32
@@ -194,19 +198,18 @@ def verify_counters(counters_host, layout, workers=None):
 
 
 def verify_queue(state, layout, workers=None):
-    """Counters plus the FIFO and arrivals: every B task and C entry exactly once, all their
-    flags set, the slots past them untouched, each row's C entries after its B, and
+    """Counters plus the FIFO and arrivals: every B task and C entry published exactly once, the
+    slots past them untouched, each row's C entries after its B, and
     row_arrivals == row_tile_count (``workers``: see :func:`verify_counters`)."""
     expected = verify_counters(state["counters"], layout, workers)
     entries = expected["fifo_tail"]
     slots = np.asarray(state["fifo_slots"])
-    ready = np.asarray(state["fifo_ready"])
     arrivals = np.asarray(state["row_arrivals"])
     problems = []
-    if not np.all(ready[:entries] == 1):
-        problems.append(f"fifo_ready not set at slots {np.flatnonzero(ready[:entries] != 1)[:8].tolist()}")
-    if np.any(ready[entries:] != 0) or np.any(slots[entries:] != -1):
-        unused = np.flatnonzero((ready[entries:] != 0) | (slots[entries:] != -1)) + entries
+    if np.any(slots[:entries] == SLOT_EMPTY):
+        problems.append(f"FIFO slots never published: {np.flatnonzero(slots[:entries] == SLOT_EMPTY)[:8].tolist()}")
+    if np.any(slots[entries:] != SLOT_EMPTY):
+        unused = np.flatnonzero(slots[entries:] != SLOT_EMPTY) + entries
         problems.append(f"FIFO slots past the {entries} entries were written: {unused[:8].tolist()}")
     claim = next(k for k in (1, TILES_PER_CLAIM) if layout.fifo_entries(k) == entries)
     c_first = layout.c_entry_tiles(claim)

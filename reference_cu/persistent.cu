@@ -6,9 +6,9 @@
 //                    const int64* tile_start, const int32* tile_len, const int32* row_first_tile,
 //                    const int32* row_tile_count, float* tile_max, float* tile_sum,
 //                    float* row_max, float* row_sum, int32* counters, int32* row_arrivals,
-//                    int32* fifo_slots, int32* fifo_ready, int32 paired_entries, int32 max_polls,
+//                    int32* fifo_slots, int32 paired_entries, int32 max_polls,
 //                    int32 n_tiles, int32 rows, int32 fifo_capacity, int64 n_values)
-//       The first 18 arguments mean what the Numba kernel's do (same order; its 19th, the
+//       The first 17 arguments mean what the Numba kernel's do (same order; its 18th, the
 //       trace array, is untouched by its performance build and has no counterpart here); the Numba
 //       kernel reads n_tiles, rows and fifo_capacity from tile_row.shape[0],
 //       row_first_tile.shape[0] and fifo_slots.shape[0]; here they are passed, and n_values
@@ -16,11 +16,11 @@
 //       claims later, index + claim * workers).
 //       grid (workers,), block (128,), COOPERATIVE launch in both modes (phased uses a grid
 //       barrier; workers <= the cooperative occupancy limit).
-//   init_queue_kernel(int32* counters, int32* row_arrivals, int32* fifo_slots, int32* fifo_ready,
+//   init_queue_kernel(int32* counters, int32* row_arrivals, int32* fifo_slots,
 //                     int32 rows, int32 fifo_capacity)
 //       grid (min(ceil(fifo_capacity/256), 1024),), block (256,), grid-stride:
 //       counters = 0 except error_task/error_waited_on/error_worker = -1, row_arrivals = 0,
-//       fifo_slots = -1, fifo_ready = 0.
+//       fifo_slots = -1 (SLOT_EMPTY: a slot is its own ready flag until a release stores its task id).
 //
 // counters[COUNTER_SLOTS] (int32 words): a_next, fifo_head, fifo_tail, c_done at words 0, 32, 64,
 // 96 (one 128-byte line each: every task touches them), then error_code, error_task,
@@ -31,7 +31,7 @@
 // fifo_head - head_overshoot == fifo_tail == the entries (rows + n_tiles, or paired_entries for k = 2)
 // after a complete run.
 // FIFO task id r < rows is B(r); rows + t is C(t) (with k = 2: tiles t and t + 1 where t + 1 is in t's row;
-// a row's entries start at its first tile, every k-th tile). Errors: 1 ready flag never set (a ticket
+// a row's entries start at its first tile, every k-th tile). Errors: 1 slot never published (a ticket
 // held past max_polls), 2 no work and C not complete, 3 invalid task id, 4 FIFO overflow
 // (first error wins).
 
@@ -83,22 +83,18 @@ __device__ __forceinline__ void record_error(int* counters, int code, int task, 
 }
 
 // Publish tasks first_task, first_task + step, ... (ceil(count / step) FIFO entries: a C entry holds
-// step tiles): reserve the slots with one atomic add, fill them, then release every flag: one
-// fence.acq_rel.gpu followed by relaxed flag stores is a release pattern for each flag.
+// step tiles): reserve the slots with one atomic add, then release them: a slot is its own ready
+// flag (SLOT_EMPTY until published), and one fence.acq_rel.gpu followed by relaxed stores of the task
+// ids is a release pattern for each slot.
 // Slots past the capacity (this invocation's entries) are not written; the first one is recorded (error 4).
-__device__ __forceinline__ void publish_tasks(int* counters, int* fifo_slots, int* fifo_ready, int capacity,
+__device__ __forceinline__ void publish_tasks(int* counters, int* fifo_slots, int capacity,
                                               int first_task, int count, int step) {
     const int entries = (int)((unsigned)(count + step - 1) / (unsigned)step);
     const int slot = atomicAdd(&counters[FIFO_TAIL], entries);
-    for (int k = 0; k < entries; ++k) {
-        if (slot + k < capacity) {
-            fifo_slots[slot + k] = first_task + k * step;
-        }
-    }
     fence_acq_rel_gpu();
     for (int k = 0; k < entries; ++k) {
         if (slot + k < capacity) {
-            store_relaxed_gpu(&fifo_ready[slot + k], 1);
+            store_relaxed_gpu(&fifo_slots[slot + k], first_task + k * step);
         }
     }
     if (slot + entries > capacity) {
@@ -147,18 +143,19 @@ enum { TICKET_NONE = -1, TICKET_EXHAUSTED = -2 };
 #define STATE_C_UNFLUSHED 1
 #define STATE_TICKET 2
 #define STATE_A_DONE 3
-#define STATE_SEEN_READY 4
+#define STATE_SEEN_SLOT 4
 #define STATE_SLOTS 5
-// Thread 0's view of its ticket's ready flag when it did not read it during the task just run.
-enum { SEEN_NOTHING = -1 };
+// A FIFO slot not yet published (the reset's value; task ids are >= 0), and thread 0's view of its
+// ticket's slot when it did not read it during the task just run (never a slot's value).
+enum { SLOT_EMPTY = -1, SEEN_NOTHING = -2 };
 
 // The announcer, after n A tiles of row whose summaries it wrote: one acq_rel add to the row's
 // arrivals releases them; the arrival that completes the row publishes B(row).
 __device__ __forceinline__ void arrive(int* row_arrivals, const int* row_tile_count, int* counters, int* fifo_slots,
-                                       int* fifo_ready, int capacity, int row, int n) {
+                                       int capacity, int row, int n) {
     const int old = atomic_add_acq_rel_gpu(&row_arrivals[row], n);
     if (old + n == row_tile_count[row]) {  // the LAST producer publishes B
-        publish_tasks(counters, fifo_slots, fifo_ready, capacity, row, 1, 1);
+        publish_tasks(counters, fifo_slots, capacity, row, 1, 1);
     }
 }
 
@@ -167,15 +164,14 @@ __device__ __forceinline__ void arrive(int* row_arrivals, const int* row_tile_co
 // reserved but not yet published it claims A tiles, so every ticketed slot is eventually
 // served. The next ticket is requested the moment a consumer task is decided (its atomicAdd
 // completes while the task runs; a ticket past the end is counted at the next decision); the
-// slot is read together with its ready flag (written once from -1: any other value is final;
-// read again after the acquire if the relaxed read came first); claims are not preceded by
-// relaxed polls. A claim past the end is counted in a_overshoot / head_overshoot once per
+// slot is its own ready flag (written once from SLOT_EMPTY with release: one acquire load finds the
+// task); claims are not preceded by relaxed polls. A claim past the end is counted in a_overshoot / head_overshoot once per
 // worker. c_unflushed: this worker's finished C tiles not yet added to c_done (one release add
-// for all of them once nothing is left to claim). seen_ready: the ticket's flag as read (relaxed)
-// when the A task just run started; a 0 there claims the next A tile without reading it again.
-__device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, int* fifo_ready, int rows, int n_tiles,
+// for all of them once nothing is left to claim). seen_slot: the ticket's slot as read (relaxed)
+// when the A task just run started; SLOT_EMPTY there claims the next A tile without reading it again.
+__device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, int rows, int n_tiles,
                                               int capacity, int max_polls, int ticket, bool& a_done,
-                                              int& c_unflushed, bool c_waiting, int seen_ready, int claim) {
+                                              int& c_unflushed, bool c_waiting, int seen_slot, int claim) {
     if (ticket == TICKET_NONE) {
         ticket = atomicAdd(&counters[FIFO_HEAD], 1);
     }
@@ -183,16 +179,13 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
         atomicAdd(&counters[HEAD_OVERSHOOT], 1);
         ticket = TICKET_EXHAUSTED;
     }
-    bool skip_flag = seen_ready == 0 && !a_done;  // first pass only
+    bool skip_slot = seen_slot == SLOT_EMPTY && !a_done;  // first pass only
     int polls = 0;
     while (true) {
-        if (ticket >= 0 && !skip_flag) {
+        if (ticket >= 0 && !skip_slot) {
             // 1. the consumer (B or C) is preferred as soon as its slot is published.
-            int task = load_relaxed_gpu(&fifo_slots[ticket]);
-            if (load_acquire_gpu(&fifo_ready[ticket]) == 1) {
-                if (task < 0) {  // read before the publish: after the acquire the slot is visible
-                    task = fifo_slots[ticket];
-                }
+            const int task = load_acquire_gpu(&fifo_slots[ticket]);
+            if (task != SLOT_EMPTY) {
                 Decision d = decode_fifo_task(task, ticket, rows, n_tiles, counters);
                 if (d.kind != KIND_EXIT) {  // the next ticket's round trip overlaps this task
                     d.ticket = atomicAdd(&counters[FIFO_HEAD], 1);
@@ -200,7 +193,7 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
                 return d;
             }
         }
-        skip_flag = false;
+        skip_slot = false;
         if (!a_done) {
             // 2. claim the next producer tile (also while a reserved slot fills).
             const int a = atomicAdd(&counters[A_NEXT], claim);
@@ -306,7 +299,7 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
                                             const long long* tile_start, const int* tile_len,
                                             const int* row_first_tile, const int* row_tile_count, float* tile_max,
                                             float* tile_sum, float* row_max, float* row_sum, int* counters,
-                                            int* row_arrivals, int* fifo_slots, int* fifo_ready, int paired_entries,
+                                            int* row_arrivals, int* fifo_slots, int paired_entries,
                                             int max_polls, int n_tiles, int rows, int fifo_capacity,
                                             long long n_values) {
     __shared__ float partials[TILE_WARPS];
@@ -413,7 +406,7 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
         state[STATE_C_UNFLUSHED] = 0;  // finished C tiles, barrier passed, not yet added to c_done
         state[STATE_TICKET] = TICKET_NONE;  // its FIFO slot (or the claim still in flight)
         state[STATE_A_DONE] = 0;  // an A claim came back past the end
-        state[STATE_SEEN_READY] = SEEN_NOTHING;  // its ticket's flag, read (relaxed) as an A task starts
+        state[STATE_SEEN_SLOT] = SEEN_NOTHING;  // its ticket's slot, read (relaxed) as an A task starts
         ctrl[0] = KIND_SYNC;  // a no-task first turn: every decision is made at one place, below
     }
     __syncthreads();
@@ -447,9 +440,9 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
                 ahead_span[0] = ahead_start;
                 ahead_span[1] = ahead_len;
             }
-            // Thread 0 reads its ticket's flag now; the value is first used at the next decision.
+            // Thread 0 reads its ticket's slot now; the value is first used at the next decision.
             if (tid == 0 && state[STATE_TICKET] >= 0) {
-                state[STATE_SEEN_READY] = load_relaxed_gpu(&fifo_ready[state[STATE_TICKET]]);
+                state[STATE_SEEN_SLOT] = load_relaxed_gpu(&fifo_slots[state[STATE_TICKET]]);
             }
             if (a_end - (unsigned)index == 2) {
                 // Both tiles' loads first, then each tile's arithmetic: the second tile's bytes arrive while
@@ -464,11 +457,11 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             }
             if (tid == TILE_ANNOUNCER) {
                 if (first_row == last_row) {
-                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, first_row,
+                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity, first_row,
                            (int)(a_end - (unsigned)index));
                 } else {
-                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, first_row, 1);
-                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, last_row, 1);
+                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity, first_row, 1);
+                    arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity, last_row, 1);
                 }
                 if (ahead_span[1] > 0) {  // after the arrivals and any publish: the B they release comes first
                     prefetch_span_l2(values, n_values, ahead_span[0], (int)ahead_span[1]);
@@ -481,7 +474,7 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             }
             if (tid == 0) {
                 // The row's C tiles in entries of claim consecutive tiles (the last may be shorter).
-                publish_tasks(counters, fifo_slots, fifo_ready, capacity, rows + row_first_tile[index],
+                publish_tasks(counters, fifo_slots, capacity, rows + row_first_tile[index],
                               row_tile_count[index], claim);
             }
         } else if (kind == KIND_C) {
@@ -509,14 +502,14 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
             int c_unflushed = state[STATE_C_UNFLUSHED] + state[STATE_C_WAITING];
             const int c_waiting = kind == KIND_C ? c_tiles : 0;
             bool a_done = state[STATE_A_DONE] != 0;
-            const Decision d = next_task(counters, fifo_slots, fifo_ready, rows, n_tiles, capacity, max_polls,
+            const Decision d = next_task(counters, fifo_slots, rows, n_tiles, capacity, max_polls,
                                          state[STATE_TICKET], a_done, c_unflushed, c_waiting != 0,
-                                         state[STATE_SEEN_READY], claim);
+                                         state[STATE_SEEN_SLOT], claim);
             state[STATE_C_WAITING] = c_waiting;
             state[STATE_C_UNFLUSHED] = c_unflushed;
             state[STATE_TICKET] = d.ticket;
             state[STATE_A_DONE] = a_done;
-            state[STATE_SEEN_READY] = SEEN_NOTHING;
+            state[STATE_SEEN_SLOT] = SEEN_NOTHING;
             ctrl[2 * (1 - current)] = d.kind;
             ctrl[2 * (1 - current) + 1] = d.index;
         }
@@ -525,7 +518,7 @@ extern "C" __global__ void __launch_bounds__(TILE_THREADS, MIN_WORKERS_PER_SM) p
     }
 }
 
-extern "C" __global__ void init_queue_kernel(int* counters, int* row_arrivals, int* fifo_slots, int* fifo_ready,
+extern "C" __global__ void init_queue_kernel(int* counters, int* row_arrivals, int* fifo_slots,
                                              int rows, int fifo_capacity) {
     let_dependent_grid_launch();  // the workers' launch overlaps the reset; they wait for its writes
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -537,7 +530,6 @@ extern "C" __global__ void init_queue_kernel(int* counters, int* row_arrivals, i
         row_arrivals[k] = 0;
     }
     for (long long k = i; k < fifo_capacity; k += stride) {
-        fifo_slots[k] = -1;
-        fifo_ready[k] = 0;
+        fifo_slots[k] = SLOT_EMPTY;
     }
 }

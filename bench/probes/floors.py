@@ -79,7 +79,7 @@ def numba_empty_kernel():
 
 @cuda.jit
 def numba_empty_args_kernel(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
-                            tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready,
+                            tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots,
                             paired_entries, max_polls, trace):
     pass
 

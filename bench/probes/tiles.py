@@ -130,6 +130,10 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
             # of its own length, as its reset leaves it, so that no kernel touches a word past the end.
             buffers.counters = cuda.to_device(np.array(other_queue.COUNTER_INITIAL, dtype=np.int32),
                                               stream=stream.numba)
+        if "fifo_ready" in other_tree_module(other_tree, "tiled.buffers").TiledBuffers.__dataclass_fields__:
+            # An older tree whose FIFO slots had a separate ready-flag array: it gets one of its own (its
+            # reset writes it before every DAG invocation).
+            buffers.fifo_ready = cuda.device_array(layout.fifo_capacity, dtype=np.int32)
         compiled = other_driver.compiled
         threads = getattr(other_persistent, "WORKER_THREADS", other_tiles.TILE_THREADS)
         occupancy = compiled(other_persistent.persistent_tiles, other_persistent.persistent_args(0, buffers))

@@ -49,8 +49,9 @@ freshly reset by :data:`init_queue_kernel` before every invocation:
   :data:`A_OVERSHOOT`, :data:`HEAD_OVERSHOOT` (sharing a fifth line); reset to
   :data:`COUNTER_INITIAL`.
 * ``row_arrivals[rows]`` = 0: finished A tiles per row.
-* ``fifo_slots[rows + n_tiles]`` = -1 and ``fifo_ready[rows + n_tiles]`` = 0: the FIFO
-  of ready consumer tasks. It holds exactly all B and C tasks, each once:
+* ``fifo_slots[rows + n_tiles]`` = -1: the FIFO of ready consumer tasks. Each slot is its own
+  ready flag: -1 until a release publishes the task id into it (ids are >= 0), so one store
+  publishes an entry and one acquire load takes it. It holds exactly all B and C tasks, each once:
   task id ``r`` is B(r), ``rows + t`` is C(t). A tasks never enter the FIFO; they are
   claimed from the counter ``a_next``. Where a claim takes two A tiles (below), a C entry
   holds two consecutive tiles of a row too (entries start at the row's first tile, every
@@ -71,20 +72,19 @@ holds at most one FIFO ticket (a slot of the FIFO, published or only reserved):
 
 1. Prefer the FIFO: ``h = atomicAdd(fifo_head, 1)`` is the worker's ticket; a ticket past
    the end (``h >= capacity``) is counted in ``head_overshoot`` and the worker takes no
-   more. As soon as an ACQUIRE load of ``fifo_ready[ticket]`` reads 1 it runs the task in
-   ``fifo_slots[ticket]`` (read together with the flag: a slot is written once, from -1,
-   so any other value is final; -1 is read again after the acquire). The NEXT ticket is
-   requested in the same decision, so its ``atomicAdd`` completes while the task runs and
-   the next decision starts with a ticket in hand (one round trip, the flag and slot read,
-   instead of a counter poll, the ticket, the flag and the slot one after another).
+   more. As soon as an ACQUIRE load of ``fifo_slots[ticket]`` reads a task id (not -1) it
+   runs that task. The NEXT ticket is requested in the same decision, so its ``atomicAdd``
+   completes while the task runs and the next decision starts with a ticket in hand (one
+   round trip, the slot's acquire, instead of a counter poll, the ticket and the slot one
+   after another).
 2. Otherwise -- also while its ticketed slot is reserved but not yet published --
    ``a = atomicAdd(a_next, k)`` claims A(a) .. A(a + k - 1) (those below ``n_tiles``) if
    ``a < n_tiles``, and the worker runs them back to back: ``k`` =
    :data:`~numba_softmax.queue.TILES_PER_CLAIM` (2) where every worker has at least two A
    tiles, else 1 (``queue.tiles_per_claim``), so there is one decision per pair of A tiles,
    not per tile. The first claim past the end is counted in ``a_overshoot`` and the worker
-   claims no more A tiles. Thread 0 reads its ticket's flag (relaxed) as each A claim starts;
-   if that read gave 0, the decision after the tasks claims at once, without reading the flag
+   claims no more A tiles. Thread 0 reads its ticket's slot (relaxed) as each A claim starts;
+   if that read gave -1, the decision after the tasks claims at once, without reading the slot
    again (one round trip instead of two; a slot published during the tasks is taken at the
    decision after that one). Doing producer
    work while waiting means every ticketed slot is eventually published: all B and C tasks
@@ -103,15 +103,15 @@ increasing order, so its DRAM read overlaps the tasks in between (a hint; nothin
 claimed). After the claim's tiles (the announcer wrote each tile_max[t], tile_sum[t] inside
 its task), the announcer makes one acq_rel ``atomicAdd(row_arrivals[row], n)`` per row the
 claim touches (n of its tiles in that row; two tiles span one row or two); the LAST producer
-(old + n == row_tile_count) publishes B(row): ``slot = atomicAdd(fifo_tail, 1)``, plain store of the task id into
-``fifo_slots[slot]``, then the release pattern ``fence.acq_rel.gpu`` + relaxed store
-``fifo_ready[slot] = 1``. After B(r) (run by warp 0; its lane 0, thread 0, writes
-row_max[r], row_sum[r] first): one ``atomicAdd(fifo_tail, row_tile_count[r])`` reserves
-the row's C slots; all are written, then ONE fence releases all of their flags (relaxed
-stores after it), where a release store per flag paid a fence per C task. In C(t) every
-thread reads row_max/row_sum of the row itself, after the broadcast barrier that follows
-thread 0's acquire of the C task's ready flag. After C(t): thread 0 counts the
-tile in a register once the barrier that follows the task has passed (at its next
+(old + n == row_tile_count) publishes B(row): ``slot = atomicAdd(fifo_tail, 1)``, then the release
+pattern ``fence.acq_rel.gpu`` + a relaxed store of the task id into ``fifo_slots[slot]``. After B(r)
+(run by warp 0; its lane 0, thread 0, writes row_max[r], row_sum[r] first): one
+``atomicAdd(fifo_tail, entries)`` reserves the row's C slots, then ONE fence releases all of them
+(relaxed stores after it), where a release store per slot paid a fence per C entry. (A slot and a
+separate ready flag cost one more round trip per publish: the fence then waited for the slot
+stores before the flags could go; PERFORMANCE.md.) In C(t) every thread reads row_max/row_sum of
+the row itself, after the broadcast barrier that follows thread 0's acquire of the C entry's slot.
+After C(t): thread 0 counts the tile in a register once the barrier that follows the task has passed (at its next
 decision), so that barrier puts every thread's output stores before the release
 ``atomicAdd(c_done, count)`` of step 3, which is cumulative; a worker that finds nothing
 left right after a C task first decides :data:`KIND_SYNC` (no task, one more barrier).
@@ -126,7 +126,7 @@ make the kernel wrong, never hang the GPU. Error enum (:data:`ERROR_NAMES`):
 ===  ===========================  =====================  =============================
 code meaning                      error_task             error_waited_on
 ===  ===========================  =====================  =============================
-1    ready flag never set         -1 (not yet written)   FIFO slot whose flag it polled
+1    slot never published         -1 (not yet written)   FIFO slot it polled
 2    C not complete (wait build)  -1                     c_done observed (of n_tiles)
 3    invalid task id in a slot    the id read            FIFO slot it was read from
 4    FIFO overflow on publish     task being published   slot index >= capacity
@@ -137,8 +137,8 @@ code meaning                      error_task             error_waited_on
 
 Negative controls (tests only; never registered, never in the performance build):
 :func:`negative_control_kernel` builds the same kernel with one ordering rule broken,
-``"unacquired_slot_read"`` (reads ``fifo_slots[head]`` without acquiring its ready
-flag), ``"first_producer_publishes_b"`` (the FIRST finished A tile of a row publishes
+``"unacquired_slot_read"`` (reads ``fifo_slots[ticket]`` once, plain, without waiting
+for its publish or acquiring it), ``"first_producer_publishes_b"`` (the FIRST finished A tile of a row publishes
 B instead of the last), ``"barrier_arrive_without_fence"`` (phased: a relaxed grid barrier
 arrival before the worker's tasks are done). The variants are separate
 compilations selected by closure constants, so :data:`persistent_tiles` contains none of their code.
@@ -152,13 +152,13 @@ from the occupancy API x SM count, capped by ``n_tiles`` (see
 
 Bytes each invocation must move: like the separate path, x is read twice (A and C)
 and y written once, about 12N bytes for N elements, plus the tile and row summaries
-(16T + 8R) and, in DAG mode, the queue: ~8 bytes per FIFO entry and 4 per row for
+(16T + 8R) and, in DAG mode, the queue: ~4 bytes per FIFO entry (its slot) and 4 per row for
 the reset and again for the run, plus the counter atomics.
 
 Shared memory (static, no dynamic reservation): partials float32[4] (16 B), the
 broadcast ``(kind, index)`` slots int32[4] (16 B), the barrier's verdict int32[1], and in DAG
 mode thread 0's scheduling state int32[:data:`STATE_SLOTS`] (its ticket, whether A is done, the
-C tiles not yet counted, its ticket's early flag read): only thread 0 uses it, and in registers
+C tiles not yet counted, its ticket's early slot read): only thread 0 uses it, and in registers
 every thread would hold it through every task (the driver's compiler then spilled 8 bytes at the
 56-register bound).
 
@@ -189,6 +189,7 @@ from ..queue import (
     FIFO_TAIL,
     GRID_BARRIER,
     HEAD_OVERSHOOT,
+    SLOT_EMPTY,
     TILES_PER_CLAIM,
 )
 from .ordering import (
@@ -233,12 +234,12 @@ _I64 = "int64[::1]"
 #: Numba signatures the launch layer compiles these kernels for (C-contiguous device arrays).
 SIGNATURES = {
     # mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
-    # tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready,
+    # tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots,
     # paired_entries, max_polls, trace
     "persistent_tiles": (f"void(int32, {_F32}, {_F32}, {_I32}, {_I64}, {_I32}, {_I32}, {_I32}, "
-                         f"{_F32}, {_F32}, {_F32}, {_F32}, {_I32}, {_I32}, {_I32}, {_I32}, int32, int32, "
+                         f"{_F32}, {_F32}, {_F32}, {_F32}, {_I32}, {_I32}, {_I32}, int32, int32, "
                          "int64[:, ::1])"),
-    "init_queue_kernel": f"void({_I32}, {_I32}, {_I32}, {_I32})",
+    "init_queue_kernel": f"void({_I32}, {_I32}, {_I32})",
 }
 
 # Decisions broadcast by thread 0.
@@ -276,16 +277,16 @@ def record_error(counters, code, task, waited_on):
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
-def publish_tasks(counters, fifo_slots, fifo_ready, capacity, first_task, count, step):
+def publish_tasks(counters, fifo_slots, capacity, first_task, count, step):
     """Publish tasks ``first_task``, ``first_task + step``, ... (``ceil(count / step)`` FIFO entries:
-    a C entry holds ``step`` tiles): reserve the slots with one atomic add, fill them, then
-    release every flag.
+    a C entry holds ``step`` tiles): reserve the slots with one atomic add, then release them.
 
-    One ``fence.acq_rel.gpu`` followed by relaxed flag stores is a release pattern for each
-    flag (PTX memory model): it orders the task results and the slot writes before all of
-    them, where ``st.release`` per flag paid one fence per task (a row's B publishes 4-36 C
-    tiles). Slots past ``capacity`` (this invocation's entries) are not written; the first one
-    is recorded (error 4).
+    A slot is its own ready flag (-1 until published). One ``fence.acq_rel.gpu`` followed by
+    relaxed stores of the task ids is a release pattern for each slot (PTX memory model): it
+    orders the task results before all of them, where ``st.release`` per slot paid one fence per
+    entry (a row's B publishes 2-18 C entries). With a separate flag per slot the fence also
+    waited for the slot stores, one more round trip on every row's chain. Slots past
+    ``capacity`` (this invocation's entries) are not written; the first one is recorded (error 4).
     """
     # udiv of uint32 values: one 32-bit division (``//`` of int32 values is Numba's int64 division
     # with a floor fix-up, a call to a 64-bit division routine)
@@ -295,18 +296,12 @@ def publish_tasks(counters, fifo_slots, fifo_ready, capacity, first_task, count,
     # remaining count and three selects on every step, in every copy NVVM unrolls (B's publish is on
     # the row's chain from its last A to its first C).
     # (Numba widens int32 + int32 to 64 bits: each sum is cast back.)
-    k = int32(0)
-    while k < entries:
-        at = int32(slot + k)
-        if at < capacity:
-            fifo_slots[uint32(at)] = int32(first_task + int32(k * step))
-        k = int32(k + 1)
     fence_acq_rel_gpu()
     k = int32(0)
     while k < entries:
         at = int32(slot + k)
         if at < capacity:
-            store_relaxed_gpu(fifo_ready, at, 1)
+            store_relaxed_gpu(fifo_slots, at, int32(first_task + int32(k * step)))
         k = int32(k + 1)
     if int32(slot + entries) > capacity:
         first_over = max(slot, capacity)
@@ -314,7 +309,7 @@ def publish_tasks(counters, fifo_slots, fifo_ready, capacity, first_task, count,
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
-def arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity, row, n, publish_after_last):
+def arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity, row, n, publish_after_last):
     """The announcer, after ``n`` A tiles of ``row`` whose summaries it wrote: one acq_rel add to
     the row's arrivals (it releases those summaries); the arrival that completes the row publishes
     B(row). ``publish_after_last=False`` (a negative control only): the row's FIRST arrival does."""
@@ -324,7 +319,7 @@ def arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capac
     else:
         publish = old == 0
     if publish:
-        publish_tasks(counters, fifo_slots, fifo_ready, capacity, row, 1, 1)
+        publish_tasks(counters, fifo_slots, capacity, row, 1, 1)
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
@@ -429,15 +424,16 @@ ERROR_POLL_EVERY = 32
 TICKET_NONE = -1
 #: ... or never again: a ticket came back past the capacity (every B/C task has a consumer).
 TICKET_EXHAUSTED = -2
-#: Thread 0's view of its ticket's ready flag when it did not read it during the task just run.
-SEEN_NOTHING = -1
+#: Thread 0's view of its ticket's slot when it did not read it during the task just run (never a
+#: slot's value).
+SEEN_NOTHING = -2
 
 #: Thread 0's scheduling state between decisions (DAG mode), slots of a shared int32 array.
 STATE_C_WAITING = 0
 STATE_C_UNFLUSHED = 1
 STATE_TICKET = 2
 STATE_A_DONE = 3
-STATE_SEEN_READY = 4
+STATE_SEEN_SLOT = 4
 STATE_SLOTS = 5
 
 
@@ -453,9 +449,9 @@ def _make_next_task(acquire_ready, completion_wait=False):
     The scheduling work is kept off the critical path: the next ticket is requested the
     moment a consumer task is decided, so that ``atomicAdd`` completes while the task runs
     (its value is first read at the next decision, which is where a ticket past the end is
-    counted); the slot is read together with its ready flag (a slot is written once, from
-    -1, so any other value read is final; it is read again after the acquire if the relaxed
-    read came first); and claims are not preceded by relaxed polls of the counters. A
+    counted); the slot is its own ready flag (written once, from -1, with release: one acquire
+    load finds the task and orders what its producer wrote before the task); and claims are
+    not preceded by relaxed polls of the counters. A
     claim past the end (``a_next >= n_tiles``, ``fifo_head >= capacity``) is counted in
     ``a_overshoot`` / ``head_overshoot`` once per worker, which keeps the accounting exact.
     ``c_unflushed`` is the worker's count of finished C tiles not yet added to ``c_done``:
@@ -465,33 +461,32 @@ def _make_next_task(acquire_ready, completion_wait=False):
     """
 
     @cuda.jit(device=True, **KERNEL_OPTIONS)
-    def next_task(counters, fifo_slots, fifo_ready, capacity, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
-                  c_waiting, seen_ready, claim):
+    def next_task(counters, fifo_slots, capacity, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
+                  c_waiting, seen_slot, claim):
         if ticket == TICKET_NONE:
             ticket = cuda.atomic.add(counters, FIFO_HEAD, 1)
         if ticket >= capacity:
             cuda.atomic.add(counters, HEAD_OVERSHOOT, 1)
             ticket = int32(TICKET_EXHAUSTED)
-        # The ticket's flag read 0 at the start of the A task just run: claim the next A tile at once
-        # instead of reading the flag again first (first pass only; see the docstring).
-        skip_flag = seen_ready == 0 and not a_done
+        # The ticket's slot read empty at the start of the A task just run: claim the next A tile at
+        # once instead of reading the slot again first (first pass only; see the docstring).
+        skip_slot = seen_slot == SLOT_EMPTY and not a_done
         polls = int32(0)  # 32-bit, as the twin's: an int64 count made its add and compares 64-bit ones
         while True:
-            if ticket >= 0 and not skip_flag:
+            if ticket >= 0 and not skip_slot:
                 # 1. the consumer (B or C) is preferred as soon as its slot is published.
-                if not acquire_ready:  # negative control: read the slot without the acquire
+                if not acquire_ready:  # negative control: the slot read once, plain, not waited for
                     return decode_fifo_task(fifo_slots[uint32(ticket)], ticket, rows, n_tiles, counters) + (
                         int32(TICKET_NONE), a_done, c_unflushed)
-                task = load_relaxed_gpu(fifo_slots, ticket)
-                if load_acquire_gpu(fifo_ready, ticket) == 1:
-                    if task < 0:  # read before the publish: after the acquire the slot is visible
-                        task = fifo_slots[uint32(ticket)]
+                # acquire: what the task's producer wrote before publishing it is visible after this
+                task = load_acquire_gpu(fifo_slots, ticket)
+                if task != SLOT_EMPTY:
                     kind, index = decode_fifo_task(task, ticket, rows, n_tiles, counters)
                     following = int32(TICKET_NONE)
                     if kind != KIND_EXIT:  # the next ticket's round trip overlaps this task
                         following = cuda.atomic.add(counters, FIFO_HEAD, 1)
                     return kind, index, following, a_done, c_unflushed
-            skip_flag = False
+            skip_slot = False
             if not a_done:
                 # 2. claim the next producer tile (also while a reserved slot fills).
                 a = cuda.atomic.add(counters, A_NEXT, claim)
@@ -564,7 +559,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
         return ok[which] != 0
 
     def kernel(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
-               tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, fifo_ready,
+               tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots,
                paired_entries, max_polls, trace):
         partials = cuda.shared.array(TILE_WARPS, float32, alignment=PARTIALS_ALIGNMENT)
         tid = cuda.threadIdx.x
@@ -704,7 +699,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
             state[STATE_C_UNFLUSHED] = 0  # finished C tiles, barrier passed, not yet added to c_done
             state[STATE_TICKET] = TICKET_NONE  # its FIFO slot (or the claim still in flight)
             state[STATE_A_DONE] = 0  # an A claim came back past the end
-            state[STATE_SEEN_READY] = SEEN_NOTHING  # its ticket's flag, read (relaxed) as an A task starts
+            state[STATE_SEEN_SLOT] = SEEN_NOTHING  # its ticket's slot, read (relaxed) as an A task starts
             ctrl[0] = KIND_SYNC  # a no-task first turn: every decision is made at one place, below
         cuda.syncthreads()
         current = uint32(0)  # the ctrl slot being read (unsigned: no negative-index code on ctrl)
@@ -743,11 +738,11 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     ahead_last = uint32(min(uint32(ahead + uint32(claim)), uint32(n_tiles)) - uint32(1))
                     ahead_start = tile_start[ahead]
                     ahead_len = int32(tile_start[ahead_last] + tile_len[ahead_last] - ahead_start)
-                # Thread 0 reads its ticket's ready flag now; the value is first used at the next
+                # Thread 0 reads its ticket's slot now; the value is first used at the next
                 # decision, so the load completes during the task: a 0 there lets that decision claim
-                # the next A tiles with one round trip (the claim) instead of two (flag, then claim).
+                # the next A tiles with one round trip (the claim) instead of two (slot, then claim).
                 if tid == 0 and state[STATE_TICKET] >= 0:
-                    state[STATE_SEEN_READY] = load_relaxed_gpu(fifo_ready, state[STATE_TICKET])
+                    state[STATE_SEEN_SLOT] = load_relaxed_gpu(fifo_slots, state[STATE_TICKET])
                 t = uint32(index)
                 if uint32(a_end - t) == uint32(2):
                     # Both tiles' loads first, then each tile's arithmetic: the second tile's bytes
@@ -772,19 +767,19 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     # row the claim touches); thread 0 meanwhile decides the next task (below): the two
                     # chains of dependent round trips overlap instead of following each other.
                     if first_row == last_row:
-                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity,
+                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity,
                                first_row, int32(a_end - uint32(index)), publish_after_last)
                     else:
-                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity,
+                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity,
                                first_row, int32(1), publish_after_last)
-                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, fifo_ready, capacity,
+                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity,
                                last_row, int32(1), publish_after_last)
                     if ahead_len > 0:  # after the arrivals and any publish: the B they release comes first
                         prefetch_span_l2(values, ahead_start, ahead_len)
             elif kind == KIND_B:
                 # Warp 0 runs B; its lane 0 (thread 0) writes row_max/row_sum. Lanes 1-31 read
                 # tile summaries too: they do so after the broadcast barrier that follows thread
-                # 0's acquire of the ready flag, and acquire -> bar.sync orders those reads after
+                # 0's acquire of the B task's slot, and acquire -> bar.sync orders those reads after
                 # the producers' releases (causality order is transitive across scopes).
                 if tid < WARP_SIZE:
                     task_b(index, row_first_tile, row_tile_count, tile_max, tile_sum,
@@ -793,11 +788,11 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                     if TRACE:  # before its C tasks are published
                         trace_record(trace, n_tiles + index, start)
                     # The row's C tiles in entries of ``claim`` consecutive tiles (the last may be shorter).
-                    publish_tasks(counters, fifo_slots, fifo_ready, capacity,
+                    publish_tasks(counters, fifo_slots, capacity,
                                   int32(rows + row_first_tile[uint32(index)]), row_tile_count[uint32(index)], claim)
             elif kind == KIND_C:
                 # Every thread reads the row's m and z itself, after the broadcast barrier that
-                # follows thread 0's acquire of the C entry's ready flag (acquire -> bar.sync orders
+                # follows thread 0's acquire of the C entry's slot (acquire -> bar.sync orders
                 # these reads after B's release); the tile_row -> m, z chain overlaps the
                 # task's own loads instead of preceding the barrier on thread 0. An entry of two
                 # tiles (claim 2) holds the tile after ``index`` too when that tile is in the same
@@ -838,13 +833,13 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
                 c_unflushed = int32(state[STATE_C_UNFLUSHED] + state[STATE_C_WAITING])
                 c_waiting = c_tiles if kind == KIND_C else int32(0)
                 decided_kind, decided_index, ticket, a_done, c_unflushed = next_task(
-                    counters, fifo_slots, fifo_ready, capacity, rows, n_tiles, max_polls, state[STATE_TICKET],
-                    state[STATE_A_DONE] != 0, c_unflushed, c_waiting != 0, state[STATE_SEEN_READY], claim)
+                    counters, fifo_slots, capacity, rows, n_tiles, max_polls, state[STATE_TICKET],
+                    state[STATE_A_DONE] != 0, c_unflushed, c_waiting != 0, state[STATE_SEEN_SLOT], claim)
                 state[STATE_C_WAITING] = c_waiting
                 state[STATE_C_UNFLUSHED] = c_unflushed
                 state[STATE_TICKET] = ticket
                 state[STATE_A_DONE] = int32(a_done)
-                state[STATE_SEEN_READY] = SEEN_NOTHING
+                state[STATE_SEEN_SLOT] = SEEN_NOTHING
                 ctrl[uint32(2) * (uint32(1) - current)] = decided_kind
                 ctrl[uint32(2) * (uint32(1) - current) + uint32(1)] = decided_index
             cuda.syncthreads()
@@ -858,7 +853,7 @@ def _make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build
     return cuda.jit(max_registers=max_registers, **KERNEL_OPTIONS)(kernel)
 
 
-#: The performance kernel (registered): acquire on every ready flag, last producer publishes.
+#: The performance kernel (registered): acquire on every FIFO slot, last producer publishes.
 persistent_tiles = _make_persistent_kernel("persistent_tiles", acquire_ready=True,
                                            publish_after_last=True)
 
@@ -898,7 +893,7 @@ def register_capped_kernel(max_registers):
 
 #: Negative controls: name -> (acquire_ready, publish_after_last, fenced_barrier). Tests only.
 NEGATIVE_CONTROLS = {
-    # DAG: reads a FIFO slot without acquiring its ready flag (queue counters: an invalid task).
+    # DAG: reads its FIFO slot once, plain, without waiting for its publish (queue counters: an invalid task).
     "unacquired_slot_read": (False, True, True),
     # DAG: the FIRST finished A tile of a row publishes its B (oracle, traces); it claims one A tile at a time, so
     # that first arrival leaves the row's other tiles unfinished even with one worker.
@@ -925,8 +920,8 @@ def negative_control_kernel(name, trace=False):
 
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-def reset_queue(counters, row_arrivals, fifo_slots, fifo_ready):
-    """Every thread of the grid, grid-stride: counters = COUNTER_INITIAL, arrivals 0, slots -1, flags 0."""
+def reset_queue(counters, row_arrivals, fifo_slots):
+    """Every thread of the grid, grid-stride: counters = COUNTER_INITIAL, arrivals 0, slots -1 (empty)."""
     # Unsigned grid-stride while loops: ``range`` with a run-time step computes its trip count with a
     # 64-bit division call, and signed indices add negative-index wraparound code.
     i = uint32(cuda.blockIdx.x) * uint32(cuda.blockDim.x) + uint32(cuda.threadIdx.x)
@@ -941,27 +936,26 @@ def reset_queue(counters, row_arrivals, fifo_slots, fifo_ready):
         k += stride
     k = i
     while k < uint32(fifo_slots.shape[0]):
-        fifo_slots[k] = -1
-        fifo_ready[k] = 0
+        fifo_slots[k] = SLOT_EMPTY
         k += stride
 
 
 @cuda.jit(**KERNEL_OPTIONS)
-def init_queue_kernel(counters, row_arrivals, fifo_slots, fifo_ready):
+def init_queue_kernel(counters, row_arrivals, fifo_slots):
     """Fresh DAG queue state (:func:`reset_queue`). It lets the worker launch behind it start at once
     (programmatic dependent launch): the workers' launch overlaps the reset, and each waits for the
     reset's writes before it touches the queue."""
     let_dependent_grid_launch()
-    reset_queue(counters, row_arrivals, fifo_slots, fifo_ready)
+    reset_queue(counters, row_arrivals, fifo_slots)
 
 
 @cuda.jit(**KERNEL_OPTIONS)
-def slow_init_queue_kernel(counters, row_arrivals, fifo_slots, fifo_ready, delay_us):
+def slow_init_queue_kernel(counters, row_arrivals, fifo_slots, delay_us):
     """Tests only: the reset, after ``delay_us`` microseconds, having let its dependent launch first: the
     DAG behind it must still be right (the workers wait for the reset's writes)."""
     let_dependent_grid_launch()
     pause_us(delay_us)
-    reset_queue(counters, row_arrivals, fifo_slots, fifo_ready)
+    reset_queue(counters, row_arrivals, fifo_slots)
 
 
 # ---- launches ------------------------------------------------------------------------------
@@ -971,7 +965,7 @@ def persistent_args(mode, buffers, max_polls=DEFAULT_MAX_POLLS):
     b = buffers
     return (int32(mode), b.values, b.out, b.tile_row, b.tile_start, b.tile_len,
             b.row_first_tile, b.row_tile_count, b.tile_max, b.tile_sum, b.row_max, b.row_sum,
-            b.counters, b.row_arrivals, b.fifo_slots, b.fifo_ready, int32(b.layout.fifo_entries(TILES_PER_CLAIM)),
+            b.counters, b.row_arrivals, b.fifo_slots, int32(b.layout.fifo_entries(TILES_PER_CLAIM)),
             int32(max_polls), b.trace)
 
 
@@ -979,7 +973,7 @@ def init_queue_launch(buffers, delay_us=None):
     """The DAG's queue reset; ``delay_us`` (tests only): :func:`slow_init_queue_kernel` instead."""
     capacity = buffers.fifo_slots.shape[0]
     blocks = min(max(1, (capacity + BLOCK_THREADS - 1) // BLOCK_THREADS), INIT_MAX_BLOCKS)
-    queue = (buffers.counters, buffers.row_arrivals, buffers.fifo_slots, buffers.fifo_ready)
+    queue = (buffers.counters, buffers.row_arrivals, buffers.fifo_slots)
     if delay_us is not None:
         return KernelLaunch("slow_init_queue_kernel", slow_init_queue_kernel, (blocks,), (BLOCK_THREADS,),
                             (*queue, int32(delay_us)))

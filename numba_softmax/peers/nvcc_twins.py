@@ -100,12 +100,12 @@ REFERENCE_KERNELS = {
          ("tile_start", "i64*"), ("tile_len", "i32*"), ("row_first_tile", "i32*"),
          ("row_tile_count", "i32*"), ("tile_max", "f32*"), ("tile_sum", "f32*"), ("row_max", "f32*"),
          ("row_sum", "f32*"), ("counters", "i32*"), ("row_arrivals", "i32*"), ("fifo_slots", "i32*"),
-         ("fifo_ready", "i32*"), ("paired_entries", "i32"), ("max_polls", "i32"), ("n_tiles", "i32"), ("rows", "i32"),
+         ("paired_entries", "i32"), ("max_polls", "i32"), ("n_tiles", "i32"), ("rows", "i32"),
          ("fifo_capacity", "i32"), ("n_values", "i64")),
         cooperative=True, geometry="grid (workers,), block (128,), cooperative"),
     "init_queue_kernel": ReferenceKernel(
         "persistent", "init_queue_kernel",
-        (("counters", "i32*"), ("row_arrivals", "i32*"), ("fifo_slots", "i32*"), ("fifo_ready", "i32*"),
+        (("counters", "i32*"), ("row_arrivals", "i32*"), ("fifo_slots", "i32*"),
          ("rows", "i32"), ("fifo_capacity", "i32")),
         geometry="grid (min(ceil(fifo_capacity/256), 1024),), block (256,)"),
 }
@@ -424,7 +424,7 @@ def reference_persistent_args(mode, buffers, max_polls):
     b = buffers
     return (mode, b.values, b.out, b.tile_row, b.tile_start, b.tile_len, b.row_first_tile, b.row_tile_count,
             b.tile_max, b.tile_sum, b.row_max, b.row_sum, b.counters, b.row_arrivals, b.fifo_slots,
-            b.fifo_ready, b.layout.fifo_entries(TILES_PER_CLAIM), max_polls, b.n_tiles, b.rows, b.layout.fifo_capacity,
+            b.layout.fifo_entries(TILES_PER_CLAIM), max_polls, b.n_tiles, b.rows, b.layout.fifo_capacity,
             b.values.shape[0])
 
 
@@ -454,7 +454,7 @@ def reference_init_queue_launch(library, buffers):
     capacity = b.layout.fifo_capacity
     blocks = min(max(1, (capacity + BLOCK_THREADS - 1) // BLOCK_THREADS), INIT_MAX_BLOCKS)
     return ReferenceLaunch(library, "init_queue_kernel", (blocks,), (BLOCK_THREADS,),
-                           (b.counters, b.row_arrivals, b.fifo_slots, b.fifo_ready, b.rows, capacity))
+                           (b.counters, b.row_arrivals, b.fifo_slots, b.rows, capacity))
 
 
 def reference_dag_launches(library, buffers, workers, max_polls=None):

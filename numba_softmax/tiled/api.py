@@ -37,7 +37,7 @@ class TiledResult:
     row_sum: object
     workers: int = None
     counters: np.ndarray = None       # dag only (host)
-    queue: dict = field(default=None)  # dag only (host): counters, row_arrivals, fifo_slots, fifo_ready
+    queue: dict = field(default=None)  # dag only (host): counters, row_arrivals, fifo_slots
     trace: np.ndarray = None           # trace builds only (host): int64[tasks, 5] (kernels/tracing.py)
 
 

@@ -32,7 +32,6 @@ class TiledBuffers:
     counters: object
     row_arrivals: object
     fifo_slots: object
-    fifo_ready: object
     #: int64[tasks, TRACE_FIELDS] in trace mode; a 1-row placeholder otherwise (the
     #: performance kernels take the argument but never touch it).
     trace: object
@@ -76,7 +75,6 @@ class TiledBuffers:
             counters=cuda.to_device(np.array(COUNTER_INITIAL, dtype=np.int32), stream=stream),
             row_arrivals=cuda.device_array(r, dtype=np.int32),
             fifo_slots=cuda.device_array(layout.fifo_capacity, dtype=np.int32),
-            fifo_ready=cuda.device_array(layout.fifo_capacity, dtype=np.int32),
             trace=cuda.to_device(np.zeros((trace_task_count(layout) if trace else 1, TRACE_FIELDS),
                                           dtype=np.int64)),
         )
@@ -112,8 +110,7 @@ class TiledBuffers:
         for name in ("out", "tile_max", "tile_sum", "row_max", "row_sum"):
             arr = getattr(self, name)
             arr.copy_to_device(np.full(arr.shape, np.nan, dtype=np.float32), stream=stream)
-        for name, junk in (("counters", 12345), ("row_arrivals", 777), ("fifo_slots", 4242),
-                           ("fifo_ready", 9)):
+        for name, junk in (("counters", 12345), ("row_arrivals", 777), ("fifo_slots", 4242)):
             arr = getattr(self, name)
             words = np.full(arr.shape, junk, dtype=np.int32)
             if name == "counters":
@@ -136,7 +133,7 @@ class TiledBuffers:
 
     def queue_state(self):
         return {name: getattr(self, name).copy_to_host()
-                for name in ("counters", "row_arrivals", "fifo_slots", "fifo_ready")}
+                for name in ("counters", "row_arrivals", "fifo_slots")}
 
 
 def trace_task_count(layout):

@@ -251,8 +251,7 @@ def _good_queue(layout, claim=1):
     unused = layout.fifo_capacity - len(order)
     return {"counters": _good_counters(layout, claim=claim),
             "row_arrivals": layout.row_tile_count.copy(),
-            "fifo_slots": np.array(order + [-1] * unused, dtype=np.int32),
-            "fifo_ready": np.array([1] * len(order) + [0] * unused, dtype=np.int32)}
+            "fifo_slots": np.array(order + [-1] * unused, dtype=np.int32)}
 
 
 def test_verify_queue_accepts_a_valid_fifo():
@@ -274,7 +273,7 @@ def test_verify_queue_accepts_c_entries_of_two_tiles_and_rejects_them_with_singl
 def test_verify_queue_rejects_a_written_slot_past_the_entries_and_a_single_tile_entry_among_pairs():
     layout = build_layout([100, 300, 64], tile_elements=64)
     state = _good_queue(layout, claim=2)
-    state["fifo_ready"][-1] = 1
+    state["fifo_slots"][-1] = 0
     with pytest.raises(QueueStateError, match=r"FIFO slots past the 8 entries were written: \[10\]"):
         verify_queue(state, layout)
     state = _good_queue(layout, claim=2)
@@ -291,16 +290,20 @@ def test_verify_queue_rejects_a_c_task_before_its_b():
         verify_queue(state, layout)
 
 
-def test_verify_queue_rejects_a_duplicate_task_missing_flag_and_wrong_arrivals():
+def test_verify_queue_rejects_a_duplicate_task_an_unpublished_slot_and_wrong_arrivals():
     layout = build_layout([100, 300, 64], tile_elements=64)
     state = _good_queue(layout)
-    state["fifo_slots"][-1] = state["fifo_slots"][0]
-    state["fifo_ready"][2] = 0
+    entries = layout.fifo_entries(1)
+    state["fifo_slots"][entries - 1] = state["fifo_slots"][0]
     state["row_arrivals"][1] = 4
     with pytest.raises(QueueStateError) as info:
         verify_queue(state, layout)
     text = str(info.value)
-    assert "not a permutation" in text and "slots [2]" in text and "row_arrivals[1] = 4, expected 5" in text
+    assert "not a permutation" in text and "row_arrivals[1] = 4, expected 5" in text
+    state = _good_queue(layout)
+    state["fifo_slots"][2] = -1  # reserved, never published
+    with pytest.raises(QueueStateError, match=r"FIFO slots never published: \[2\]"):
+        verify_queue(state, layout)
 
 
 def test_the_twin_lays_out_the_counters_as_the_queue_module_does():

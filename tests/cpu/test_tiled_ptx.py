@@ -76,7 +76,7 @@ def test_separate_kernels_expf_and_division_counts(compiled):
 
 def test_persistent_kernel_has_device_scope_acquire_release(compiled):
     hist = instruction_histogram(compiled["kernels"]["persistent_tiles"])
-    # the ready-flag poll of the claimed slot (workers leave without waiting on c_done: every remaining
+    # the poll of the claimed slot, its own ready flag (workers leave without waiting on c_done: every remaining
     # task is held by a live ticket), and the grid barrier's at its two sites: the last arrival's one
     # load, and the others' polls (each loop rotated by LLVM: its first poll before the loop, the others in it)
     assert hist[ACQUIRE] == 1 + 2 * 3
@@ -84,7 +84,7 @@ def test_persistent_kernel_has_device_scope_acquire_release(compiled):
     # row, or its first and its last row), and a row's C tasks after B; the grid barrier has none (its
     # arrivals release, its waiters acquire with their loads)
     assert hist[FENCE] == 3 + 1
-    assert hist[RELAXED_STORE] >= 2      # the publishes' ready flags
+    assert hist[RELAXED_STORE] >= 2      # the publishes' slots, after their fence
     # the row arrivals after an A claim (the same three sites): acq_rel, since the completing one
     # publishes B and must see the row's other summaries
     assert hist[ACQ_REL_ADD] == 3
@@ -111,7 +111,7 @@ def test_persistent_kernel_has_its_own_grid_barrier_and_launches_cooperatively(c
     buffers = Host()
     for name in ("values", "out", "tile_row", "tile_start", "tile_len", "row_first_tile", "row_tile_count",
                  "tile_max", "tile_sum", "row_max", "row_sum", "counters", "row_arrivals", "fifo_slots",
-                 "fifo_ready", "trace"):
+                 "trace"):
         setattr(buffers, name, None)
     buffers.fifo_slots = np.zeros(layout.fifo_capacity, dtype=np.int32)
     buffers.layout = layout  # the DAG's FIFO entries with C entries of two tiles come from the layout

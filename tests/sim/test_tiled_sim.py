@@ -129,7 +129,7 @@ def test_dag_counters_and_queue_are_exact(request, runs_name, key):
     assert result.counters[FIFO_TAIL] == entries
     assert result.counters[C_DONE] == layout.n_tiles
     assert np.array_equal(result.queue["row_arrivals"], layout.row_tile_count)
-    assert np.all(result.queue["fifo_ready"][:entries] == 1) and np.all(result.queue["fifo_ready"][entries:] == 0)
+    assert np.all(result.queue["fifo_slots"][:entries] >= 0) and np.all(result.queue["fifo_slots"][entries:] == -1)
     c_first = [t for t in range(layout.n_tiles) if (t - layout.row_first_tile[layout.tile_row[t]]) % k == 0]
     assert sorted(result.queue["fifo_slots"][:entries].tolist()) == list(range(layout.rows)) + [
         layout.rows + t for t in c_first]
@@ -165,7 +165,7 @@ def test_phased_mode_leaves_the_queue_state_untouched(small_runs):
     # Only its own grid barrier word: each barrier adds 2**31 to it, back to 0 (it resets itself).
     assert state["counters"][GRID_BARRIER] == 0
     assert np.all(np.delete(state["counters"], GRID_BARRIER) == 12345) and np.all(state["row_arrivals"] == 777)
-    assert np.all(state["fifo_slots"] == 4242) and np.all(state["fifo_ready"] == 9)
+    assert np.all(state["fifo_slots"] == 4242)
 
 
 # ---- launch lists -------------------------------------------------------------------------
@@ -241,7 +241,6 @@ def test_invalid_task_id_is_recorded():
     def invalid(state, layout):
         state["counters"][FIFO_TAIL] = 1
         state["fifo_slots"][0] = 999
-        state["fifo_ready"][0] = 1
     counters, layout = _seeded_dag(invalid)
     assert counters[ERROR_CODE] == ERR_INVALID_TASK
     assert (counters[ERROR_TASK], counters[ERROR_WAITED_ON]) == (999, 0)
@@ -279,7 +278,7 @@ def test_negative_controls_are_separate_builds():
 
 
 def test_negative_control_unacquired_slot_read_takes_an_unpublished_slot():
-    # The correct kernel waits for the ready flag (and here times out, error 1); the
+    # The correct kernel waits for the slot's publish (and here times out, error 1); the
     # control reads the slot at once and takes its reset value -1 as a task (error 3).
     counters, layout = _seeded_dag(_reserved_but_unpublished,
                                    negative_control_kernel("unacquired_slot_read"))
