@@ -112,15 +112,20 @@ def per_call_us(call, batches):
     return statistics.median(values)
 
 
+def libcuda_function(name):
+    """A driver entry point called through ctypes (returning its CUresult as an int), past cuda-python's wrapper."""
+    function = getattr(ctypes.CDLL("libcuda.so.1"), name)
+    function.restype = ctypes.c_int
+    return function
+
+
 def measure(stream, invocation, batches):
     prepared = invocation.launches[0]
     args = (prepared.kernel.function, 1, 1, 1, 32, 1, 1, 0, stream.handle, prepared._params, 0)
     launch = cu.cuLaunchKernel
     handle = stream.handle
     sync = cu.cuStreamSynchronize
-    libcuda = ctypes.CDLL("libcuda.so.1")
-    c_launch = libcuda.cuLaunchKernel
-    c_launch.restype = ctypes.c_int
+    c_launch = libcuda_function("cuLaunchKernel")
     one, threads, zero = ctypes.c_uint(1), ctypes.c_uint(32), ctypes.c_uint(0)
     c_args = (ctypes.c_void_p(int(prepared.kernel.function)), one, one, one, threads, one, one, zero,
               ctypes.c_void_p(int(stream.handle)), ctypes.c_void_p(prepared._params), ctypes.c_void_p(0))
@@ -159,9 +164,7 @@ def submit_kinds(stream, batches):
     if extended._submit is not cu.cuLaunchKernelEx:
         raise RuntimeError("the programmatic launch is not submitted through cuLaunchKernelEx")
     config, function, params, _ = extended._arguments
-    libcuda = ctypes.CDLL("libcuda.so.1")
-    c_launch_ex = libcuda.cuLaunchKernelEx
-    c_launch_ex.restype = ctypes.c_int
+    c_launch_ex = libcuda_function("cuLaunchKernelEx")
     c_args = (ctypes.c_void_p(int(config.getPtr())), ctypes.c_void_p(int(function)), ctypes.c_void_p(params),
               ctypes.c_void_p(0))
     if c_launch_ex(*c_args) != 0:

@@ -292,7 +292,7 @@ def publish_tasks(counters, fifo_slots, capacity, first_task, count, step):
     # with a floor fix-up, a call to a 64-bit division routine)
     entries = int32(udiv(uint32(count + step - 1), uint32(step)))
     slot = cuda.atomic.add(counters, FIFO_TAIL, entries)
-    # Signed while loops, as the twin's ``for``: a ``range`` loop carries Numba's iterator state, a
+    # A signed while loop, as the twin's ``for``: a ``range`` loop carries Numba's iterator state, a
     # remaining count and three selects on every step, in every copy NVVM unrolls (B's publish is on
     # the row's chain from its last A to its first C).
     # (Numba widens int32 + int32 to 64 bits: each sum is cast back.)
