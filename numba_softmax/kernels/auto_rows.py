@@ -71,7 +71,7 @@ Nothing here allocates, synchronizes or copies: launchers only build :class:`Ker
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda, float32, uint32, uint64
+from numba import cuda, float32, int64, uint32, uint64
 
 from ..launch_spec import KernelLaunch
 from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, approx_div,
@@ -79,6 +79,8 @@ from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMUL
 from .vector_io import load_quad, store_quad
 
 if not SIMULATOR:
+    from .bulk_copy import (bulk_copy_to_shared, fence_mbarrier_init, load_shared_quad, mbarrier_arrive,
+                            mbarrier_init, mbarrier_try_wait, store_shared_quad)
     from .cluster import cluster_arrive, cluster_arrive_relaxed, cluster_store_f32, cluster_wait
 
 #: Words of the device status record and the value of a clear word (see the module docstring).
@@ -95,6 +97,8 @@ _U32_ONE = np.uint32(1)
 _CLEAR = np.int64(STATUS_CLEAR)
 #: Most quads per thread of any build: a checked build keeps one bit per value in a 32-bit mask.
 MAX_QUADS = 8
+#: Alignment of a ``_s{S}`` geometry's dynamic shared array (the copy engine needs 16 bytes).
+STAGED_ALIGNMENT = 128
 #: Threads per block of the row kernels whose rows take at most a warp (256 / L rows per block).
 GROUP_BLOCK_THREADS = 256
 #: Resident threads per SM every build must allow (launch bounds): 64 registers per thread at most.
@@ -206,10 +210,12 @@ def _lowest_bit(mask):
 
 # ---- row kernels: a row in registers ----------------------------------------------------------------------
 
-def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast_math=False):
+def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast_math=False, shared_quads=0):
     """A row in registers: ``lanes`` threads per row, ``quads`` quads each; with ``ctas > 1`` (the cluster
     kernels) the row is spread over the ``ctas`` CTAs of a thread block cluster, CTA ``rank`` holding
     columns ``rank * 4 * lanes * quads`` on, and the two reductions end with a cluster stage (below).
+    ``shared_quads > 0`` (the ``_s{S}`` geometries): each thread owns ``shared_quads`` more quads after its
+    register ones, held in the block's dynamic shared memory, where the copy engine brings them.
     ``exchange=False`` (a negative control only): the cluster stage keeps each CTA's own result.
     ``fast_math=True`` (a diagnostic ``*_fastmath`` geometry only): Triton's approximate exponential and
     division instead of the policy's, to measure what the policy costs."""
@@ -226,6 +232,11 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
     CTAS = ctas
     EXCHANGE = exchange
     CTA_COLUMNS = QUAD * LANES * QUADS
+    SHARED_QUADS = shared_quads
+    ALL_QUADS = QUADS + SHARED_QUADS
+    if SHARED_QUADS and (SIMULATOR or LANES <= WARP_SIZE or CTAS > 1 or not VECTOR):
+        raise ValueError("a row geometry with quads in shared memory needs a GPU (the copy engine), one row per "
+                         f"block (more than {WARP_SIZE} lanes; got {LANES}), no cluster and 16-byte quads")
     if CTAS > 1 and (SIMULATOR or ROWS != 1 or not VECTOR):
         raise ValueError("cluster kernels need a GPU (the simulator has no clusters), one row per CTA (more than "
                          f"{WARP_SIZE} lanes; got {LANES}) and 16-byte quads (a scalar build spills its 64-bit "
@@ -254,16 +265,18 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
         """Error path of a checked build: this thread's first NaN or +inf (its values read again, in
         the order it holds them), and the row if it has no finite entry (lane 0 of rank 0 only)."""
         cols = x.shape[1]
-        bad = _U32_ZERO
-        for q in range(QUADS):
-            base = offset + QUAD * lane + STRIDE * q
-            for j in range(QUAD):
-                if base + j < cols:
-                    bad |= _bad_bit(x[uint64(row), uint64(base + j)], QUAD * q + j)
-        if bad != _U32_ZERO:
-            k = _lowest_bit(bad)
-            _record(status, STATUS_NONFINITE, row * cols + offset + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD,
-                    alarm)
+        for first in range(0, ALL_QUADS, MAX_QUADS):  # one 32-bit mask per 8 quads, the lowest columns first
+            bad = _U32_ZERO
+            for q in range(first, min(first + MAX_QUADS, ALL_QUADS)):
+                base = offset + QUAD * lane + STRIDE * q
+                for j in range(QUAD):
+                    if base + j < cols:
+                        bad |= _bad_bit(x[uint64(row), uint64(base + j)], QUAD * (q - first) + j)
+            if bad != _U32_ZERO:
+                k = _lowest_bit(bad) + QUAD * first
+                _record(status, STATUS_NONFINITE,
+                        row * cols + offset + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD, alarm)
+                break
         if lane == 0 and rank == 0 and row_max == NEG_INF:
             _record(status, STATUS_MASKED_ROW, np.int64(row), alarm)
 
@@ -346,7 +359,86 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
             if live and not row_sum < POS_INF:
                 record_row(x, row, offset, lane, row_max, rank, status, alarm)
 
-    return body, BLOCK, ROWS
+    if not SHARED_QUADS:
+        return body, BLOCK, ROWS
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def staged_body(x, y, status, alarm):
+        """One row per block: quads 0 .. QUADS - 1 of each thread in registers (columns below CTA_COLUMNS),
+        its next SHARED_QUADS quads (the rest of the row, one contiguous span) in dynamic shared memory."""
+        tid = cuda.threadIdx.x
+        row = cuda.blockIdx.x
+        cols = x.shape[1]
+        partials = cuda.shared.array(WARPS, float32, alignment=PARTIALS_ALIGNMENT)
+        staged = cuda.shared.array(0, float32, alignment=STAGED_ALIGNMENT)  # dynamic: 16 * LANES * SHARED_QUADS B
+        bars = cuda.shared.array(1, int64)
+        values = cuda.local.array(VALUES, float32)
+
+        # Thread 0 starts the copy of the span past the register columns before anyone loads: its bytes
+        # travel while every thread's own 16-byte loads do, and they take no register.
+        if tid == 0:
+            mbarrier_init(bars, 0, 1)
+            fence_mbarrier_init()
+            if cols > CTA_COLUMNS:
+                bulk_copy_to_shared(bars, 0, staged, x, row, CTA_COLUMNS, (cols - CTA_COLUMNS) * 4)
+            else:
+                mbarrier_arrive(bars, 0)
+        local_max = NEG_INF
+        for q in range(QUADS):
+            base = QUAD * tid + STRIDE * q
+            a = b = c = d = NEG_INF
+            if base < cols:
+                a, b, c, d = load_quad(x, row, base)
+            values[QUAD * q] = a
+            values[QUAD * q + 1] = b
+            values[QUAD * q + 2] = c
+            values[QUAD * q + 3] = d
+            local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
+        cuda.syncthreads()  # the barrier's initialization before anyone waits on it
+        while mbarrier_try_wait(bars, 0, 0) == 0:
+            pass
+        for s in range(SHARED_QUADS):  # each thread reads only its own quads: no barrier between the passes
+            i = QUAD * tid + STRIDE * s
+            if CTA_COLUMNS + i < cols:
+                a, b, c, d = load_shared_quad(staged, i)
+                local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
+        row_max = row_max_of(local_max, partials)
+
+        # Exponentials in the ownership order (register quads, then shared ones); a shared quad's go back
+        # where it came from. Quads past the row add nothing (exp(-inf - m) = +0 in registers, skipped here).
+        local_sum = float32(0.0)
+        for k in range(VALUES):
+            e = EXP(f32_sub(values[k], row_max))
+            values[k] = e
+            local_sum = f32_add(local_sum, e)
+        for s in range(SHARED_QUADS):
+            i = QUAD * tid + STRIDE * s
+            if CTA_COLUMNS + i < cols:
+                a, b, c, d = load_shared_quad(staged, i)
+                a = EXP(f32_sub(a, row_max))
+                b = EXP(f32_sub(b, row_max))
+                c = EXP(f32_sub(c, row_max))
+                d = EXP(f32_sub(d, row_max))
+                local_sum = f32_add(f32_add(f32_add(f32_add(local_sum, a), b), c), d)
+                store_shared_quad(staged, i, a, b, c, d)
+        row_sum = row_sum_of(local_sum, partials)
+
+        for q in range(QUADS):
+            base = QUAD * tid + STRIDE * q
+            if base < cols:
+                store_quad(y, row, base, DIV(values[QUAD * q], row_sum), DIV(values[QUAD * q + 1], row_sum),
+                           DIV(values[QUAD * q + 2], row_sum), DIV(values[QUAD * q + 3], row_sum))
+        for s in range(SHARED_QUADS):
+            i = QUAD * tid + STRIDE * s
+            if CTA_COLUMNS + i < cols:
+                a, b, c, d = load_shared_quad(staged, i)
+                store_quad(y, row, CTA_COLUMNS + i, DIV(a, row_sum), DIV(b, row_sum), DIV(c, row_sum),
+                           DIV(d, row_sum))
+        if CHECKED:
+            if not row_sum < POS_INF:  # the test of the row kernels above
+                record_row(x, row, 0, tid, row_max, 0, status, alarm)
+
+    return staged_body, BLOCK, ROWS
 
 
 # ---- long-row kernels: any length, two passes, the second in reverse ---------------------------------------
@@ -515,6 +607,8 @@ _MAKERS = {"rows": _make_rows_kernel, "cluster": _make_rows_kernel, "long": _mak
 FAST_MATH_SUFFIX = "_fastmath"
 #: Most CTAs of a cluster geometry: the portable cluster size (larger ones need an opt-in attribute).
 MAX_CLUSTER_CTAS = 8
+#: Most quads per thread in shared memory: 16 KiB per 256 lanes (two 512-lane blocks hold 128 KiB).
+MAX_SHARED_QUADS = 16
 
 
 @dataclass(frozen=True)
@@ -528,6 +622,9 @@ class Geometry:
     #: A diagnostic build with Triton's approximate exponential and division (name suffix ``_fastmath``):
     #: never in the table, it measures what the numerics policy costs (``bench perf --auto-geometries``).
     fast_math: bool = False
+    #: Quads per thread held in dynamic shared memory after the register ones (``rows`` only, name suffix
+    #: ``_s{S}``): a block holds twice the row its registers allow, so an SM keeps two such rows in flight.
+    shared_quads: int = 0
 
     def __post_init__(self):
         if self.kind not in _MAKERS:
@@ -542,18 +639,28 @@ class Geometry:
                              f"cluster size) of more than {WARP_SIZE} lanes")
         if self.kind != "cluster" and self.ctas != 1:
             raise ValueError(f"geometry {self.name}: only a cluster geometry spreads a row over several CTAs")
+        if self.shared_quads and not (self.kind == "rows" and self.lanes > WARP_SIZE
+                                      and 1 <= self.shared_quads <= MAX_SHARED_QUADS):
+            raise ValueError(f"geometry {self.name}: quads in shared memory (1 to {MAX_SHARED_QUADS}) are for a rows "
+                             f"geometry of more than {WARP_SIZE} lanes")
         if self.fast_math and self.kind == "long":
             raise ValueError(f"geometry {self.name}: the fast-math diagnostic builds are row and cluster geometries")
 
     @property
     def name(self):
         return (f"{self.kind}_l{self.lanes}_q{self.quads}" + (f"_c{self.ctas}" if self.kind == "cluster" else "")
+                + (f"_s{self.shared_quads}" if self.shared_quads else "")
                 + (FAST_MATH_SUFFIX if self.fast_math else ""))
 
     @property
     def max_columns(self):
         """Widest row it takes (``None``: any)."""
-        return None if self.kind == "long" else QUAD * self.lanes * self.quads * self.ctas
+        return None if self.kind == "long" else QUAD * self.lanes * (self.quads + self.shared_quads) * self.ctas
+
+    @property
+    def shared_bytes(self):
+        """Dynamic shared memory per block (the ``_s{S}`` geometries' quads)."""
+        return 4 * QUAD * self.lanes * self.shared_quads
 
     @property
     def block_threads(self):
@@ -566,24 +673,30 @@ class Geometry:
 
     @property
     def vector_only(self):
-        """A cluster geometry has 16-byte builds only (rows of a multiple of 4 columns, 16-byte aligned)."""
-        return self.kind == "cluster"
+        """A cluster or ``_s{S}`` geometry has 16-byte builds only (rows of a multiple of 4 columns, 16-byte
+        aligned: the copy engine's rule), on a GPU only."""
+        return self.kind == "cluster" or self.shared_quads > 0
 
     @classmethod
     def parse(cls, name):
         fast_math = name.endswith(FAST_MATH_SUFFIX)
         try:
-            kind, lanes, quads, *ctas = name.removesuffix(FAST_MATH_SUFFIX).split("_")
-            geometry = cls(kind, int(lanes.removeprefix("l")), int(quads.removeprefix("q")),
-                           *(int(c.removeprefix("c")) for c in ctas), fast_math=fast_math)
-        except (ValueError, TypeError) as exc:
+            kind, lanes, quads, *rest = name.removesuffix(FAST_MATH_SUFFIX).split("_")
+            extra = {"c": "ctas", "s": "shared_quads"}
+            options = {extra[part[0]]: int(part[1:]) for part in rest}
+            if len(options) != len(rest):
+                raise ValueError(name)
+            geometry = cls(kind, int(lanes.removeprefix("l")), int(quads.removeprefix("q")), fast_math=fast_math,
+                           **options)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
             if "geometry" in str(exc):
                 raise
             geometry = None
         if geometry is None or geometry.name != name:
-            raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q>, cluster_l<L>_q<Q>_c<C> or "
-                             f"long_l<L>_q<Q> (a row or cluster one with {FAST_MATH_SUFFIX!r}: a diagnostic fast-math "
-                             f"build), e.g. {AUTO_TABLE[0][1]!r}; candidates: {sorted(CANDIDATE_GEOMETRIES)}")
+            raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q>[_s<S>], "
+                             f"cluster_l<L>_q<Q>_c<C> or long_l<L>_q<Q> (a row or cluster one with "
+                             f"{FAST_MATH_SUFFIX!r}: a diagnostic fast-math build), e.g. {AUTO_TABLE[0][1]!r}; "
+                             f"candidates: {sorted(CANDIDATE_GEOMETRIES)}")
         return geometry
 
 
@@ -596,6 +709,8 @@ def _make_build(geometry, vector, checked, exchange=True):
     options = {"ctas": geometry.ctas, "exchange": exchange} if geometry.kind == "cluster" else {}
     if geometry.fast_math:
         options["fast_math"] = True
+    if geometry.shared_quads:
+        options["shared_quads"] = geometry.shared_quads
     body, block, _ = _MAKERS[geometry.kind](geometry.lanes, geometry.quads, vector, checked, **options)
     if checked:
         def kernel(x, y, status, alarm):
@@ -641,11 +756,11 @@ AUTO_TABLE = (
 CANDIDATES = {
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
-    4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1"),
-    8192: ("rows_l512_q4", "rows_l1024_q2"),
-    16384: ("rows_l1024_q4",),
-    32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8", "cluster_l512_q8_c2"),
-    65536: ("long_l1024_q4", "cluster_l1024_q8_c2"),
+    4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l64_q8_s8"),
+    8192: ("rows_l512_q4", "rows_l1024_q2", "rows_l128_q8_s8"),
+    16384: ("rows_l1024_q4", "rows_l256_q8_s8"),
+    32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8", "cluster_l512_q8_c2", "rows_l512_q8_s8"),
+    65536: ("long_l1024_q4", "cluster_l1024_q8_c2", "rows_l1024_q8_s8"),
     131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4"),
     262144: ("long_l1024_q4",),
 }
@@ -779,7 +894,7 @@ def geometry_launches(geometry, x, y, status=None, alarm=None):
     grid = (rows + geometry.rows_per_block - 1) // geometry.rows_per_block * geometry.ctas
     args = (x, y, status, alarm) if checked else (x, y)
     return [KernelLaunch(f"auto_{geometry.name}", kernel, (grid,), (geometry.block_threads,), args,
-                         cluster=geometry.ctas)]
+                         shared_bytes=geometry.shared_bytes, cluster=geometry.ctas)]
 
 
 def auto_launches(x, y, status=None, alarm=None):

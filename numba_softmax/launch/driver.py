@@ -240,6 +240,10 @@ class ExtendedLaunchConfig:
         self.config = config
 
 
+#: Dynamic shared memory a launch may use without opting in (48 KiB on every CUDA device).
+DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
+
+
 class PreparedLaunch:
     """A :class:`~numba_softmax.launch.plan.KernelLaunch` packed once for fixed pointers."""
 
@@ -264,6 +268,12 @@ class PreparedLaunch:
         self._submit = (cu.cuLaunchKernelEx if self._extended
                         else cu.cuLaunchCooperativeKernel if self.cooperative else cu.cuLaunchKernel)
         threads = self.block[0] * self.block[1] * self.block[2]
+        if launch.shared_bytes > DEFAULT_DYNAMIC_SHARED_LIMIT:
+            # More than 48 KiB of dynamic shared memory is an opt-in per function (up to the device's
+            # per-block limit, 227 KiB on Hopper): without it the launch fails.
+            check(cu.cuFuncSetAttribute(
+                self.kernel.function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                launch.shared_bytes))
         if self.cooperative:
             limit = self.kernel.active_blocks_per_sm(threads, launch.shared_bytes) * device_sm_count()
             blocks = self.grid[0] * self.grid[1] * self.grid[2]

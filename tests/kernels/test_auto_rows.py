@@ -24,6 +24,7 @@ from numba_softmax.oracle import check_matrix
 
 GPU_ONLY = skip_on_cudasim("too slow for the simulator (one Python thread per CUDA thread); a GPU runs it")
 CLUSTERS_ON_GPU = skip_on_cudasim("thread block clusters (distributed shared memory, cluster barriers) need a GPU")
+COPY_ENGINE_ON_GPU = skip_on_cudasim("a row geometry with quads in shared memory needs the copy engine of a GPU")
 #: Lanes of the simulator's stand-ins for the table's rows geometries above 128 lanes (see
 #: test_wide_geometry_code_with_fewer_lanes).
 STAND_IN_LANES = 64
@@ -215,6 +216,12 @@ def _candidate_params():
             params += [pytest.param(name, w, id=f"{name}-{w}", marks=CLUSTERS_ON_GPU)
                        for w in (geometry.max_columns, geometry.max_columns - 4, cta + 4)]
             continue
+        if geometry.shared_quads:
+            # Full, one quad short, one quad into the shared span, and no shared span at all (16-byte rows only).
+            registers = 4 * geometry.lanes * geometry.quads
+            params += [pytest.param(name, w, id=f"{name}-{w}", marks=COPY_ENGINE_ON_GPU)
+                       for w in (geometry.max_columns, geometry.max_columns - 4, registers + 4, registers - 4)]
+            continue
         if geometry.kind == "rows":
             widths = (geometry.max_columns, geometry.max_columns - 1, geometry.max_columns // 2 + 3)
         else:
@@ -251,6 +258,14 @@ def test_a_rows_geometry_refuses_a_row_it_cannot_hold():
     with pytest.raises(ValueError, match="only a cluster geometry spreads a row"):
         Geometry("rows", 512, 8, 2)
     assert Geometry.parse("cluster_l512_q8_c2").max_columns == 32768
+    assert Geometry.parse("rows_l512_q8_s8").max_columns == 32768
+    assert Geometry.parse("rows_l512_q8_s8").shared_bytes == 65536
+    with pytest.raises(ValueError, match="quads in shared memory .* are for a rows geometry of more than 32 lanes"):
+        geometry_launches("rows_l32_q8_s8", x, x.copy())
+    with pytest.raises(ValueError, match="quads in shared memory"):
+        geometry_launches("cluster_l512_q8_c2_s8", x, x.copy())
+    with pytest.raises(ValueError, match="unknown auto geometry 'rows_l512_q8_x8'"):
+        geometry_launches("rows_l512_q8_x8", x, x.copy())
 
 
 @CLUSTERS_ON_GPU
@@ -282,6 +297,32 @@ def test_cluster_records_and_masks_across_its_ctas(geometry):
     keep = np.ones(ROWS, dtype=bool)
     keep[[2, 3]] = False
     expect_softmax(y[keep], x[keep])
+
+
+@COPY_ENGINE_ON_GPU
+@pytest.mark.parametrize("geometry", ["rows_l256_q8_s8", "rows_l512_q8_s8"])
+def test_shared_span_records_and_masks(geometry):
+    """The first non-finite value in the shared span, a row whose shared span holds only -inf, a row with no
+    finite entry and one whose only finite entry is in the span, through the checked build."""
+    g = Geometry.parse(geometry)
+    registers = 4 * g.lanes * g.quads
+    width = g.max_columns
+    x = matrix_fixture("random", (ROWS, width))
+    x[1, registers:] = -np.inf               # the span's values get weight exactly 0
+    x[2, registers + 4 * g.lanes + 5] = np.nan   # the first offending value: a thread's second shared quad
+    x[2, width - 1] = np.inf
+    x[3, :] = -np.inf                        # no finite entry
+    x[4, :] = -np.inf
+    x[4, width - 2] = np.float32(3.0)        # the one finite entry, in the span: weight exactly 1
+    y, status, alarm = run(x, geometry, checked=True)
+    assert status[0] == 2 * width + registers + 4 * g.lanes + 5 and status[1] == 3 and alarm[0] == 1
+    assert np.isnan(y[2]).all() and np.isnan(y[3]).all()
+    assert y[4, width - 2] == 1.0 and not y[4, :width - 2].any() and y[4, width - 1] == 0.0
+    keep = np.ones(ROWS, dtype=bool)
+    keep[[2, 3]] = False
+    expect_softmax(y[keep], x[keep])
+    y_unchecked, _, _ = run(x, geometry)
+    assert np.array_equal(y.view(np.uint32), y_unchecked.view(np.uint32))
 
 
 # ---- the long-row path's chunks, cheaply: small blocks, small chunks --------------------------------------
