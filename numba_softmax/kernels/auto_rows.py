@@ -234,9 +234,9 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
     CTA_COLUMNS = QUAD * LANES * QUADS
     SHARED_QUADS = shared_quads
     ALL_QUADS = QUADS + SHARED_QUADS
-    if SHARED_QUADS and (SIMULATOR or LANES <= WARP_SIZE or CTAS > 1 or not VECTOR):
+    if SHARED_QUADS and (SIMULATOR or LANES <= WARP_SIZE or not VECTOR):
         raise ValueError("a row geometry with quads in shared memory needs a GPU (the copy engine), one row per "
-                         f"block (more than {WARP_SIZE} lanes; got {LANES}), no cluster and 16-byte quads")
+                         f"block (more than {WARP_SIZE} lanes; got {LANES}) and 16-byte quads")
     if CTAS > 1 and (SIMULATOR or ROWS != 1 or not VECTOR):
         raise ValueError("cluster kernels need a GPU (the simulator has no clusters), one row per CTA (more than "
                          f"{WARP_SIZE} lanes; got {LANES}) and 16-byte quads (a scalar build spills its 64-bit "
@@ -362,30 +362,45 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
     if not SHARED_QUADS:
         return body, BLOCK, ROWS
 
+    REGISTER_COLUMNS = QUAD * LANES * QUADS  # of a CTA's columns: the first in registers, the rest in shared memory
+    CTA_SPAN = QUAD * LANES * ALL_QUADS
+
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def staged_body(x, y, status, alarm):
-        """One row per block: quads 0 .. QUADS - 1 of each thread in registers (columns below CTA_COLUMNS),
-        its next SHARED_QUADS quads (the rest of the row, one contiguous span) in dynamic shared memory."""
+        """One row per block (per cluster with CTAS > 1, CTA ``rank`` holding columns ``rank * CTA_SPAN`` on):
+        quads 0 .. QUADS - 1 of each thread in registers, its next SHARED_QUADS quads (the rest of the CTA's
+        columns, one contiguous span) in dynamic shared memory."""
         tid = cuda.threadIdx.x
-        row = cuda.blockIdx.x
+        rank = 0
+        if CTAS > 1:
+            cluster_arrive_relaxed()  # as in ``body``: every CTA started before the first remote store
+            rank = cuda.blockIdx.x % CTAS
+            row = cuda.blockIdx.x // CTAS
+        else:
+            row = cuda.blockIdx.x
+        offset = rank * CTA_SPAN
         cols = x.shape[1]
         partials = cuda.shared.array(WARPS, float32, alignment=PARTIALS_ALIGNMENT)
+        maxes = cuda.shared.array(CTAS, float32)
+        sums = cuda.shared.array(CTAS, float32)
         staged = cuda.shared.array(0, float32, alignment=STAGED_ALIGNMENT)  # dynamic: 16 * LANES * SHARED_QUADS B
         bars = cuda.shared.array(1, int64)
         values = cuda.local.array(VALUES, float32)
+        first = offset + REGISTER_COLUMNS  # the shared span's first column
+        end = min(cols, offset + CTA_SPAN)
 
-        # Thread 0 starts the copy of the span past the register columns before anyone loads: its bytes
-        # travel while every thread's own 16-byte loads do, and they take no register.
+        # Thread 0 starts the copy of the shared span before anyone loads: its bytes travel while every
+        # thread's own 16-byte loads do, and they take no register.
         if tid == 0:
             mbarrier_init(bars, 0, 1)
             fence_mbarrier_init()
-            if cols > CTA_COLUMNS:
-                bulk_copy_to_shared(bars, 0, staged, x, row, CTA_COLUMNS, (cols - CTA_COLUMNS) * 4)
+            if end > first:
+                bulk_copy_to_shared(bars, 0, staged, x, row, first, (end - first) * 4)
             else:
                 mbarrier_arrive(bars, 0)
         local_max = NEG_INF
         for q in range(QUADS):
-            base = QUAD * tid + STRIDE * q
+            base = offset + QUAD * tid + STRIDE * q
             a = b = c = d = NEG_INF
             if base < cols:
                 a, b, c, d = load_quad(x, row, base)
@@ -399,10 +414,13 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
             pass
         for s in range(SHARED_QUADS):  # each thread reads only its own quads: no barrier between the passes
             i = QUAD * tid + STRIDE * s
-            if CTA_COLUMNS + i < cols:
+            if first + i < cols:
                 a, b, c, d = load_shared_quad(staged, i)
                 local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
         row_max = row_max_of(local_max, partials)
+        if CTAS > 1:
+            cluster_wait()
+            row_max = cluster_fold(row_max, maxes, rank, True)
 
         # Exponentials in the ownership order (register quads, then shared ones); a shared quad's go back
         # where it came from. Quads past the row add nothing (exp(-inf - m) = +0 in registers, skipped here).
@@ -413,7 +431,7 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
             local_sum = f32_add(local_sum, e)
         for s in range(SHARED_QUADS):
             i = QUAD * tid + STRIDE * s
-            if CTA_COLUMNS + i < cols:
+            if first + i < cols:
                 a, b, c, d = load_shared_quad(staged, i)
                 a = EXP(f32_sub(a, row_max))
                 b = EXP(f32_sub(b, row_max))
@@ -422,21 +440,22 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
                 local_sum = f32_add(f32_add(f32_add(f32_add(local_sum, a), b), c), d)
                 store_shared_quad(staged, i, a, b, c, d)
         row_sum = row_sum_of(local_sum, partials)
+        if CTAS > 1:
+            row_sum = cluster_fold(row_sum, sums, rank, False)
 
         for q in range(QUADS):
-            base = QUAD * tid + STRIDE * q
+            base = offset + QUAD * tid + STRIDE * q
             if base < cols:
                 store_quad(y, row, base, DIV(values[QUAD * q], row_sum), DIV(values[QUAD * q + 1], row_sum),
                            DIV(values[QUAD * q + 2], row_sum), DIV(values[QUAD * q + 3], row_sum))
         for s in range(SHARED_QUADS):
             i = QUAD * tid + STRIDE * s
-            if CTA_COLUMNS + i < cols:
+            if first + i < cols:
                 a, b, c, d = load_shared_quad(staged, i)
-                store_quad(y, row, CTA_COLUMNS + i, DIV(a, row_sum), DIV(b, row_sum), DIV(c, row_sum),
-                           DIV(d, row_sum))
+                store_quad(y, row, first + i, DIV(a, row_sum), DIV(b, row_sum), DIV(c, row_sum), DIV(d, row_sum))
         if CHECKED:
             if not row_sum < POS_INF:  # the test of the row kernels above
-                record_row(x, row, 0, tid, row_max, 0, status, alarm)
+                record_row(x, row, offset, tid, row_max, rank, status, alarm)
 
     return staged_body, BLOCK, ROWS
 
@@ -639,10 +658,10 @@ class Geometry:
                              f"cluster size) of more than {WARP_SIZE} lanes")
         if self.kind != "cluster" and self.ctas != 1:
             raise ValueError(f"geometry {self.name}: only a cluster geometry spreads a row over several CTAs")
-        if self.shared_quads and not (self.kind == "rows" and self.lanes > WARP_SIZE
+        if self.shared_quads and not (self.kind in ("rows", "cluster") and self.lanes > WARP_SIZE
                                       and 1 <= self.shared_quads <= MAX_SHARED_QUADS):
             raise ValueError(f"geometry {self.name}: quads in shared memory (1 to {MAX_SHARED_QUADS}) are for a rows "
-                             f"geometry of more than {WARP_SIZE} lanes")
+                             f"or cluster geometry of more than {WARP_SIZE} lanes")
         if self.fast_math and self.kind == "long":
             raise ValueError(f"geometry {self.name}: the fast-math diagnostic builds are row and cluster geometries")
 
@@ -728,9 +747,9 @@ def _make_build(geometry, vector, checked, exchange=True):
 
 #: Which geometry ``auto`` runs for a row of up to ``max_columns`` (first match); wider rows: the last.
 #: Narrow rows: a group of L <= 32 lanes per row, several rows per block, shuffles only; wide rows: more
-#: threads per row, 16-32 values per thread in registers; to 262,144 columns the row in the registers of the
-#: 2-8 CTAs of a thread block cluster (16-byte rows on a GPU), beyond (and otherwise) the long-row path
-#: (docs/auto_kernels.md).
+#: threads per row, 16-32 values per thread in registers; from 16,385 columns half of them in shared memory,
+#: to 262,144 the row in the 2-8 CTAs of a thread block cluster (both 16-byte rows on a GPU), beyond (and
+#: otherwise) the long-row path (docs/auto_kernels.md).
 AUTO_TABLE = (
     (16, "rows_l4_q1"),
     (32, "rows_l8_q1"),
@@ -744,13 +763,17 @@ AUTO_TABLE = (
     # 32 values per thread and fewer lanes: two or more blocks per SM, one's reductions under another's loads.
     (8192, "rows_l256_q8"),  # measured: 68.2 / 51.8 us vs rows_l512_q4 72.3 / 63.1 (4096x8192 / 4096x6144)
     (16384, "rows_l512_q8"),  # measured: 132.8 / 100.2 us vs rows_l1024_q4 175.2 / 154.9 (4096x16384 / 12288)
-    (32768, "rows_l1024_q8"),  # measured: 272.8 us vs long_l512_q4 330.4 (4096 rows), the row in registers
+    # Half of each thread's quads in shared memory (16-byte rows on a GPU; else the long path): two rows per SM
+    # where their registers alone would hold one.
+    (32768, "rows_l512_q8_s8"),  # measured: 268.4 us vs rows_l1024_q8 274.3 (4096 rows)
+    (65536, "rows_l1024_q8_s8"),  # measured: 279.0 us vs cluster_l512_q8_c4 314.2 (2048 rows)
     # Beyond, the row in the registers of a thread block cluster (16-byte rows on a GPU; else the long path):
-    (65536, "cluster_l512_q8_c4"),
     (131072, "cluster_l512_q8_c8"),  # measured: 326.2 us vs long_l1024_q4 391.7 (1024 rows)
     (262144, "cluster_l1024_q8_c8"),  # the portable cluster size holds no more 512-lane CTAs
     (None, "long_l1024_q4"),
 )
+#: The registers-only geometry a 16-byte-only entry gives way to where it cannot run (see :func:`auto_geometry`).
+SCALAR_FALLBACK = {"rows_l512_q8_s8": "rows_l1024_q8"}
 #: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
 #: by the widths they are meant for. docs/auto_kernels.md gives the prediction for each.
 CANDIDATES = {
@@ -759,10 +782,10 @@ CANDIDATES = {
     4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l64_q8_s8"),
     8192: ("rows_l512_q4", "rows_l1024_q2", "rows_l128_q8_s8"),
     16384: ("rows_l1024_q4", "rows_l256_q8_s8"),
-    32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8", "cluster_l512_q8_c2", "rows_l512_q8_s8"),
-    65536: ("long_l1024_q4", "cluster_l1024_q8_c2", "rows_l1024_q8_s8"),
-    131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4"),
-    262144: ("long_l1024_q4",),
+    32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8", "cluster_l512_q8_c2"),
+    65536: ("long_l1024_q4", "cluster_l1024_q8_c2", "cluster_l512_q8_c4"),
+    131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4", "cluster_l1024_q8_c2_s8", "cluster_l512_q8_c4_s8"),
+    262144: ("long_l1024_q4", "cluster_l1024_q8_c4_s8", "cluster_l512_q8_c8_s8"),
 }
 #: Every geometry that has builds: the table's and the candidates'.
 CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {n for names in CANDIDATES.values() for n in names})
@@ -803,7 +826,7 @@ UNCHECKED_SIGNATURE = f"void({MATRIX}, {MATRIX})"
 CHECKED_SIGNATURE = f"void({MATRIX}, {MATRIX}, int64[::1], int32[::1])"
 CHECK_SIGNATURE = f"void({MATRIX}, int64[::1], int32[::1])"
 #: The geometries ``auto`` launches (the table's).
-TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE})
+TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | set(SCALAR_FALLBACK.values()))
 
 
 def builds(geometries=TABLE_GEOMETRIES):
@@ -862,12 +885,13 @@ def table_geometry(cols):
 
 
 def auto_geometry(cols, vector=True):
-    """The geometry ``auto`` runs for rows of ``cols`` columns: the table's, except that a cluster geometry
-    (16-byte builds on a GPU only) gives way to the long-row path (the table's last entry) for rows that are
-    not 16-byte quads (``vector=False``) and in the simulator."""
+    """The geometry ``auto`` runs for rows of ``cols`` columns: the table's, except that a 16-byte-only
+    geometry (cluster, ``_s{S}``: GPU only) gives way, for rows that are not 16-byte quads
+    (``vector=False``) and in the simulator, to its :data:`SCALAR_FALLBACK` or else the long-row path (the
+    table's last entry)."""
     name = table_geometry(cols)
     if Geometry.parse(name).vector_only and (SIMULATOR or not vector):
-        return AUTO_TABLE[-1][1]
+        return SCALAR_FALLBACK.get(name, AUTO_TABLE[-1][1])
     return name
 
 

@@ -210,17 +210,20 @@ def _candidate_params():
     params = []
     for name in CANDIDATE_GEOMETRIES:
         geometry = Geometry.parse(name)
+        if geometry.shared_quads:
+            # Full, one quad short, one quad into the (first CTA's) shared span, no shared span at all, and for
+            # a cluster one quad into the second CTA's columns (16-byte rows only).
+            registers = 4 * geometry.lanes * geometry.quads
+            widths = (geometry.max_columns, geometry.max_columns - 4, registers + 4, registers - 4)
+            if geometry.ctas > 1:
+                widths += (geometry.max_columns // geometry.ctas + 4,)
+            params += [pytest.param(name, w, id=f"{name}-{w}", marks=COPY_ENGINE_ON_GPU) for w in widths]
+            continue
         if geometry.kind == "cluster":
             # Full, one quad short, and one quad into the second CTA's columns (the others hold only -inf).
             cta = geometry.max_columns // geometry.ctas
             params += [pytest.param(name, w, id=f"{name}-{w}", marks=CLUSTERS_ON_GPU)
                        for w in (geometry.max_columns, geometry.max_columns - 4, cta + 4)]
-            continue
-        if geometry.shared_quads:
-            # Full, one quad short, one quad into the shared span, and no shared span at all (16-byte rows only).
-            registers = 4 * geometry.lanes * geometry.quads
-            params += [pytest.param(name, w, id=f"{name}-{w}", marks=COPY_ENGINE_ON_GPU)
-                       for w in (geometry.max_columns, geometry.max_columns - 4, registers + 4, registers - 4)]
             continue
         if geometry.kind == "rows":
             widths = (geometry.max_columns, geometry.max_columns - 1, geometry.max_columns // 2 + 3)
@@ -260,10 +263,12 @@ def test_a_rows_geometry_refuses_a_row_it_cannot_hold():
     assert Geometry.parse("cluster_l512_q8_c2").max_columns == 32768
     assert Geometry.parse("rows_l512_q8_s8").max_columns == 32768
     assert Geometry.parse("rows_l512_q8_s8").shared_bytes == 65536
-    with pytest.raises(ValueError, match="quads in shared memory .* are for a rows geometry of more than 32 lanes"):
+    with pytest.raises(ValueError, match="quads in shared memory .* are for a rows or cluster geometry of more than "
+                                         "32 lanes"):
         geometry_launches("rows_l32_q8_s8", x, x.copy())
     with pytest.raises(ValueError, match="quads in shared memory"):
-        geometry_launches("cluster_l512_q8_c2_s8", x, x.copy())
+        geometry_launches("long_l512_q8_s8", x, x.copy())
+    assert Geometry.parse("cluster_l1024_q8_c2_s8").max_columns == 131072
     with pytest.raises(ValueError, match="unknown auto geometry 'rows_l512_q8_x8'"):
         geometry_launches("rows_l512_q8_x8", x, x.copy())
 
@@ -300,7 +305,7 @@ def test_cluster_records_and_masks_across_its_ctas(geometry):
 
 
 @COPY_ENGINE_ON_GPU
-@pytest.mark.parametrize("geometry", ["rows_l256_q8_s8", "rows_l512_q8_s8"])
+@pytest.mark.parametrize("geometry", ["rows_l256_q8_s8", "rows_l512_q8_s8", "cluster_l256_q8_c2_s8"])
 def test_shared_span_records_and_masks(geometry):
     """The first non-finite value in the shared span, a row whose shared span holds only -inf, a row with no
     finite entry and one whose only finite entry is in the span, through the checked build."""
