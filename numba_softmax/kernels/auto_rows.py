@@ -21,6 +21,18 @@ Row kernels (``rows_l{L}_q{Q}``): a row held in registers
     row per ``L``-thread block; the warps' partials meet in shared memory (``L / 32`` floats).
     Bytes: read ``rows * cols * 4`` once, write the same once.
 
+Half in shared memory (``rows_l{L}_q{Q}_s{S}``, ``cluster_l{L}_q{Q}_c{C}_s{S}``): two rows per SM
+    A rows (or cluster) kernel of ``L > 32`` lanes whose threads own ``S`` more quads after their ``Q``
+    register ones: ``4 L Q`` columns (per CTA) in registers, the next ``4 L S`` in the block's dynamic shared
+    memory (``16 L S`` bytes). Thread 0 starts one bulk copy (:mod:`.bulk_copy`, the copy engine) of that
+    contiguous span before the threads issue their own 16-byte loads; the threads wait on its mbarrier, read
+    their shared quads with 16-byte shared loads, write the exponentials back there, and divide and store
+    from there. Same order of operations, one exponential and one division per value. At the 64-register
+    bound a block so holds twice the row its registers allow: 32768 columns in 512 lanes (two blocks per SM,
+    one's reductions under the other's loads, where ``rows_l1024_q8`` holds an SM alone), 65536 in 1024
+    lanes without a cluster. 16-byte builds only, GPU only.
+    Bytes: read ``rows * cols * 4`` once (part of it through the copy engine), write the same once.
+
 Cluster kernels (``cluster_l{L}_q{Q}_c{C}``): a row in the registers of a thread block cluster
     The row kernel with ``L > 32`` lanes, spread over the ``C`` CTAs of a cluster (:mod:`.cluster`): CTA
     ``rank`` holds columns ``4 L Q rank`` .. ``4 L Q (rank + 1) - 1``. Each reduction ends with a cluster
