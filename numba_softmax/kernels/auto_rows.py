@@ -779,9 +779,9 @@ AUTO_TABLE = (
     # where their registers alone would hold one.
     (32768, "rows_l512_q8_s8"),  # measured: 268.4 us vs rows_l1024_q8 274.3 (4096 rows)
     (65536, "rows_l1024_q8_s8"),  # measured: 279.0 us vs cluster_l512_q8_c4 314.2 (2048 rows)
-    # Beyond, the row in the registers of a thread block cluster (16-byte rows on a GPU; else the long path):
-    (131072, "cluster_l512_q8_c8"),  # measured: 326.2 us vs long_l1024_q4 391.7 (1024 rows)
-    (262144, "cluster_l1024_q8_c8"),  # the portable cluster size holds no more 512-lane CTAs
+    # Beyond, the row in a thread block cluster, half of each thread's quads in shared memory too:
+    (131072, "cluster_l512_q8_c4_s8"),  # measured: 291.6 us vs cluster_l512_q8_c8 324.7 (1024 rows)
+    (262144, "cluster_l512_q8_c8_s8"),  # measured: 301.0 us vs cluster_l1024_q8_c8 368.6 (512 rows)
     (None, "long_l1024_q4"),
 )
 #: The registers-only geometry a 16-byte-only entry gives way to where it cannot run (see :func:`auto_geometry`).
@@ -795,9 +795,9 @@ CANDIDATES = {
     8192: ("rows_l512_q4", "rows_l1024_q2", "rows_l128_q8_s8"),
     16384: ("rows_l1024_q4", "rows_l256_q8_s8"),
     32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8", "cluster_l512_q8_c2"),
-    65536: ("long_l1024_q4", "cluster_l1024_q8_c2", "cluster_l512_q8_c4"),
-    131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4", "cluster_l1024_q8_c2_s8", "cluster_l512_q8_c4_s8"),
-    262144: ("long_l1024_q4", "cluster_l1024_q8_c4_s8", "cluster_l512_q8_c8_s8"),
+    65536: ("long_l1024_q4", "cluster_l1024_q8_c2", "cluster_l512_q8_c4", "cluster_l512_q8_c2_s8"),
+    131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4", "cluster_l512_q8_c8", "cluster_l1024_q8_c2_s8"),
+    262144: ("long_l1024_q4", "cluster_l1024_q8_c8", "cluster_l1024_q8_c4_s8"),
 }
 #: Every geometry that has builds: the table's and the candidates'.
 CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {n for names in CANDIDATES.values() for n in names})

@@ -160,7 +160,8 @@ def test_auto_launches_pick_the_cluster_for_16_byte_rows_and_the_long_path_other
     if aligned.__array_interface__["data"][0] % 16:
         pytest.skip("numpy gave a buffer that is not 16-byte aligned")
     launch, = auto_launches(aligned, np.zeros((2, 131072), np.float32))
-    assert launch.name == "auto_cluster_l512_q8_c8" and launch.cluster == 8 and launch.grid == (16,)
+    assert launch.name == "auto_cluster_l512_q8_c4_s8" and launch.cluster == 4 and launch.grid == (8,)
+    assert launch.shared_bytes == 4 * 4 * 512 * 8  # each CTA's shared quads
     shifted = buffer[1:2 * 131072 + 1].reshape(2, 131072)
     launch, = auto_launches(shifted, np.zeros((2, 131072), np.float32))
     assert launch.name == "auto_long_l1024_q4" and launch.cluster == 1 and launch.grid == (2,)

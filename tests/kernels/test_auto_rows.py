@@ -167,7 +167,7 @@ def test_262144_columns_against_float64():
     with small blocks and chunks (test_long_path_crosses_chunks)."""
     x = matrix_fixture("random", (4, 262144))
     x[0, ::7] = -np.inf
-    assert auto_geometry(262144) == "cluster_l1024_q8_c8"
+    assert auto_geometry(262144) == "cluster_l512_q8_c8_s8"
     y, _, _ = run(x)
     expect_softmax(y, x)
     if not SIMULATOR:
@@ -198,9 +198,9 @@ def test_the_table_covers_every_width_once():
 def test_a_cluster_entry_gives_way_to_the_long_path_where_it_cannot_run():
     """Cluster geometries have 16-byte builds on a GPU only: rows that are not 16-byte quads, and every row in
     the simulator, take the long-row path instead (the table's last entry)."""
-    assert table_geometry(131072) == "cluster_l512_q8_c8"
+    assert table_geometry(131072) == "cluster_l512_q8_c4_s8"
     assert auto_geometry(131072, vector=False) == AUTO_TABLE[-1][1]
-    assert auto_geometry(131072) == (AUTO_TABLE[-1][1] if SIMULATOR else "cluster_l512_q8_c8")
+    assert auto_geometry(131072) == (AUTO_TABLE[-1][1] if SIMULATOR else "cluster_l512_q8_c4_s8")
     assert auto_geometry(32768, vector=False) == "rows_l1024_q8"   # a rows entry has scalar builds too
 
 
