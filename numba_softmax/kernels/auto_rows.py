@@ -293,6 +293,33 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
             _record(status, STATUS_MASKED_ROW, np.int64(row), alarm)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def load_values(x, row, live, offset, lane, values):
+        """This lane's register quads of the row into ``values`` (independent loads, all in flight together)
+        and their max, folded in increasing column order. Columns past the row, and every column of a group
+        past the last row (``live`` false), hold -inf: they add exp(-inf - m) = +0 later."""
+        cols = x.shape[1]
+        local_max = NEG_INF
+        for q in range(QUADS):
+            base = offset + QUAD * lane + STRIDE * q
+            if VECTOR:
+                a = b = c = d = NEG_INF
+                if live and base < cols:  # cols % 4 == 0: the whole quad is in the row
+                    a, b, c, d = load_quad(x, row, base)
+                values[QUAD * q] = a
+                values[QUAD * q + 1] = b
+                values[QUAD * q + 2] = c
+                values[QUAD * q + 3] = d
+                local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
+            else:
+                for j in range(QUAD):
+                    v = NEG_INF
+                    if live and base + j < cols:
+                        v = x[uint64(row), uint64(base + j)]  # unsigned: no negative-index wraparound code
+                    values[QUAD * q + j] = v
+                    local_max = f32_max(local_max, v)
+        return local_max
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def body(x, y, status, alarm):
         tid = cuda.threadIdx.x
         lane = tid % LANES
@@ -314,27 +341,7 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
         sums = cuda.shared.array(CTAS, float32)
         values = cuda.local.array(VALUES, float32)
 
-        # Load this lane's quads once (independent loads, all in flight together); fold the max in
-        # increasing column order. Columns past the row hold -inf: they add exp(-inf - m) = +0 below.
-        local_max = NEG_INF
-        for q in range(QUADS):
-            base = offset + QUAD * lane + STRIDE * q
-            if VECTOR:
-                a = b = c = d = NEG_INF
-                if live and base < cols:  # cols % 4 == 0: the whole quad is in the row
-                    a, b, c, d = load_quad(x, row, base)
-                values[QUAD * q] = a
-                values[QUAD * q + 1] = b
-                values[QUAD * q + 2] = c
-                values[QUAD * q + 3] = d
-                local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
-            else:
-                for j in range(QUAD):
-                    v = NEG_INF
-                    if live and base + j < cols:
-                        v = x[uint64(row), uint64(base + j)]  # unsigned: no negative-index wraparound code
-                    values[QUAD * q + j] = v
-                    local_max = f32_max(local_max, v)
+        local_max = load_values(x, row, live, offset, lane, values)
         row_max = row_max_of(local_max, partials)
         if CTAS > 1:
             cluster_wait()  # every CTA has started (the arrive above)
@@ -410,17 +417,7 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
                 bulk_copy_to_shared(bars, 0, staged, x, row, first, (end - first) * 4)
             else:
                 mbarrier_arrive(bars, 0)
-        local_max = NEG_INF
-        for q in range(QUADS):
-            base = offset + QUAD * tid + STRIDE * q
-            a = b = c = d = NEG_INF
-            if base < cols:
-                a, b, c, d = load_quad(x, row, base)
-            values[QUAD * q] = a
-            values[QUAD * q + 1] = b
-            values[QUAD * q + 2] = c
-            values[QUAD * q + 3] = d
-            local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
+        local_max = load_values(x, row, True, offset, tid, values)
         cuda.syncthreads()  # the barrier's initialization before anyone waits on it
         while mbarrier_try_wait(bars, 0, 0) == 0:
             pass
