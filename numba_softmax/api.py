@@ -17,9 +17,9 @@ One call:
 A call that repeats an earlier one with the same Numba device arrays (the same objects, whose
 pointer, shape and layout cannot change), ``out=``, method, check and stream skips steps 1-3
 (:class:`RepeatedCall`): at one row of 128 columns those steps cost about as much host time as
-the launch itself. The same torch tensors with an explicit ``stream=`` skip them too, after a
-look at each tensor's pointer, shape, dtype and contiguity (a tensor can be resized or rebound
-in place; without ``stream=`` torch's current stream is read again on every call anyway).
+the launch itself. The same torch tensors with ``out=`` skip them too, after a look at each
+tensor's pointer, shape, dtype and contiguity (a tensor can be resized or rebound in place) and,
+without ``stream=``, at torch's current stream (the call runs there, and it can change between calls).
 
 docs/api.md describes what each input kind returns, the checks, masks, streams and caching.
 """
@@ -162,7 +162,8 @@ class RepeatedCall:
     array ends the shortcut, and another array at the same address is another object) with the
     same method, check and stream argument need the same plan on the same stream. A torch tensor
     can be resized or rebound in place (``resize_``, ``set_``, ``.data =``), so for tensors
-    (``torch_layout`` set) each tensor's pointer, shape, dtype and contiguity are compared too."""
+    (``torch_layout`` set) each tensor's pointer, shape, dtype and contiguity are compared too, and
+    without ``stream=`` torch's current stream on the tensor's device."""
 
     __slots__ = ("x", "out", "stream", "x_stream", "method", "check", "key", "plan", "target", "torch_layout")
 
@@ -177,10 +178,12 @@ class RepeatedCall:
                 and self.check == check):
             return False
         if self.torch_layout is not None:
-            x_pointer, y_pointer, shape, dtype = self.torch_layout
+            x_pointer, y_pointer, shape, dtype, device, current = self.torch_layout
             return (x.data_ptr() == x_pointer and out.data_ptr() == y_pointer and x.shape == shape
-                    and out.shape == shape and x.dtype == dtype and out.dtype == dtype and x.is_contiguous()
-                    and out.is_contiguous())
+                    and out.shape == shape and x.dtype is dtype and out.dtype is dtype and x.is_contiguous()
+                    and out.is_contiguous()
+                    # without stream=, torch's current stream then and now (it is where the call runs)
+                    and (current is None or arrays.torch_current_stream(device) == current))
         return stream is not None or getattr(x, "stream", None) is self.x_stream
 
 
@@ -200,7 +203,7 @@ def remembered_call(x, out, stream, method, check):
 
 
 def _remember(x, out, stream, method, check, key, plan, target, torch_layout=None):
-    """Remember a call with Numba arrays, or torch tensors and an explicit stream, for :class:`RepeatedCall`."""
+    """Remember a call with Numba arrays, or torch tensors and ``out=``, for :class:`RepeatedCall`."""
     try:
         entry = RepeatedCall(x, out, stream, method, check, key, plan, target, torch_layout)
     except TypeError:  # an array type without weak references: no shortcut
@@ -281,8 +284,11 @@ def softmax(x, method="auto", out=None, stream=None, check=True):
         _plans.move_to_end(key)
     if kind == arrays.NUMBA and out_kind == arrays.NUMBA:
         _remember(x, result, stream, method, check, key, plan, target)
-    elif kind == arrays.TORCH and out_kind == arrays.TORCH and stream is not None and out is not None:
-        _remember(x, result, stream, method, check, key, plan, target, (x_pointer, y_pointer, x.shape, x.dtype))
+    elif kind == arrays.TORCH and out_kind == arrays.TORCH and out is not None:
+        device = x.get_device()
+        current = None if stream is not None else arrays.torch_current_stream(device)
+        _remember(x, result, stream, method, check, key, plan, target,
+                  (x_pointer, y_pointer, x.shape, x.dtype, device, current))
     plan.run(target)
     return result
 

@@ -268,9 +268,22 @@ def resolve_stream(stream, x, kind, array_stream):
             return stream
         return launch_stream_for(stream_handle(stream))
     if kind == TORCH:
-        import torch
-        return launch_stream_for(torch.cuda.current_stream(x.device).cuda_stream)
+        return launch_stream_for(torch_current_stream(x.get_device()))
     return launch_stream_for(array_stream or 0)
+
+
+_raw_torch_stream = None
+
+
+def torch_current_stream(device_index):
+    """The handle of torch's current stream on a device: torch's own raw read (what Triton's launcher
+    calls; ~0.1 us) where this torch has it, else through a ``torch.cuda.Stream`` object (a few us)."""
+    global _raw_torch_stream
+    if _raw_torch_stream is None:
+        import torch
+        _raw_torch_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+            lambda index: torch.cuda.current_stream(index).cuda_stream)
+    return _raw_torch_stream(device_index)
 
 
 _launch_stream = None

@@ -13,7 +13,10 @@ Per shape (default 1x128 and 4096x4096, the goal's shapes), the median host time
 * where torch has CUDA: ``torch_api`` (the ``api`` call on torch tensors, the goal's torch / Numba
   ratio), ``torch_read_device`` (reading one tensor) and ``torch_repeat_check`` (the repeated-call
   shortcut's look at both tensors' pointer, shape, dtype and contiguity: what a repeated torch call
-  costs beyond a repeated Numba call).
+  costs beyond a repeated Numba call), ``torch_api_current_stream`` (the same call without
+  ``stream=``, torch's current stream set to the probe's), ``torch_current_stream`` (the raw read of
+  torch's current stream that call makes) and ``torch_current_stream_object`` (the same handle through
+  ``torch.cuda.current_stream()``, what the call read before).
 
     python -m bench probe api [--shapes 1x128,4096x4096] [--calls 2000] [--out DIR]
 """
@@ -63,17 +66,30 @@ def probe_shape(shape, stream, calls):
         softmax(t_x, out=t_y, stream=stream)
         repeat = api_module.remembered_call(t_x, t_y, stream, "auto", True)
         steps["torch_repeat_check"] = lambda: repeat.matches(t_x, t_y, stream, "auto", True)
+        steps["torch_api_current_stream"] = lambda: softmax(t_x, out=t_y)
+        device = t_x.get_device()
+        steps["torch_current_stream"] = lambda: arrays.torch_current_stream(device)
+        steps["torch_current_stream_object"] = lambda: torch.cuda.current_stream(t_x.device).cuda_stream
     result = {"shape": list(shape), "calls": calls}
-    for name, step in steps.items():
-        for _ in range(max(50, calls // 10)):
-            step()
-        result[f"{name}_us"] = per_call_us(step, calls)
+    previous = torch.cuda.current_stream() if torch is not None else None
+    if torch is not None:
+        torch.cuda.set_stream(torch.cuda.ExternalStream(stream.ptr))  # where the call without stream= runs
+    try:
+        for name, step in steps.items():
+            for _ in range(max(50, calls // 10)):
+                step()
+            result[f"{name}_us"] = per_call_us(step, calls)
+    finally:
+        if torch is not None:
+            torch.cuda.set_stream(previous)
     result["api_alternating_us"] /= 2  # two calls per step
     for name in steps:
-        print(f"{shape[0]}x{shape[1]:<6} {name:<18} {result[f'{name}_us']:8.2f} us", flush=True)
+        print(f"{shape[0]}x{shape[1]:<6} {name:<28} {result[f'{name}_us']:8.2f} us", flush=True)
     print(f"{shape[0]}x{shape[1]:<6} api / launch_layer  {result['api_us'] / result['launch_layer_us']:8.3f}")
     if torch is not None:
         print(f"{shape[0]}x{shape[1]:<6} torch_api / api     {result['torch_api_us'] / result['api_us']:8.3f}")
+        print(f"{shape[0]}x{shape[1]:<6} torch_api_current_stream / api "
+              f"{result['torch_api_current_stream_us'] / result['api_us']:8.3f}")
     return result
 
 

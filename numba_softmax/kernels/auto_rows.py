@@ -222,13 +222,16 @@ def _lowest_bit(mask):
 
 # ---- row kernels: a row in registers ----------------------------------------------------------------------
 
-def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast_math=False, shared_quads=0):
+def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast_math=False, shared_quads=0,
+                      span_source=None):
     """A row in registers: ``lanes`` threads per row, ``quads`` quads each; with ``ctas > 1`` (the cluster
     kernels) the row is spread over the ``ctas`` CTAs of a thread block cluster, CTA ``rank`` holding
     columns ``rank * 4 * lanes * quads`` on, and the two reductions end with a cluster stage (below).
     ``shared_quads > 0`` (the ``_s{S}`` geometries): each thread owns ``shared_quads`` more quads after its
     register ones, held in the block's dynamic shared memory, where the copy engine brings them.
     ``exchange=False`` (a negative control only): the cluster stage keeps each CTA's own result.
+    ``span_source="registers"`` (a negative control only): the bulk copy fills the shared span from the CTA's
+    register columns instead of the span's own.
     ``fast_math=True`` (a diagnostic ``*_fastmath`` geometry only): Triton's approximate exponential and
     division instead of the policy's, to measure what the policy costs."""
     EXP, DIV = (approx_exp, approx_div) if fast_math else (f32_exp, f32_div)
@@ -246,6 +249,10 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
     CTA_COLUMNS = QUAD * LANES * QUADS
     SHARED_QUADS = shared_quads
     ALL_QUADS = QUADS + SHARED_QUADS
+    if span_source not in (None, "registers") or (span_source and not SHARED_QUADS):
+        raise ValueError(f"span_source {span_source!r}: None, or 'registers' for a negative control of a "
+                         "geometry with quads in shared memory")
+    SPAN_FROM_REGISTERS = span_source == "registers"
     if SHARED_QUADS and (SIMULATOR or LANES <= WARP_SIZE or not VECTOR):
         raise ValueError("a row geometry with quads in shared memory needs a GPU (the copy engine), one row per "
                          f"block (more than {WARP_SIZE} lanes; got {LANES}) and 16-byte quads")
@@ -414,7 +421,8 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
             mbarrier_init(bars, 0, 1)
             fence_mbarrier_init()
             if end > first:
-                bulk_copy_to_shared(bars, 0, staged, x, row, first, (end - first) * 4)
+                source = offset if SPAN_FROM_REGISTERS else first  # the control copies the wrong columns
+                bulk_copy_to_shared(bars, 0, staged, x, row, source, (end - first) * 4)
             else:
                 mbarrier_arrive(bars, 0)
         local_max = load_values(x, row, True, offset, tid, values)
@@ -732,13 +740,14 @@ def _build_name(geometry, vector, checked):
     return f"auto_{geometry.name}{'_v4' if vector else ''}{'_checked' if checked else ''}"
 
 
-def _make_build(geometry, vector, checked, exchange=True):
-    """One build of ``geometry``; ``exchange=False`` only for the cluster negative control."""
+def _make_build(geometry, vector, checked, exchange=True, span_source=None):
+    """One build of ``geometry``; ``exchange=False`` and ``span_source`` only for the negative controls."""
     options = {"ctas": geometry.ctas, "exchange": exchange} if geometry.kind == "cluster" else {}
     if geometry.fast_math:
         options["fast_math"] = True
     if geometry.shared_quads:
         options["shared_quads"] = geometry.shared_quads
+        options["span_source"] = span_source
     body, block, _ = _MAKERS[geometry.kind](geometry.lanes, geometry.quads, vector, checked, **options)
     if checked:
         def kernel(x, y, status, alarm):
@@ -747,7 +756,8 @@ def _make_build(geometry, vector, checked, exchange=True):
         def kernel(x, y):
             body(x, y, None, None)
     kernel.__name__ = kernel.__qualname__ = (_build_name(geometry, vector, checked)
-                                             + ("" if exchange else "_control_no_exchange"))
+                                             + ("" if exchange else "_control_no_exchange")
+                                             + (f"_control_span_from_{span_source}" if span_source else ""))
     # Launch bounds: at least 1024 resident threads per SM, i.e. ptxas keeps <= 64 registers per thread
     # (a 1024-thread block could not launch with more; smaller blocks would otherwise take up to 128 and
     # halve the warps in flight that hide DRAM latency).
@@ -807,6 +817,13 @@ def cluster_control_kernel(geometry="cluster_l512_q8_c2"):
     geometry whose reductions keep each CTA's own max and sum, so each CTA normalizes its own columns.
     The oracle must reject it (each row sums to about the number of CTAs)."""
     return _make_build(Geometry.parse(geometry), True, False, exchange=False)
+
+
+def shared_span_control_kernel(geometry="rows_l512_q8_s8"):
+    """Negative control (tests only; never in the table): the 16-byte unchecked build of a geometry with
+    quads in shared memory whose bulk copy reads the CTA's register columns instead of the shared span's,
+    so the span's columns are normalized from the wrong values. The oracle must reject it."""
+    return _make_build(Geometry.parse(geometry), True, False, span_source="registers")
 
 
 def auto_kernel(geometry, vector, checked):

@@ -54,3 +54,12 @@ def test_the_goals_table_of_bench_perf_carries_them():
     labels = _by_label(evaluate_goals(report))
     api = [g for label, g in labels.items() if label.startswith(("API overhead", "torch:"))]
     assert len(api) == 4 and all(g["status"] == "PASS" for g in api)
+
+
+def test_the_torch_goal_names_the_call_without_a_stream_beside_it():
+    entry = _entry((1, 128), 1.2, 1.05)
+    entry.update(torch_api_current_stream={"median": 10.7}, torch_current_stream_ratio=_ratio(1.07))
+    torch_small = next(g for g in api_goals({"api_overhead": {"shapes": [entry]}}) if g["goal"].startswith("torch"))
+    assert torch_small["value"] == 1.05  # the goal stays the call with stream=
+    assert "without stream= (torch's current stream) 10.70 us, ratio 1.070" in torch_small["detail"]
+    assert "(p10 0.99" in torch_small["detail"] and ", p90 1.10" in torch_small["detail"]

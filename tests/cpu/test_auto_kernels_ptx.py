@@ -1,6 +1,7 @@
 """method="auto"'s kernels on the CPU: the numerics policy in their sm_90 PTX, registers without spills, the
 registry, and the perf tool's auto goals and candidate selection (no GPU needed)."""
 
+import difflib
 import re
 
 import numpy as np
@@ -187,3 +188,21 @@ def test_a_fast_math_diagnostic_build_is_rejected_by_the_policy_check_and_never_
     assert policy.ok and policy.divisions == {"div.rn.f32": 32}
     assert not any(Geometry.parse(name).fast_math for _, name in AUTO_TABLE)
     assert not any(Geometry.parse(name).fast_math for name in CANDIDATE_GEOMETRIES)
+
+
+def test_shared_span_control_differs_from_its_build_only_where_the_copy_starts():
+    """The negative control the GPU tests show rejected (its bulk copy reads the register columns) obeys the
+    numerics policy too, so only the oracle's element-wise comparison can tell it from the real build."""
+    from numba_softmax.kernels.auto_rows import UNCHECKED_SIGNATURE, shared_span_control_kernel
+    from numba_softmax.ptx import kernel_ptx
+    control = kernel_ptx(shared_span_control_kernel("rows_l512_q8_s8"), UNCHECKED_SIGNATURE)
+    assert check_policy("control", control).ok
+    assert control.count("cp.async.bulk.shared::cluster.global") == 1
+    real = ptx_of("auto_rows_l512_q8_s8_v4")
+
+    def lines(ptx):  # registers, shared arrays and mangled names renumbered away
+        ptx = re.sub(r"_ZN\w+|_cudapy_smem_\d+", "N", ptx)
+        return re.sub(r"%(rd|r|f|p|rs)(\d+|<\d+>)", r"%\1", ptx).splitlines()
+    removed = [line for line in difflib.ndiff(lines(real), lines(control)) if line[:2] in ("- ", "+ ")]
+    # The only change: the span's first column (512 lanes x 8 quads x 16 B = 65536 B in) is not added.
+    assert [line.split() for line in removed] == [["-", "add.s64", "%rd,", "%rd,", "65536;"]], removed

@@ -298,6 +298,34 @@ def test_the_repeated_call_shortcut_releases_a_freed_array():
     assert check_matrix(dy.copy_to_host(), x2).passed
 
 
+def test_a_repeated_torch_call_without_a_stream_follows_torchs_current_stream(monkeypatch):
+    """Without stream=, a remembered torch call runs on torch's current stream as it is at each call:
+    repeated under the same current stream it takes the shortcut (no array reads), and inside
+    ``with torch.cuda.stream(side)`` it runs on ``side``, ordered after side's pending copy into the
+    input (on the stream remembered before, it would read the input before that copy lands)."""
+    torch = _torch()
+    api.clear_plans()
+    x, x2 = matrix_fixture("random", SHAPE), matrix_fixture("offset", SHAPE)
+    t_x, t_y = torch.from_numpy(x).cuda(), torch.empty(SHAPE, device="cuda")
+    softmax(t_x, out=t_y)
+    reads = []
+    real_read = api.read_device
+    monkeypatch.setattr(api, "read_device", lambda *a: reads.append(a) or real_read(*a))
+    softmax(t_x, out=t_y)
+    assert reads == [] and check_matrix(t_y.cpu().numpy(), x).passed  # the shortcut
+    side = torch.cuda.Stream()
+    pending = torch.from_numpy(x2).pin_memory()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)                  # keeps the copy below pending for a while
+        t_x.copy_(pending, non_blocking=True)
+        softmax(t_x, out=t_y, check=False)
+        assert len(reads) == 2                          # the current stream changed: the full path
+        softmax(t_x, out=t_y, check=False)
+        assert len(reads) == 2                          # and it is remembered for that stream
+    side.synchronize()
+    assert check_matrix(t_y.cpu().numpy(), x2).passed
+
+
 def test_a_repeated_torch_call_with_a_stream_takes_the_shortcut_and_follows_a_rebound_tensor():
     """Torch tensors with an explicit stream are remembered like Numba arrays, but a tensor can be rebound
     or resized in place: the shortcut must follow its new storage and see its new shape. (Without the

@@ -540,6 +540,30 @@ def test_negative_control_a_cluster_without_its_exchange_is_rejected():
     expect_softmax(run(x, "cluster_l512_q8_c2")[0], x)
 
 
+@COPY_ENGINE_ON_GPU
+@pytest.mark.parametrize("geometry", ["rows_l512_q8_s8", "cluster_l256_q8_c2_s8"])
+def test_negative_control_a_shared_span_copied_from_the_register_columns_is_rejected(geometry):
+    """The bulk copy filling each CTA's shared span from its register columns instead: the span's columns
+    get the register columns' weights, so every row still sums to 1 (its sum counts each register value
+    twice, and so do its outputs) and only the element-wise comparison can reject it; the same launch
+    through the real build passes."""
+    from numba_softmax.kernels.auto_rows import shared_span_control_kernel
+    g = Geometry.parse(geometry)
+    registers = 4 * g.lanes * g.quads
+    x = matrix_fixture("random", (ROWS, g.max_columns))
+    d_y = cuda.to_device(np.full(x.shape, np.nan, dtype=np.float32))
+    launch, = geometry_launches(geometry, _device(x), d_y)
+    run_launches([KernelLaunch("control", shared_span_control_kernel(geometry), launch.grid, launch.block,
+                               launch.args, shared_bytes=launch.shared_bytes, cluster=launch.cluster)])
+    y = d_y.copy_to_host()
+    span = x.shape[1] // g.ctas  # each CTA's columns: the register ones, then the span
+    first = y[:, :span]
+    assert np.array_equal(first[:, registers:], first[:, :registers])  # the span repeats the register columns
+    result = check_matrix(y, x)
+    assert not result.passed and result.max_row_sum_err < 1e-4, result.describe()
+    expect_softmax(run(x, geometry)[0], x)
+
+
 # ---- what only a GPU has ----------------------------------------------------------------------------------
 
 @skip_on_cudasim("no driver to report registers and local memory")
