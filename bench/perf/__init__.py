@@ -32,8 +32,10 @@ What is measured, and how
    CUDA tensors; optional), ``triton`` (the tutorial one-row-per-program kernel below; optional),
    ``row_copy`` (``numba_softmax.kernels.row_copy``: a copy in the fused kernel's own launch geometry,
    one 256-thread block per row, the same quads per thread, loads then stores, no arithmetic: the
-   ceiling of that geometry), and ``copy`` (``cuMemcpyDtoDAsync`` of the same number of input bytes,
-   a same-size ceiling).
+   ceiling of that geometry), ``copy`` (``cuMemcpyDtoDAsync`` of the same number of input bytes,
+   a same-size ceiling), and with ``--copy-kernels`` ``copy_kernel:<name>`` (plain copy kernels of
+   ``numba_softmax.kernels.stream_copy``, one pass or persistent, their block size and quads in flight
+   per thread swept: what the common copy designs reach at this size, each against ``copy``).
 
    * Inputs rotate among input sets (x_i, y_i), i = counter mod n_sets, where the counter advances
      with EVERY timed invocation of every variant, so consecutive invocations never reuse a set.
@@ -43,7 +45,7 @@ What is measured, and how
      All softmax variants of a set write the same y_i; every variant sees identical buffers.
    * Every variant's output is checked once against ``numba_softmax.oracle.check_matrix`` before
      timing (its output buffer is first filled with NaN, so an output that is not written fails);
-     a variant that fails is reported and not timed. ``copy`` and ``row_copy`` are checked bit for bit.
+     a variant that fails is reported and not timed. The copies are checked bit for bit.
    * Warm-up: max(10, n_sets) invocations per variant. Then ``--rounds`` (default 50, >= 30)
      rounds; the variant order of each round is shuffled (``bench.protocol.round_orders``, seeded).
    * One sample = record event e0, enqueue a DELAY kernel (one block sleeping in ``nanosleep``),
@@ -136,6 +138,10 @@ def _parser():
                         help="candidate geometries timed beside auto: table (the candidates for each width in "
                              "numba_softmax/kernels/auto_rows.py), none, or comma-separated names such as "
                              "rows_l16_q2,long_l512_q4")
+    parser.add_argument("--copy-kernels", default="none",
+                        help="plain copy kernels timed at every shape beside the copy engine: none, sweep (the "
+                             "designs of numba_softmax/kernels/stream_copy.py), or comma-separated names such as "
+                             "copy_t256_u4,copy_t256_u4_b8")
     parser.add_argument("--floors", action="store_true", help="print the byte-floor tables and exit (no GPU)")
     parser.add_argument("--copy-tbs", type=float, default=H200_COPY_TBS, help="copy bandwidth for --floors")
     return parser
@@ -185,6 +191,8 @@ def main(argv=None):
             from numba_softmax.kernels.auto_rows import Geometry
             for name in args.auto_geometries.split(","):
                 Geometry.parse(name.strip())
+        from bench.perf.peers import copy_kernels_for
+        copy_kernels_for(args.copy_kernels)  # a bad name stops the run here, before any GPU work
         if args.rounds < MIN_ROUNDS:
             raise ValueError(f"--rounds {args.rounds}: at least {MIN_ROUNDS} rounds are required")
         if args.input_sets == "auto":

@@ -9,7 +9,8 @@ Each goal is PASS, MISS or NOT MEASURED (with the reason).
 
 from bench.floors import shape_name
 from bench.perf.launch_path import LAUNCH_GOAL_METRIC, api_goals
-from bench.perf.peers import AUTO, COPY, DEFAULT_SHAPES, FUSED, LONG_SHAPES, PEER_MIN_ROWS, PEERS, ROW_COPY
+from bench.perf.peers import (AUTO, COPY, COPY_KERNEL_PREFIX, DEFAULT_SHAPES, FUSED, LONG_SHAPES, PEER_MIN_ROWS, PEERS,
+                              ROW_COPY)
 
 COPY_GOAL_SHAPES = ((4096, 4096), (16384, 1024))
 COPY_FRACTION_GOAL = 0.90
@@ -61,6 +62,12 @@ def _reach_notes(entry, variant, ceiling_tbs, threshold):
     notes = _copy_note(entry, COPY, "the same-size copy", ceiling_tbs, threshold,
                        "even the copy engine is below the goal at this size",
                        "the copy engine reaches the goal at this size")
+    kernels = [name for name in entry.get("analysis", {}).get("variants", {}) if name.startswith(COPY_KERNEL_PREFIX)]
+    if kernels:
+        fastest = min(kernels, key=lambda name: entry["analysis"]["variants"][name]["event_us"]["median"])
+        notes += _copy_note(entry, fastest, f"the fastest of {len(kernels)} copy kernels ({fastest})", ceiling_tbs,
+                            threshold, "no copy design timed reaches the goal at this size",
+                            "a copy kernel reaches the goal at this size")
     if variant == FUSED:
         notes += _copy_note(entry, ROW_COPY, "a copy in the fused geometry (row_copy)", ceiling_tbs, threshold,
                             "the goal is out of reach of this launch geometry",

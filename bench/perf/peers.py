@@ -42,6 +42,25 @@ PEERS = (CUDNN, TORCH, TRITON)
 VARIANTS = (FUSED, FUSED_GRAPH, AUTO, CUDNN, TORCH, TRITON, ROW_COPY, COPY)
 #: Variants checked bit for bit against the input (copies), not against the softmax oracle.
 COPIES = (COPY, ROW_COPY)
+#: Prefix of the plain copy kernels' variants (``--copy-kernels``): ``copy_kernel:copy_t256_u4``.
+COPY_KERNEL_PREFIX = "copy_kernel:"
+
+
+def is_copy(name):
+    """A variant checked bit for bit and read as a ceiling, not as a softmax."""
+    return name in COPIES or name.startswith(COPY_KERNEL_PREFIX)
+
+
+def copy_kernels_for(option):
+    """The copy kernels ``--copy-kernels`` names: "none", "sweep" or comma-separated names (checked)."""
+    from numba_softmax.kernels.stream_copy import SWEEP, parse
+
+    if option == "none":
+        return []
+    names = list(SWEEP) if option == "sweep" else [n.strip() for n in option.split(",") if n.strip()]
+    for name in names:
+        parse(name)
+    return names
 
 MIN_ROUNDS = 30
 DEFAULT_ROUNDS = 50
@@ -124,7 +143,7 @@ def summarize_shape(rounds, variants, nbytes, copy_ceiling_tbs=None):
     event_rounds = [{name: s["event_us"] for name, s in r["samples"].items()} for r in rounds]
     if FUSED in out["variants"]:
         for name in variants:
-            if name == FUSED or name in COPIES or name not in out["variants"]:
+            if name == FUSED or is_copy(name) or name not in out["variants"]:
                 continue
             out["ratios"][f"{FUSED}/{name}"] = paired_ratios(event_rounds, FUSED, name, "event_us")
         for copy in COPIES:
@@ -132,10 +151,14 @@ def summarize_shape(rounds, variants, nbytes, copy_ceiling_tbs=None):
                 out["ratios"][f"{copy}/{FUSED}"] = paired_ratios(event_rounds, copy, FUSED, "event_us")
     if AUTO in out["variants"]:  # auto against every other variant, and its fraction of a same-size copy
         for name in variants:
-            if name != AUTO and name not in COPIES and name in out["variants"]:
+            if name != AUTO and not is_copy(name) and name in out["variants"]:
                 out["ratios"][f"{AUTO}/{name}"] = paired_ratios(event_rounds, AUTO, name, "event_us")
         if COPY in out["variants"]:
             out["ratios"][f"{COPY}/{AUTO}"] = paired_ratios(event_rounds, COPY, AUTO, "event_us")
+    if COPY in out["variants"]:  # each copy kernel against the copy engine on the same bytes
+        for name in variants:
+            if name.startswith(COPY_KERNEL_PREFIX) and name in out["variants"]:
+                out["ratios"][f"{name}/{COPY}"] = paired_ratios(event_rounds, name, COPY, "event_us")
     if ROW_COPY in out["variants"]:  # could anything in the fused geometry beat this peer?
         for peer in PEERS:
             if peer in out["variants"]:
@@ -408,6 +431,24 @@ def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):
                             "per row, the same quads per thread, loads then stores)")
         row_copy.extra["kernel_resources"] = invocations[0].kernel_resources()
         variants.append(row_copy)
+    copy_kernels = copy_kernels_for(getattr(args, "copy_kernels", "none"))
+    if copy_kernels and cols % 4:
+        for name in copy_kernels:
+            skipped[COPY_KERNEL_PREFIX + name] = f"{cols} columns: the copy kernels move 16-byte quads"
+        copy_kernels = []
+    if copy_kernels:
+        from numba_softmax.kernels.stream_copy import stream_copy_launches
+        from numba_softmax.launch.driver import device_record
+        sm_count = device_record()["sm_count"]
+    for name in copy_kernels:
+        launches = [stream_copy_launches(name, x, y, sm_count) for x, y in zip(d_x, d_y, strict=True)]
+        invocations = [Invocation.from_launches(f"{name}-{i}", ls) for i, ls in enumerate(launches)]
+        first = launches[0][0]
+        variant = _Variant(COPY_KERNEL_PREFIX + name, [inv.enqueue for inv in invocations],
+                           f"{first.kernel.py_func.__name__}, grid {first.grid}, block {first.block}: a plain copy "
+                           "of the input's bytes (numba_softmax/kernels/stream_copy.py)")
+        variant.extra["kernel_resources"] = invocations[0].kernel_resources()
+        variants.append(variant)
     nbytes = rows * cols * 4
     variants.append(_Variant(COPY, [ceilings.memcpy_submit(ceilings.device_ptr(y), ceilings.device_ptr(x), nbytes)
                                     for x, y in zip(d_x, d_y, strict=True)],
@@ -442,7 +483,7 @@ def measure_shape(sampler, shape, index, args, notes, errors):
     for variant in variants:
         record = entry["variants"][variant.name] = {"call": variant.call, **variant.extra}
         try:
-            check = _check_variant(sampler, variant, d_y[0], hosts[0], "copy" if variant.name in COPIES else "softmax")
+            check = _check_variant(sampler, variant, d_y[0], hosts[0], "copy" if is_copy(variant.name) else "softmax")
         except Exception as exc:
             check = {"passed": False, "error": f"{type(exc).__name__}: {exc}"}
         record["check"] = check
@@ -450,7 +491,8 @@ def measure_shape(sampler, shape, index, args, notes, errors):
             record["status"] = "failed check"
             record["reason"] = check.get("description") or check.get("error") or "output differs"
             message = f"{entry['name']}: {variant.name} failed its check before timing, not timed: {record['reason']}"
-            ours = variant.name in (FUSED, FUSED_GRAPH, AUTO, *COPIES) or variant.name.startswith(AUTO_CANDIDATE_PREFIX)
+            ours = variant.name in (FUSED, FUSED_GRAPH, AUTO) or is_copy(variant.name) \
+                or variant.name.startswith(AUTO_CANDIDATE_PREFIX)
             (errors if ours else notes).append(message)
             log(message)
             continue

@@ -7,7 +7,7 @@ import numpy as np
 from bench.floors import H200_COPY_TBS, experiment_a_floors, experiment_b_floors
 from bench.floors import us_at as _us_at
 from bench.perf.goals import evaluate_goals
-from bench.perf.peers import COPIES, FUSED, VARIANTS, WARMUPS
+from bench.perf.peers import COPIES, FUSED, VARIANTS, WARMUPS, is_copy
 from bench.protocol import BATCH
 from bench.timing import DELAY_NANOSLEEP_NS
 
@@ -121,6 +121,9 @@ def render_markdown(report):
             elif name in COPIES:
                 r = analysis["ratios"].get(f"{name}/{FUSED}")
                 ratio_text = f"{name}/fused {_spread(r, 3)}" if r else "-"
+            elif is_copy(name):  # a plain copy kernel: against the copy engine
+                r = analysis["ratios"].get(f"{name}/copy")
+                ratio_text = f"kernel/copy {_spread(r, 3)}" if r else "-"
             else:
                 r = analysis["ratios"].get(f"{FUSED}/{name}")
                 ratio_text = _spread(r, 3) if r else "-"

@@ -312,6 +312,35 @@ def test_copy_goals_name_the_same_size_copy():
     assert "same-size copy" not in _by_goal(evaluate_goals(report))[goal]["detail"]
 
 
+def test_copy_kernels_are_read_against_the_copy_engine_and_named_by_the_auto_copy_goal():
+    """Plain copy kernels (--copy-kernels) are copies: no fused or auto ratio against them, their own paired
+    ratio against the copy engine, and the auto copy goal's detail names the fastest of them."""
+    from bench.perf.peers import AUTO, COPY_KERNEL_PREFIX
+    one, two = COPY_KERNEL_PREFIX + "copy_t256_u4", COPY_KERNEL_PREFIX + "copy_t256_u4_b8"
+    medians = {FUSED: 40.0, AUTO: 36.0, TRITON: 37.0, COPY: 35.0, one: 34.5, two: 36.5}
+    report = _report()
+    report["shapes"][1] = _shape_entry((4096, 4096), medians, 4.25)
+    ratios = report["shapes"][1]["analysis"]["ratios"]
+    assert ratios[f"{one}/copy"]["median"] == pytest.approx(34.5 / 35.0, rel=0.005)
+    assert f"auto/{one}" not in ratios and f"fused/{one}" not in ratios and f"{one}/fused" not in ratios
+    detail = _by_goal(evaluate_goals(report))["auto >= 0.92 of copy bandwidth at 4096x4096"]["detail"]
+    assert f"the fastest of 2 copy kernels ({one}) 34.5" in detail
+    assert "no copy design timed reaches the goal at this size" in detail  # 134 MB / 34.5 us = 0.915 of 4.25
+    text = render_markdown(report)
+    assert f"| {one} | timed |" in text and "kernel/copy 0.98" in text
+
+
+def test_copy_kernel_names_are_checked():
+    from bench.perf.peers import copy_kernels_for
+    from numba_softmax.kernels.stream_copy import SWEEP, parse
+    assert copy_kernels_for("none") == [] and copy_kernels_for("sweep") == list(SWEEP)
+    assert parse("copy_t256_u4_b8") == (256, 4, 8) and parse("copy_t1024_u1") == (1024, 1, 0)
+    for bad, message in (("copy_t256", "expected copy_t<T>_u<U>"), ("copy_t96_u4", "power of two"),
+                         ("copy_t256_u9", "1 to 8"), ("copy_t1024_u2_b4", "resident threads")):
+        with pytest.raises(ValueError, match=message):
+            copy_kernels_for(f"copy_t128_u1,{bad}")
+
+
 def test_goals_without_measurements_say_why():
     report = _report()
     report["copy_ceiling"] = {"error": "RuntimeError: boom"}
@@ -404,6 +433,8 @@ def test_cli_floors_and_usage_errors():
     assert proc.returncode == 2 and "bad shape" in proc.stderr
     proc = _run_perf(["--input-sets", "2"])
     assert proc.returncode == 2 and "at least 4" in proc.stderr
+    proc = _run_perf(["--copy-kernels", "copy_t256_u4,memcpy"])
+    assert proc.returncode == 2 and "unknown copy kernel 'memcpy'" in proc.stderr
 
 
 def test_cli_refuses_the_simulator():

@@ -114,6 +114,30 @@ def test_row_copy_in_the_fused_geometry_copies_every_bit(shape, stream):
     assert np.array_equal(d_y.copy_to_host().view(np.uint32), x.view(np.uint32))
 
 
+@skip_on_cudasim("the copy kernels move 16-byte quads, which the simulator has no intrinsic for")
+@pytest.mark.parametrize("name", ["copy_t128_u1", "copy_t256_u8", "copy_t1024_u4", "copy_t256_u4_b8",
+                                  "copy_t1024_u2_b2"])
+@pytest.mark.parametrize("shape", [(3, 4), (7, 1028), (4096, 4096)])
+def test_copy_kernels_copy_every_bit(name, shape, stream):
+    """bench perf's plain copy kernels: every quad of the flat matrix once, whether the grid covers it in one
+    pass (the last chunk partly past the end) or strides over it (few blocks, many chunks each)."""
+    from numba_softmax.kernels.stream_copy import stream_copy_launches
+    x = matrix_fixture("random", shape)
+    d_y = cuda.to_device(np.full(shape, np.nan, dtype=np.float32))
+    launches = stream_copy_launches(name, cuda.to_device(x), d_y, cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    invocation(name, launches).enqueue(stream)
+    stream.synchronize()
+    assert np.array_equal(d_y.copy_to_host().view(np.uint32), x.view(np.uint32))
+
+
+def test_copy_kernels_refuse_rows_that_are_not_quads():
+    from numba_softmax.kernels.stream_copy import stream_copy_launches
+    with pytest.raises(ValueError, match="multiple of 4 long"):
+        stream_copy_launches("copy_t256_u4", np.zeros((2, 6), np.float32), np.zeros((2, 6), np.float32), 132)
+    with pytest.raises(ValueError, match="one shape"):
+        stream_copy_launches("copy_t256_u4", np.zeros((2, 8), np.float32), np.zeros((4, 4), np.float32), 132)
+
+
 def test_row_copy_refuses_what_the_fused_geometry_cannot_hold():
     with pytest.raises(ValueError, match="4097 columns > 4096"):
         row_copy_launches(np.zeros((1, 4097), np.float32), np.zeros((1, 4097), np.float32))
