@@ -176,8 +176,7 @@ if SIMULATOR:
     def warp_reduce_sum(value):
         raise NotImplementedError("warp shuffles do not exist in the simulator (warp builds are GPU only)")
 
-    def block_reductions(threads, trailing_barrier=True):
-        # The simulator's reductions always end with a barrier: the same values either way.
+    def block_reductions(threads):
         _check_block_threads(threads)
         if threads == BLOCK_THREADS:
             return block_reduce_max, block_reduce_sum
@@ -229,13 +228,10 @@ else:
     _WARP_SHIFT = np.uint32(5)
     _U32_ZERO = np.uint32(0)
 
-    def _make_reductions(combine, name, warps=WARPS_PER_BLOCK, trailing_barrier=True):
+    def _make_reductions(combine, name, warps=WARPS_PER_BLOCK):
         """The warp and block reductions for one combining operation (max, add), one order,
-        for blocks of ``warps`` warps (a compile-time constant of the fold). Without the trailing
-        barrier the caller must not write ``partials`` again in this block (e.g. a second
-        reduction gets its own array)."""
+        for blocks of ``warps`` warps (a compile-time constant of the fold)."""
         WARPS = warps
-        TRAILING_BARRIER = trailing_barrier
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def warp_reduce(value):
@@ -260,10 +256,9 @@ else:
             total = partials[0]
             for w in range(1, WARPS):
                 total = combine(total, partials[w])
-            if TRAILING_BARRIER:
-                # The partials array is reused by the next reduction: nobody may overwrite it
-                # before every thread has read it.
-                cuda.syncthreads()
+            # The partials array is reused by the next reduction: nobody may overwrite it
+            # before every thread has read it.
+            cuda.syncthreads()
             return total
 
         warp_reduce.__doc__ = f"{name} over the 32 lanes of a warp (xor butterfly); every lane gets it."
@@ -273,16 +268,14 @@ else:
     warp_reduce_max, block_reduce_max = _make_reductions(f32_max, "Max")
     warp_reduce_sum, block_reduce_sum = _make_reductions(f32_add, "Sum")
 
-    def block_reductions(threads, trailing_barrier=True):
+    def block_reductions(threads):
         """``(block_reduce_max, block_reduce_sum)`` for blocks of ``threads`` threads (a
         multiple of 32): the same butterfly and the same sequential fold of the warp
-        partials, warp 0 first, over ``threads // 32`` partials. ``trailing_barrier=False``:
-        one barrier per reduction, for callers that give each reduction its own partials."""
-        if threads == BLOCK_THREADS and trailing_barrier:
+        partials, warp 0 first, over ``threads // 32`` partials."""
+        if threads == BLOCK_THREADS:
             return block_reduce_max, block_reduce_sum
         warps = _check_block_threads(threads)
-        return (_make_reductions(f32_max, "Max", warps, trailing_barrier)[1],
-                _make_reductions(f32_add, "Sum", warps, trailing_barrier)[1])
+        return _make_reductions(f32_max, "Max", warps)[1], _make_reductions(f32_add, "Sum", warps)[1]
 
 
 def owned_columns(tid, cols, threads=BLOCK_THREADS):

@@ -123,7 +123,7 @@ CHECK_WARPS = CHECK_BLOCK_THREADS // WARP_SIZE
 
 # ---- reductions over the L threads of a row ---------------------------------------------------------------
 
-def _row_reductions(lanes, block, trailing_barrier=True):
+def _row_reductions(lanes, block):
     """``(row_max, row_sum)(value, partials)`` over each group of ``lanes`` consecutive threads of a
     ``block``-thread block (``lanes`` a power of two; ``lanes > 32`` only with ``lanes == block``).
 
@@ -131,8 +131,6 @@ def _row_reductions(lanes, block, trailing_barrier=True):
     each step combines ``(own, partner)`` and both operations are commutative), then for ``lanes > 32`` a
     sequential fold of the warp results, warp 0 first -- the order of :mod:`numba_softmax.numerics`.
     ``partials``: shared float32[max(1, lanes // 32)] (unused when ``lanes <= 32``).
-    ``trailing_barrier=False`` (``lanes > 32``): one block barrier per reduction instead of two; each
-    reduction of a block must then have its own ``partials``.
     """
     if lanes & (lanes - 1) or not 1 <= lanes <= 1024 or (lanes > WARP_SIZE and lanes != block):
         raise ValueError(f"a row group needs a power-of-two lane count up to 1024, one row per block above "
@@ -179,7 +177,7 @@ def _row_reductions(lanes, block, trailing_barrier=True):
     from ..numerics import block_reductions
 
     if WARPS > 1:
-        return block_reductions(lanes, trailing_barrier)
+        return block_reductions(lanes)
 
     def make(combine):
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -225,7 +223,7 @@ def _lowest_bit(mask):
 # ---- row kernels: a row in registers ----------------------------------------------------------------------
 
 def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast_math=False, shared_quads=0,
-                      span_source=None, barriers=2):
+                      span_source=None):
     """A row in registers: ``lanes`` threads per row, ``quads`` quads each; with ``ctas > 1`` (the cluster
     kernels) the row is spread over the ``ctas`` CTAs of a thread block cluster, CTA ``rank`` holding
     columns ``rank * 4 * lanes * quads`` on, and the two reductions end with a cluster stage (below).
@@ -235,9 +233,7 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
     ``span_source="registers"`` (a negative control only): the bulk copy fills the shared span from the CTA's
     register columns instead of the span's own.
     ``fast_math=True`` (a diagnostic ``*_fastmath`` geometry only): Triton's approximate exponential and
-    division instead of the policy's, to measure what the policy costs.
-    ``barriers=1`` (the ``_b1`` geometries, more than 32 lanes): the sum reduction gets its own partials, so
-    neither block reduction ends with a second barrier (two barriers per row instead of four)."""
+    division instead of the policy's, to measure what the policy costs."""
     EXP, DIV = (approx_exp, approx_div) if fast_math else (f32_exp, f32_div)
     LANES = lanes
     QUADS = quads
@@ -264,20 +260,7 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
         raise ValueError("cluster kernels need a GPU (the simulator has no clusters), one row per CTA (more than "
                          f"{WARP_SIZE} lanes; got {LANES}) and 16-byte quads (a scalar build spills its 64-bit "
                          "column arithmetic at 32 values per thread)")
-    if barriers not in (1, 2) or (barriers == 1 and LANES <= WARP_SIZE):
-        raise ValueError(f"barriers {barriers!r}: 2, or 1 for a row of more than {WARP_SIZE} lanes (one row per block)")
-    row_max_of, row_sum_of = _row_reductions(LANES, BLOCK, trailing_barrier=barriers == 2)
-
-    if barriers == 1:
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def sum_partials_for(partials):
-            """The sum's own partials: the max's are never written again, so no barrier has to wait
-            for every thread to have read them."""
-            return cuda.shared.array(WARPS, float32, alignment=PARTIALS_ALIGNMENT)
-    else:
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def sum_partials_for(partials):
-            return partials  # reused: the max's reduction ends with a barrier
+    row_max_of, row_sum_of = _row_reductions(LANES, BLOCK)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def cluster_fold(value, exchange, rank, is_max):
@@ -377,7 +360,7 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
                 e = EXP(f32_sub(values[k], row_max))
                 values[k] = e
                 local_sum = f32_add(local_sum, e)
-        row_sum = row_sum_of(local_sum, sum_partials_for(partials))
+        row_sum = row_sum_of(local_sum, partials)
         if CTAS > 1:
             row_sum = cluster_fold(row_sum, sums, rank, False)
 
@@ -473,7 +456,7 @@ def _make_rows_kernel(lanes, quads, vector, checked, ctas=1, exchange=True, fast
                 d = EXP(f32_sub(d, row_max))
                 local_sum = f32_add(f32_add(f32_add(f32_add(local_sum, a), b), c), d)
                 store_shared_quad(staged, i, a, b, c, d)
-        row_sum = row_sum_of(local_sum, sum_partials_for(partials))
+        row_sum = row_sum_of(local_sum, partials)
         if CTAS > 1:
             row_sum = cluster_fold(row_sum, sums, rank, False)
 
@@ -678,9 +661,6 @@ class Geometry:
     #: Quads per thread held in dynamic shared memory after the register ones (``rows`` only, name suffix
     #: ``_s{S}``): a block holds twice the row its registers allow, so an SM keeps two such rows in flight.
     shared_quads: int = 0
-    #: Block barriers per reduction (``rows`` or ``cluster`` of more than 32 lanes): 2, or 1 (name suffix
-    #: ``_b1``: the sum reduction has its own partials, so neither reduction ends with a second barrier).
-    barriers: int = 2
 
     def __post_init__(self):
         if self.kind not in _MAKERS:
@@ -699,10 +679,6 @@ class Geometry:
                                       and 1 <= self.shared_quads <= MAX_SHARED_QUADS):
             raise ValueError(f"geometry {self.name}: quads in shared memory (1 to {MAX_SHARED_QUADS}) are for a rows "
                              f"or cluster geometry of more than {WARP_SIZE} lanes")
-        if self.barriers not in (1, 2) or (self.barriers == 1 and not (self.kind in ("rows", "cluster")
-                                                                       and self.lanes > WARP_SIZE)):
-            raise ValueError(f"geometry {self.name}: one barrier per reduction (_b1) is for a rows or cluster "
-                             f"geometry of more than {WARP_SIZE} lanes (2 otherwise)")
         if self.fast_math and self.kind == "long":
             raise ValueError(f"geometry {self.name}: the fast-math diagnostic builds are row and cluster geometries")
 
@@ -710,7 +686,6 @@ class Geometry:
     def name(self):
         return (f"{self.kind}_l{self.lanes}_q{self.quads}" + (f"_c{self.ctas}" if self.kind == "cluster" else "")
                 + (f"_s{self.shared_quads}" if self.shared_quads else "")
-                + ("_b1" if self.barriers == 1 else "")
                 + (FAST_MATH_SUFFIX if self.fast_math else ""))
 
     @property
@@ -743,7 +718,7 @@ class Geometry:
         fast_math = name.endswith(FAST_MATH_SUFFIX)
         try:
             kind, lanes, quads, *rest = name.removesuffix(FAST_MATH_SUFFIX).split("_")
-            extra = {"c": "ctas", "s": "shared_quads", "b": "barriers"}
+            extra = {"c": "ctas", "s": "shared_quads"}
             options = {extra[part[0]]: int(part[1:]) for part in rest}
             if len(options) != len(rest):
                 raise ValueError(name)
@@ -754,7 +729,7 @@ class Geometry:
                 raise
             geometry = None
         if geometry is None or geometry.name != name:
-            raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q>[_s<S>][_b1], "
+            raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q>[_s<S>], "
                              f"cluster_l<L>_q<Q>_c<C> or long_l<L>_q<Q> (a row or cluster one with "
                              f"{FAST_MATH_SUFFIX!r}: a diagnostic fast-math build), e.g. {AUTO_TABLE[0][1]!r}; "
                              f"candidates: {sorted(CANDIDATE_GEOMETRIES)}")
@@ -773,8 +748,6 @@ def _make_build(geometry, vector, checked, exchange=True, span_source=None):
     if geometry.shared_quads:
         options["shared_quads"] = geometry.shared_quads
         options["span_source"] = span_source
-    if geometry.barriers != 2:
-        options["barriers"] = geometry.barriers
     body, block, _ = _MAKERS[geometry.kind](geometry.lanes, geometry.quads, vector, checked, **options)
     if checked:
         def kernel(x, y, status, alarm):
@@ -824,11 +797,11 @@ SCALAR_FALLBACK = {"rows_l512_q8_s8": "rows_l1024_q8"}
 #: by the widths they are meant for. docs/auto_kernels.md gives the prediction for each.
 CANDIDATES = {
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
-    1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2", "rows_l128_q2_b1"),
-    4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l64_q8_s8", "rows_l128_q8_b1"),
-    8192: ("rows_l512_q4", "rows_l1024_q2", "rows_l128_q8_s8", "rows_l256_q8_b1"),
-    16384: ("rows_l1024_q4", "rows_l256_q8_s8", "rows_l512_q8_b1"),
-    32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8", "cluster_l512_q8_c2", "rows_l512_q8_s8_b1"),
+    1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
+    4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l64_q8_s8"),
+    8192: ("rows_l512_q4", "rows_l1024_q2", "rows_l128_q8_s8"),
+    16384: ("rows_l1024_q4", "rows_l256_q8_s8"),
+    32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8", "cluster_l512_q8_c2"),
     65536: ("long_l1024_q4", "cluster_l1024_q8_c2", "cluster_l512_q8_c4", "cluster_l512_q8_c2_s8"),
     131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4", "cluster_l512_q8_c8", "cluster_l1024_q8_c2_s8"),
     262144: ("long_l1024_q4", "cluster_l1024_q8_c8", "cluster_l1024_q8_c4_s8"),

@@ -271,14 +271,6 @@ def test_a_rows_geometry_refuses_a_row_it_cannot_hold():
     assert Geometry.parse("cluster_l1024_q8_c2_s8").max_columns == 131072
     with pytest.raises(ValueError, match="unknown auto geometry 'rows_l512_q8_x8'"):
         geometry_launches("rows_l512_q8_x8", x, x.copy())
-    one_barrier = Geometry.parse("cluster_l512_q8_c4_s8_b1")
-    assert (one_barrier.barriers, one_barrier.ctas, one_barrier.shared_quads) == (1, 4, 8)
-    assert Geometry.parse("rows_l128_q2_b1").max_columns == 1024 and Geometry.parse("rows_l128_q2").barriers == 2
-    for name in ("rows_l32_q8_b1", "long_l1024_q4_b1", "rows_l128_q2_b3"):
-        with pytest.raises(ValueError, match=r"one barrier per reduction \(_b1\) is for a rows or cluster geometry"):
-            Geometry.parse(name)
-    with pytest.raises(ValueError, match="unknown auto geometry 'rows_l128_q2_b1_s8'"):
-        Geometry.parse("rows_l128_q2_b1_s8")  # one spelling per geometry
 
 
 @CLUSTERS_ON_GPU
