@@ -16,18 +16,27 @@ Per shape (default 1x128 and 4096x4096, the goal's shapes), the median host time
   costs beyond a repeated Numba call), ``torch_api_current_stream`` (the same call without
   ``stream=``, torch's current stream set to the probe's), ``torch_current_stream`` (the raw read of
   torch's current stream that call makes) and ``torch_current_stream_object`` (the same handle through
-  ``torch.cuda.current_stream()``, what the call read before).
+  ``torch.cuda.current_stream()``, what the call read before), ``api_plan_run`` and ``torch_plan_run``
+  (the remembered plan of the Numba and of the torch call run directly: the calls without their lookup
+  and checks).
 
-    python -m bench probe api [--shapes 1x128,4096x4096] [--calls 2000] [--out DIR]
+Each figure is the median of ``--calls`` single calls of one step back to back. With ``--rounds N`` the
+steps are also timed as ``bench perf`` times the goal's calls: N rounds, each step once per round in a
+shuffled order (``*_interleaved_us``), so a step follows other code, not itself.
+
+    python -m bench probe api [--shapes 1x128,4096x4096] [--calls 2000] [--rounds 0] [--out DIR]
 """
 
 import argparse
+import statistics
+import time
 
 import numpy as np
 from numba import cuda
 
 from bench.probes import refuse_existing_results, require_gpu, write_results
 from bench.probes.launch import per_call_us
+from bench.protocol import round_orders
 from numba_softmax import api as api_module
 from numba_softmax import arrays, softmax
 from numba_softmax.fixtures import matrix_fixture
@@ -38,7 +47,7 @@ from numba_softmax.launch.driver import Invocation, Stream
 RESULTS_FILE = "api_probe.json"
 
 
-def probe_shape(shape, stream, calls):
+def probe_shape(shape, stream, calls, rounds=0, seed=20261203):
     x = cuda.to_device(matrix_fixture("random-0", shape))
     y, reference, other = (cuda.device_array(shape, dtype=np.float32) for _ in range(3))
     status = cuda.to_device(np.full(STATUS_WORDS, STATUS_CLEAR, dtype=np.int64))
@@ -56,6 +65,9 @@ def probe_shape(shape, stream, calls):
         "array_kind": lambda: arrays.array_kind(x),
         "resolve_stream": lambda: arrays.resolve_stream(stream, x, kind, None),
     }
+    softmax(x, out=y, stream=stream)
+    numba_repeat = api_module.remembered_call(x, y, stream, "auto", True)
+    steps["api_plan_run"] = lambda: numba_repeat.plan.run(numba_repeat.target)
     torch = _cuda_torch()
     if torch is not None:
         t_x = torch.as_tensor(matrix_fixture("random-0", shape), device="cuda")
@@ -66,6 +78,7 @@ def probe_shape(shape, stream, calls):
         softmax(t_x, out=t_y, stream=stream)
         repeat = api_module.remembered_call(t_x, t_y, stream, "auto", True)
         steps["torch_repeat_check"] = lambda: repeat.matches(t_x, t_y, stream, "auto", True)
+        steps["torch_plan_run"] = lambda: repeat.plan.run(repeat.target)
         steps["torch_api_current_stream"] = lambda: softmax(t_x, out=t_y)
         device = t_x.get_device()
         steps["torch_current_stream"] = lambda: arrays.torch_current_stream(device)
@@ -79,17 +92,34 @@ def probe_shape(shape, stream, calls):
             for _ in range(max(50, calls // 10)):
                 step()
             result[f"{name}_us"] = per_call_us(step, calls)
+        if rounds:
+            samples = {name: [] for name in steps}
+            for order in round_orders(list(steps), rounds, seed=seed):
+                for name in order:
+                    t0 = time.perf_counter_ns()
+                    steps[name]()
+                    samples[name].append((time.perf_counter_ns() - t0) / 1e3)
+            for name, values in samples.items():
+                result[f"{name}_interleaved_us"] = statistics.median(values)
+            result["rounds"] = rounds
     finally:
         if torch is not None:
             torch.cuda.set_stream(previous)
-    result["api_alternating_us"] /= 2  # two calls per step
+    for key in ("api_alternating_us", "api_alternating_interleaved_us"):
+        if key in result:
+            result[key] /= 2  # two calls per step
     for name in steps:
-        print(f"{shape[0]}x{shape[1]:<6} {name:<28} {result[f'{name}_us']:8.2f} us", flush=True)
+        interleaved = result.get(f"{name}_interleaved_us")
+        print(f"{shape[0]}x{shape[1]:<6} {name:<28} {result[f'{name}_us']:8.2f} us"
+              + (f"  interleaved {interleaved:8.2f} us" if interleaved is not None else ""), flush=True)
     print(f"{shape[0]}x{shape[1]:<6} api / launch_layer  {result['api_us'] / result['launch_layer_us']:8.3f}")
     if torch is not None:
         print(f"{shape[0]}x{shape[1]:<6} torch_api / api     {result['torch_api_us'] / result['api_us']:8.3f}")
         print(f"{shape[0]}x{shape[1]:<6} torch_api_current_stream / api "
               f"{result['torch_api_current_stream_us'] / result['api_us']:8.3f}")
+        if rounds:
+            print(f"{shape[0]}x{shape[1]:<6} torch_api / api, interleaved "
+                  f"{result['torch_api_interleaved_us'] / result['api_interleaved_us']:8.3f}")
     return result
 
 
@@ -106,6 +136,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench probe api", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default="1x128,4096x4096")
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="also time every step once per round in N shuffled rounds (bench perf's way)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     try:
@@ -114,7 +146,9 @@ def main(argv=None):
         parser.error(f"--shapes: expected ROWSxCOLS[,ROWSxCOLS...], got {args.shapes!r}")
     if any(len(shape) != 2 or min(shape) < 1 for shape in shapes):
         parser.error(f"--shapes: expected positive ROWSxCOLS pairs, got {args.shapes!r}")
+    if args.rounds < 0:
+        parser.error(f"--rounds: expected 0 or more, got {args.rounds}")
     refuse_existing_results(parser, args.out, RESULTS_FILE)
     require_gpu(parser)
     stream = Stream()
-    write_results(args.out, RESULTS_FILE, [probe_shape(shape, stream, args.calls) for shape in shapes])
+    write_results(args.out, RESULTS_FILE, [probe_shape(shape, stream, args.calls, args.rounds) for shape in shapes])

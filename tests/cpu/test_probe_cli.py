@@ -87,6 +87,13 @@ def test_the_api_probe_refuses_bad_shapes(capsys, shapes):
     assert "--shapes" in capsys.readouterr().err
 
 
+def test_the_api_probe_refuses_negative_rounds(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        probe.main(["api", "--rounds", "-1"])
+    assert exit_.value.code == 2
+    assert "--rounds: expected 0 or more, got -1" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--shapes", "4x"], "--shapes: '4x' is not ROWSxCOLS"),
     (["--shapes", "0x128"], "--shapes: '0x128' is not ROWSxCOLS"),
