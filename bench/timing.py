@@ -33,7 +33,7 @@ import math
 import statistics
 import time
 
-from bench.protocol import BATCH, PER_BATCH, PER_INVOCATION
+from bench.protocol import BATCH, PER_BATCH, PER_INVOCATION, round_orders
 
 #: Delay kernel sizing: at least DELAY_MIN_US, DELAY_FACTOR x the host enqueue window, at most DELAY_MAX_US.
 DELAY_MIN_US = 30.0
@@ -49,6 +49,21 @@ PROBE_BATCH, PROBE_REPS = 20, 15
 
 def _now_us():
     return time.perf_counter_ns() / 1e3
+
+
+def host_rounds(calls, rounds, seed):
+    """``rounds`` shuffled rounds (:func:`bench.protocol.round_orders`) of ``calls`` (name -> callable), each
+    call timed once per round on the host, so a call follows other code, not itself:
+    ``[{"order": [...], "host_completion_us": {name: us}}]``."""
+    result = []
+    for order in round_orders(list(calls), rounds, seed=seed):
+        values = {}
+        for name in order:
+            t0 = _now_us()
+            calls[name]()
+            values[name] = _now_us() - t0
+        result.append({"order": order, "host_completion_us": values})
+    return result
 
 
 def measure_round(submit, stream, start_event, end_event):

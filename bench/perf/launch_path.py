@@ -26,8 +26,9 @@ import time
 import numpy as np
 
 from bench.perf import log
-from bench.protocol import BATCH, round_orders
+from bench.protocol import BATCH
 from bench.stats import paired_ratios, summarize
+from bench.timing import host_rounds
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAUNCH_TIMER_SOURCE = os.path.join(REPO_ROOT, "reference_cu", "launch_timer.cu")
@@ -345,15 +346,8 @@ def measure_graph_completion(sampler, args, report, errors):
         for g in graphs.values():
             g.launch(sampler.stream)
             sampler.stream.synchronize()
-    rounds = []
-    for order in round_orders(list(graphs), GRAPH_COMPLETION_ROUNDS, seed=args.seed + 1000):
-        values = {}
-        for name in order:
-            t0 = _now_us()
-            graphs[name].launch(sampler.stream)
-            sampler.stream.synchronize()
-            values[name] = _now_us() - t0
-        rounds.append({"order": order, "host_completion_us": values})
+    rounds = host_rounds({name: lambda g=g: (g.launch(sampler.stream), sampler.stream.synchronize())
+                          for name, g in graphs.items()}, GRAPH_COMPLETION_ROUNDS, seed=args.seed + 1000)
     section["samples"] = rounds
     values = [r["host_completion_us"] for r in rounds]
     section["fused"] = summarize([v["fused"] for v in values])
@@ -461,14 +455,7 @@ def _time_api_calls(entry, calls, read, host, stream, alarm, seed, errors):
     for _ in range(API_WARMUPS):
         for call in calls.values():
             call()
-    rounds = []
-    for order in round_orders(list(calls), API_ROUNDS, seed=seed):
-        values = {}
-        for name in order:
-            t0 = _now_us()
-            calls[name]()
-            values[name] = _now_us() - t0
-        rounds.append({"order": order, "host_completion_us": values})
+    rounds = host_rounds(calls, API_ROUNDS, seed=seed)
     entry["samples"] = rounds
     for name in calls:
         entry[name] = summarize([r["host_completion_us"][name] for r in rounds])

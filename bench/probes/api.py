@@ -29,14 +29,13 @@ shuffled order (``*_interleaved_us``), so a step follows other code, not itself.
 
 import argparse
 import statistics
-import time
 
 import numpy as np
 from numba import cuda
 
 from bench.probes import refuse_existing_results, require_gpu, write_results
 from bench.probes.launch import per_call_us
-from bench.protocol import round_orders
+from bench.timing import host_rounds
 from numba_softmax import api as api_module
 from numba_softmax import arrays, softmax
 from numba_softmax.fixtures import matrix_fixture
@@ -93,14 +92,9 @@ def probe_shape(shape, stream, calls, rounds=0, seed=20261203):
                 step()
             result[f"{name}_us"] = per_call_us(step, calls)
         if rounds:
-            samples = {name: [] for name in steps}
-            for order in round_orders(list(steps), rounds, seed=seed):
-                for name in order:
-                    t0 = time.perf_counter_ns()
-                    steps[name]()
-                    samples[name].append((time.perf_counter_ns() - t0) / 1e3)
-            for name, values in samples.items():
-                result[f"{name}_interleaved_us"] = statistics.median(values)
+            samples = [r["host_completion_us"] for r in host_rounds(steps, rounds, seed=seed)]
+            for name in steps:
+                result[f"{name}_interleaved_us"] = statistics.median(s[name] for s in samples)
             result["rounds"] = rounds
     finally:
         if torch is not None:

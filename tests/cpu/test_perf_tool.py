@@ -718,3 +718,15 @@ def test_python_launch_block_times_each_path_in_batches():
     # per metric: 3 batches of BATCH calls (enqueue cost) + 3 single calls (launch + synchronize)
     assert calls == {"enqueue": 3 * BATCH + 3, "replay": 3 * BATCH + 3}
     assert all(v >= 0 for values in samples.values() for v in values)
+
+
+def test_host_rounds_time_each_call_once_per_round_in_shuffled_orders():
+    seen = []
+    calls = {name: (lambda name=name: seen.append(name)) for name in ("a", "b", "c")}
+    rounds = timing.host_rounds(calls, 12, seed=3)
+    assert len(rounds) == 12 and len(seen) == 36
+    assert all(sorted(r["order"]) == ["a", "b", "c"] and set(r["host_completion_us"]) == {"a", "b", "c"}
+               for r in rounds)
+    assert all(v >= 0 for r in rounds for v in r["host_completion_us"].values())
+    assert seen == [name for r in rounds for name in r["order"]]   # timed in each round's order
+    assert len({tuple(r["order"]) for r in rounds}) > 1            # shuffled, not one fixed order
