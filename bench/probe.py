@@ -1,7 +1,6 @@
-"""``python -m bench probe fused|tiles|launch|handoff|api|twins|floors [OPTIONS]``: one measurement probe (GPU only).
+"""``python -m bench probe tiles|launch|handoff|api|twins|floors [OPTIONS]``: one measurement probe (GPU only).
 
-    python -m bench probe fused  [--shapes 4096x128,...] [--candidates-only] [--no-pipelined] [--out DIR]
-    python -m bench probe tiles  [--cases balanced-2048,...] [--register-caps 48,40] [--compare-tree DIR] [--out DIR]
+    python -m bench probe tiles  [--cases balanced-2048,...] [--compare-tree DIR] [--out DIR]
     python -m bench probe launch [--batches 200] [--out DIR]
     python -m bench probe handoff [--rounds 2000] [--contenders 1188] [--out DIR]
     python -m bench probe api    [--shapes 1x128,4096x4096] [--calls 2000] [--out DIR]
@@ -9,8 +8,8 @@
     python -m bench probe floors [--cases balanced-128,balanced-2048] [--rounds 60] [--out DIR]
     python -m bench probe NAME --help                 (the probe's own options)
 
-The probe modules live in ``bench/probes/``; each is imported only when it runs (they compile
-kernels at import).
+The probe modules live in ``bench/probes/``, their kernels in ``numba_softmax/kernels/diagnostics/``;
+each probe is imported only when it runs.
 """
 
 import argparse
@@ -18,7 +17,6 @@ import importlib
 
 #: probe name -> (module, one line for --help)
 PROBES = {
-    "fused": ("bench.probes.fused", "where the fused kernel's time goes: ablations, candidates, its nvcc twin"),
     "tiles": ("bench.probes.tiles", "Experiment B's timed builds per launch and per scheduler invocation"),
     "launch": ("bench.probes.launch", "host time per launch through each layer of the launch path"),
     "handoff": ("bench.probes.handoff", "latency of a release/acquire hand-off, an atomic and a load through L2"),

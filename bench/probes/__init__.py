@@ -1,7 +1,8 @@
-"""The measurement probes (GPU only), run as ``python -m bench probe fused|tiles|launch``.
+"""The measurement probes (GPU only), run as ``python -m bench probe NAME`` (``bench.probe.PROBES``).
 
 Diagnostics that say where time goes; the figures that count come from ``python -m bench``
-and ``python -m bench perf``. Each probe module has ``main(argv)``; they time with
+and ``python -m bench perf``. Their kernels live in :mod:`numba_softmax.kernels.diagnostics`.
+Each probe module has ``main(argv)``; they time with
 :mod:`bench.timing` (the one timing module) and write their results with :func:`write_results`.
 """
 

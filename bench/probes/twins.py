@@ -10,9 +10,8 @@ kernels, or three tile kernels); this probe splits it per kernel. Per kernel and
 launch back to back, a throughput), single (one launch behind a delay kernel, the latency a graph
 round sees) and graph (the batch captured once as a CUDA graph and replayed: no host launch path
 between the launches, as in the experiments' graph mode), median and p10 / p90, and the ratio of the
-medians. Experiment A shapes rotate over
-enough input sets to exceed L2, as the fused probe does. Before timing, each side's invocation runs
-once and the twin's outputs and intermediates are compared bit for bit with Numba's (a probe that
+medians. Experiment A shapes rotate over enough input sets to exceed L2. Before timing, each side's
+invocation runs once and the twin's outputs and intermediates are compared bit for bit with Numba's (a probe that
 times a twin computing something else would be meaningless). Each twin runs twice: from nvcc's cubin
 (nvcc's ptxas) and from nvcc's PTX compiled by the driver at load time, as Numba's PTX is, so that a
 gap the driver's compiler makes shows apart from one in the PTX the two front ends emit. The

@@ -12,7 +12,7 @@ def test_help_lists_every_probe(capsys):
         probe.main(["--help"])
     assert exit_.value.code == 0
     text = capsys.readouterr().out
-    for name in ("fused", "tiles", "launch", "handoff", "api", "twins", "floors"):
+    for name in ("tiles", "launch", "handoff", "api", "twins", "floors"):
         assert name in text and probe.PROBES[name][1].split()[0] in text
 
 
