@@ -28,7 +28,6 @@ The experiments' functions compile, allocate, copy, capture and validate nothing
 kernel is compiled on first use.
 """
 
-import functools
 import math
 import statistics
 import time
@@ -39,7 +38,7 @@ from bench.protocol import BATCH, PER_BATCH, PER_INVOCATION, round_orders
 DELAY_MIN_US = 30.0
 DELAY_FACTOR = 3.0
 DELAY_MAX_US = 50_000.0
-DELAY_NANOSLEEP_NS = 1000
+DELAY_NANOSLEEP_NS = 1000  # per iteration of the delay kernel (kernels.ordering.pause_us)
 DELAY_CALIBRATION_ITERATIONS = 200
 #: A starved sample is retaken (delay doubled) at most this many times; the last one is kept.
 STARVED_RETAKES = 4
@@ -127,19 +126,6 @@ def is_starved(host_window_us, delay_gpu_us):
     return host_window_us >= delay_gpu_us
 
 
-@functools.cache
-def delay_kernel():
-    """One block of threads sleeping ``iterations`` x ``nanosleep(DELAY_NANOSLEEP_NS)`` (compiled on first use)."""
-    from numba import cuda
-
-    @cuda.jit
-    def perf_delay_kernel(iterations):
-        for _ in range(iterations):
-            cuda.nanosleep(DELAY_NANOSLEEP_NS)
-
-    return perf_delay_kernel
-
-
 class DelaySampler:
     """Device time of one submit, behind a delay kernel, on its own stream (GPU only).
 
@@ -157,14 +143,11 @@ class DelaySampler:
 
     def delay(self, iterations):
         """The delay kernel's invocation for ``iterations`` (prepared once per count)."""
-        import numpy as np
-
+        from numba_softmax.kernels.diagnostics.delay import delay_launch
         from numba_softmax.launch.driver import Invocation
-        from numba_softmax.launch_spec import KernelLaunch
         invocation = self._delays.get(iterations)
         if invocation is None:
-            invocation = Invocation.from_launches("perf_delay", [KernelLaunch(
-                "perf_delay", delay_kernel(), (1,), (32,), (np.int64(iterations),))])
+            invocation = Invocation.from_launches("perf_delay", [delay_launch(iterations)])
             self._delays[iterations] = invocation
         return invocation
 

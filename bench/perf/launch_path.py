@@ -15,7 +15,6 @@ torch / Numba <= 1.1).
 """
 
 import ctypes
-import functools
 import json
 import math
 import os
@@ -49,16 +48,10 @@ def _now_us():
     return time.perf_counter_ns() / 1e3
 
 
-@functools.cache
 def empty_kernel():
-    """The empty kernel both launch paths time (compiled on first use)."""
-    from numba import cuda
-
-    @cuda.jit
-    def perf_empty_kernel():
-        pass
-
-    return perf_empty_kernel
+    """The empty kernel both launch paths time: the library's (imported on first use, once the backend is chosen)."""
+    from numba_softmax.kernels.tiles import empty_tile_kernel  # numba: not before bench.environment.select_backend
+    return empty_tile_kernel
 
 
 def find_nvcc():

@@ -6,23 +6,16 @@ each variant captured as a CUDA graph of one invocation, with the persistent sch
 128-thread block per worker, the case's worker count):
 
 * ``numba empty``: an empty Numba kernel, launched cooperatively (and ``plain``: with ``cuLaunchKernel``);
-* ``numba empty, persistent args``: an empty Numba kernel taking the persistent kernel's arguments
-  (its parameter block, 280 bytes), cooperative;
-* ``numba empty, shared``: an empty Numba kernel with a static shared array, cooperative;
 * ``c++ empty``: the same empty kernel in CUDA C++ (``reference_cu/coop_floor.cu``, built here with nvcc);
-* ``numba two barriers: DESIGN``: an otherwise empty Numba kernel crossing a grid barrier twice, block
-  barriers around it: the persistent kernel's own (:func:`numba_softmax.kernels.persistent.grid_barrier`)
-  and the other designs measured (:data:`BARRIER_DESIGNS`); ``numba two grid.sync``: the same with
-  Numba's ``cuda.cg.this_grid().sync()``;
-  ``c++ two grid.sync``: with cooperative groups' ``grid.sync()`` in CUDA C++;
+* ``numba two barriers (the phased kernel's)``: an otherwise empty Numba kernel crossing the persistent
+  kernel's grid barrier twice; ``numba two grid.sync``: the same with Numba's ``cuda.cg.this_grid().sync()``
+  (:mod:`numba_softmax.kernels.diagnostics.grid_barriers`); ``c++ two grid.sync``: with cooperative groups'
+  ``grid.sync()`` in CUDA C++;
 * ``init_queue``: the DAG's queue reset alone; ``dag floor (no reset)``: the persistent kernel in its
   DAG floor mode alone (it returns at once), also ``plain`` (``cuLaunchKernel``); ``dag floor``: the
   reset, then that launch as its programmatic dependent (Experiment B's ``dag-floor``), and ``..., no PDL``
   the same launched after the reset ends; ``phased floor``: Experiment B's ``phased-floor``; ``dag`` and
   ``dag, no PDL``: the same two DAG launches doing the case's work;
-* ``reset + waiting empty worker``: the DAG floor's pair with an empty worker that waits for the reset
-  (``griddepcontrol.wait``); ``..., PDL``: the same with programmatic dependent launch (the reset lets its
-  dependent start launching at once, ``griddepcontrol.launch_dependents``, as Experiment B's DAG does);
 * with the nvcc twins built (``python -m bench build-reference``): the twin's ``dag floor`` and
   ``phased floor``.
 
@@ -46,22 +39,20 @@ import subprocess
 import tempfile
 
 import numpy as np
-from numba import cuda, float32, int32, int64, uint32
 
 from bench.probes import refuse_existing_results, require_gpu, write_results
 from bench.timing import DelaySampler, _spread, time_graph
 from numba_softmax.cases import EXPERIMENT_B_CASES
-from numba_softmax.kernels.ordering import (atomic_add_release_gpu, fence_acq_rel_gpu, load_acquire_gpu,
-                                            load_relaxed_gpu, wait_for_prerequisite_grid)
-from numba_softmax.kernels.persistent import (MODE_DAG, MODE_DAG_FLOOR, dag_launches, flip_add, flipped, grid_barrier,
-                                              init_queue_launch,
-                                              persistent_args, persistent_tiles)
-from numba_softmax.kernels.tiles import TILE_THREADS
+from numba_softmax.kernels.diagnostics.grid_barriers import two_grid_barriers_launch, two_grid_syncs_launch
+from numba_softmax.kernels.persistent import (MODE_DAG, MODE_DAG_FLOOR, MODE_PHASED_FLOOR, dag_launches,
+                                              init_queue_launch, persistent_args, persistent_tiles)
+from numba_softmax.kernels.tiles import TILE_THREADS, empty_tile_kernel
 from numba_softmax.launch.driver import Event, Invocation, Stream, check
 from numba_softmax.launch.graphs import CapturedGraph
 from numba_softmax.launch_spec import KernelLaunch
-from numba_softmax.numerics import udiv
-from numba_softmax.queue import COUNTER_LINE_WORDS, DEFAULT_MAX_POLLS, GRID_BARRIER
+from numba_softmax.peers.nvcc_twins import (ReferenceLaunch, ReferenceLibrary, reference_init_queue_launch,
+                                            reference_persistent_args)
+from numba_softmax.queue import DEFAULT_MAX_POLLS
 from numba_softmax.tiled import TiledBuffers, build_layout, floor_launches, worker_plan
 
 #: What the probe writes under --out (never over an existing file).
@@ -70,165 +61,6 @@ CPP_SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.pat
                           "reference_cu", "coop_floor.cu")
 #: Launches run before each event sample, so that the GPU is as busy as in Experiment B's rounds.
 WARM_LAUNCHES = 4
-
-
-@cuda.jit
-def numba_empty_kernel():
-    pass
-
-
-@cuda.jit
-def numba_empty_args_kernel(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
-                            tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots,
-                            paired_entries, max_polls, trace):
-    pass
-
-
-@cuda.jit
-def numba_empty_shared_kernel(out):
-    scratch = cuda.shared.array(16, float32)
-    scratch[cuda.threadIdx.x % 16] = float32(1.0)
-    cuda.syncthreads()
-    if cuda.threadIdx.x == 0 and scratch[3] < float32(0.0):  # never: keeps the array
-        out[0] = scratch[5]
-
-
-@cuda.jit
-def numba_two_grid_syncs_kernel():
-    grid = cuda.cg.this_grid()
-    grid.sync()
-    grid.sync()
-
-
-# ---- grid barrier designs, each crossed twice by an otherwise empty kernel ----------------------
-# Thread 0 of every block, between block barriers; every word resets itself (flip_add). The words live
-# in the probe's own zeroed array (GRID_BARRIER as in the kernel's counters, then the group words of the
-# grouped designs, one 128-byte line each); each design leaves them as it found them.
-
-#: The grouped designs (the persistent kernel's barriers before the flat one): up to GROUPS group words of
-#: at least GROUP_MIN workers, on the lines after GRID_BARRIER's.
-GROUPS = 64
-GROUP_MIN = 32
-GROUP_FIRST = (GRID_BARRIER // COUNTER_LINE_WORDS + 1) * COUNTER_LINE_WORDS
-BARRIER_ARRAY_WORDS = GROUP_FIRST + GROUPS * COUNTER_LINE_WORDS
-
-
-@cuda.jit(device=True)
-def wait_for_flip(words, before, max_polls, acquire_poll):
-    """Poll the top word until its top bit flips against ``before``, with acquire loads (``acquire_poll``)
-    or relaxed loads and an acquire fence after them. Returns the word seen flipped (``before`` if it
-    waited more than ``max_polls`` polls)."""
-    polls = int32(0)
-    while True:
-        now = load_acquire_gpu(words, GRID_BARRIER) if acquire_poll else load_relaxed_gpu(words, GRID_BARRIER)
-        if flipped(before, now):
-            break
-        polls = int32(polls + 1)
-        if polls > max_polls:
-            return before
-    if not acquire_poll:
-        fence_acq_rel_gpu()
-    return now
-
-
-@cuda.jit(device=True)
-def flat_barrier_at_once(words, workers, max_polls, acquire_poll):
-    """The kernel's flat barrier without its wait for the add's result: Numba issues the first poll right
-    after the add, before the add returns."""
-    old = atomic_add_release_gpu(words, GRID_BARRIER, flip_add(cuda.blockIdx.x == 0, workers))
-    wait_for_flip(words, old, max_polls, acquire_poll)
-
-
-@cuda.jit(device=True)
-def grouped_barrier(words, workers, max_polls, before, acquire_poll):
-    """The grouped barrier: a worker arrives on its group's word; the arrival that completes a group
-    acquires the group (a fence) and arrives on the top word; every worker polls the top word until it
-    flips against ``before``. Returns the top word seen flipped."""
-    b = int32(cuda.blockIdx.x)
-    group_size = max(int32(GROUP_MIN), int32(udiv(uint32(workers + GROUPS - 1), uint32(GROUPS))))
-    groups = int32(udiv(uint32(workers + group_size - 1), uint32(group_size)))
-    g = int32(udiv(uint32(b), uint32(group_size)))
-    in_group = min(group_size, int32(workers - int32(g * group_size)))
-    word = uint32(GROUP_FIRST + g * COUNTER_LINE_WORDS)
-    add = flip_add(b == int32(g * group_size), in_group)
-    old = atomic_add_release_gpu(words, word, add)
-    if flipped(old, int32(int64(old) + int64(add))):
-        fence_acq_rel_gpu()
-        atomic_add_release_gpu(words, GRID_BARRIER, flip_add(g == 0, groups))
-    return wait_for_flip(words, before, max_polls, acquire_poll)
-
-
-@cuda.jit
-def kernel_barrier_kernel(words, max_polls):
-    """The persistent kernel's grid barrier (:func:`grid_barrier`), crossed twice."""
-    for which in range(2):
-        cuda.syncthreads()
-        if cuda.threadIdx.x == 0:
-            grid_barrier(words, int32(cuda.gridDim.x), max_polls, int32(which), True)
-        cuda.syncthreads()
-
-
-def make_flat_at_once_kernel(acquire_poll):
-    @cuda.jit
-    def flat_two_barriers_kernel(words, max_polls):
-        for _ in range(2):
-            cuda.syncthreads()
-            if cuda.threadIdx.x == 0:
-                flat_barrier_at_once(words, int32(cuda.gridDim.x), max_polls, acquire_poll)
-            cuda.syncthreads()
-    return flat_two_barriers_kernel
-
-
-@cuda.jit
-def grouped_carried_kernel(words, max_polls):
-    """The grouped barrier with the top word read once at the start, then carried; acquire polls."""
-    top = int32(0)
-    if cuda.threadIdx.x == 0:
-        top = load_relaxed_gpu(words, GRID_BARRIER)
-    for _ in range(2):
-        cuda.syncthreads()
-        if cuda.threadIdx.x == 0:
-            top = grouped_barrier(words, int32(cuda.gridDim.x), max_polls, top, True)
-        cuda.syncthreads()
-
-
-@cuda.jit
-def grouped_load_in_kernel(words, max_polls):
-    """The grouped barrier with the top word loaded on the way in; relaxed polls and a fence."""
-    for _ in range(2):
-        cuda.syncthreads()
-        if cuda.threadIdx.x == 0:
-            grouped_barrier(words, int32(cuda.gridDim.x), max_polls, load_relaxed_gpu(words, GRID_BARRIER), False)
-        cuda.syncthreads()
-
-
-BARRIER_DESIGNS = {
-    "the kernel's (flat, first poll after the add returns)": kernel_barrier_kernel,
-    "flat, first poll at once": make_flat_at_once_kernel(True),
-    "flat, first poll at once, relaxed polls + fence": make_flat_at_once_kernel(False),
-    "grouped, top word carried, acquire polls": grouped_carried_kernel,
-    "grouped, top word loaded in, relaxed polls + fence": grouped_load_in_kernel,
-}
-
-
-# ---- programmatic dependent launch (PDL): the cooperative launch staged while the reset runs --------
-
-@cuda.jit
-def pdl_empty_kernel(counters):
-    """An empty worker that waits for the grid it depends on (the reset) before anything it would read."""
-    wait_for_prerequisite_grid()
-    if cuda.threadIdx.x == 0 and counters[0] == 12345:  # never (the reset leaves 0): keeps the wait live
-        counters[1] = 1
-
-
-def pdl_variants(buffers, workers):
-    """The DAG floor's two launches (the reset, which lets its dependent launch at once, then an empty
-    cooperative worker that waits for it), without and with programmatic dependent launch."""
-    def pair(label, programmatic):
-        worker = KernelLaunch("pdl_empty_kernel", pdl_empty_kernel, (workers,), (TILE_THREADS,),
-                              (buffers.counters,), cooperative=True, programmatic=programmatic)
-        return label, Invocation.from_launches(label, [init_queue_launch(buffers), worker])
-    return [pair("reset + waiting empty worker", False), pair("reset + waiting empty worker, PDL", True)]
 
 
 class CppLaunch:
@@ -278,16 +110,15 @@ def variants_for(buffers, workers, cpp, twins):
         return label, Invocation.from_launches(label, [KernelLaunch(label, kernel, grid, block, args,
                                                                     cooperative=cooperative)])
 
+    def alone(launch):
+        return launch.name, Invocation.from_launches(launch.name, [launch])
+
     args = persistent_args(MODE_DAG_FLOOR, buffers)
-    words = cuda.to_device(np.zeros(BARRIER_ARRAY_WORDS, dtype=np.int32))
     result = [
-        numba("numba empty", numba_empty_kernel),
-        numba("numba empty, plain launch", numba_empty_kernel, cooperative=False),
-        numba("numba empty, persistent args", numba_empty_args_kernel, args),
-        numba("numba empty, shared", numba_empty_shared_kernel, (buffers.out,)),
-        numba("numba two grid.sync", numba_two_grid_syncs_kernel),
-        *[numba(f"numba two barriers: {design}", kernel, (words, int32(DEFAULT_MAX_POLLS)))
-          for design, kernel in BARRIER_DESIGNS.items()],
+        numba("numba empty", empty_tile_kernel),
+        numba("numba empty, plain launch", empty_tile_kernel, cooperative=False),
+        alone(two_grid_syncs_launch(workers, "numba two grid.sync")),
+        alone(two_grid_barriers_launch(workers, "numba two barriers (the phased kernel's)")),
         ("init_queue", Invocation.from_launches("init_queue", [init_queue_launch(buffers)])),
         numba("dag floor (no reset)", persistent_tiles, args),
         numba("dag floor (no reset), plain launch", persistent_tiles, args, cooperative=False),
@@ -302,7 +133,6 @@ def variants_for(buffers, workers, cpp, twins):
             init_queue_launch(buffers),
             KernelLaunch("dag", persistent_tiles, grid, block, persistent_args(MODE_DAG, buffers), cooperative=True)])),
     ]
-    result += pdl_variants(buffers, workers)
     if cpp is not None:
         functions = cpp[2]
         result += [
@@ -312,10 +142,6 @@ def variants_for(buffers, workers, cpp, twins):
                 functions["coop_floor_two_grid_syncs"], workers, TILE_THREADS, True).enqueue])),
         ]
     if twins is not None:
-        from numba_softmax.kernels.persistent import MODE_PHASED_FLOOR
-        from numba_softmax.peers.nvcc_twins import (ReferenceLaunch, reference_init_queue_launch,
-                                                    reference_persistent_args)
-
         def twin(mode, label, programmatic=False):
             return ReferenceLaunch(twins, "persistent_tiles", grid, block,
                                    reference_persistent_args(mode, buffers, DEFAULT_MAX_POLLS), label=label,
@@ -394,7 +220,6 @@ def main(argv=None):
         cpp = build_cpp(folder)
         twins = None
         try:
-            from numba_softmax.peers.nvcc_twins import ReferenceLibrary
             twins = ReferenceLibrary()
         except FileNotFoundError as exc:
             print(f"floors: no nvcc twins ({exc})", flush=True)

@@ -1,7 +1,7 @@
 """Where does the harness's host time per launch go? A probe for the launch goal of `bench perf` (GPU only).
 
-Host enqueue time per launch of an empty kernel <<<1, 32>>> (batches of 32, median over
-batches), through each layer of the launch path:
+Host enqueue time per launch of the empty kernel <<<1, 32>>> (``kernels.tiles.empty_tile_kernel``;
+batches of 32, median over batches), through each layer of the launch path:
 
 * ``raw``         cu.cuLaunchKernel(*args) with every argument prebuilt (the floor in Python);
 * ``prepared``    PreparedLaunch.enqueue(stream) (what every timed variant calls per kernel);
@@ -19,12 +19,10 @@ launch), each through ``PreparedLaunch.enqueue``; then ``cuLaunchKernelEx`` with
 configuration called through ctypes on the configuration's own C struct (``CUlaunchConfig.getPtr()``):
 what the cuda-python wrapper adds to the extended call.
 
-``graph_params``: what a kernel's parameter block costs the GPU. A CUDA graph of three empty
-launches of 1024 blocks x 128 threads (the separate scheduler's shape at 128 rows), replayed 20
-times between two events (median over batches, per graph): once with six 1-D float32 array
-parameters in Numba's ABI (meminfo, parent, nitems, itemsize, data, shape, stride: 56 bytes each,
-336 in all) and once with six ``uint64`` words (48 bytes, what an nvcc twin's six pointers take).
-Same compiler, same grid, no work: any difference is the parameters.
+``graph_params``: what a kernel's parameter block costs the GPU: a CUDA graph of three empty launches
+taking six arrays in Numba's ABI, against the same with six ``uint64`` words
+(:mod:`numba_softmax.kernels.diagnostics.param_blocks`), replayed 20 times between two events (median
+over batches, per graph).
 
     python -m bench probe launch [--batches 200] [--out DIR]
 """
@@ -37,9 +35,10 @@ import statistics
 import time
 
 import numpy as np
-from numba import cuda
 
 from bench.probes import refuse_existing_results, require_gpu, write_results
+from numba_softmax.kernels.diagnostics.param_blocks import BLOCK, GRID, LAUNCHES, PARAM_BYTES, param_block_launches
+from numba_softmax.kernels.tiles import empty_tile_kernel
 from numba_softmax.launch.driver import Event, Invocation, Stream, cu
 from numba_softmax.launch.graphs import CapturedGraph
 from numba_softmax.launch_spec import KernelLaunch
@@ -48,34 +47,14 @@ BATCH = 32
 
 #: What the probe writes under --out (never over an existing file).
 RESULTS_FILE = "launch_probe.json"
-
-
-@cuda.jit
-def empty_kernel():
-    pass
-
-
-@cuda.jit
-def empty_six_arrays(a, b, c, d, e, f):
-    pass
-
-
-@cuda.jit
-def empty_six_words(a, b, c, d, e, f):
-    pass
-
-
 GRAPH_REPLAYS = 20
 
 
 def graph_params(stream, batches):
     """Per-graph replay time of three empty launches with array parameters against word parameters."""
-    arrays = [cuda.device_array(1024, dtype=np.float32) for _ in range(6)]
-    words = [np.uint64(a.__cuda_array_interface__["data"][0]) for a in arrays]
-    result = {"param_bytes": {"arrays": 6 * 56, "words": 6 * 8}, "launches": 3, "grid": 1024, "block": 128}
-    for name, kernel, args in (("arrays", empty_six_arrays, arrays), ("words", empty_six_words, words)):
-        invocation = Invocation.from_launches(
-            name, [KernelLaunch(f"{name}_{i}", kernel, (1024,), (128,), tuple(args)) for i in range(3)])
+    result = {"param_bytes": PARAM_BYTES, "launches": LAUNCHES, "grid": GRID, "block": BLOCK}
+    for name, launches in param_block_launches().items():
+        invocation = Invocation.from_launches(name, launches)
         graph = CapturedGraph(invocation, stream)
         start, end = Event(), Event()
         values = []
@@ -147,10 +126,10 @@ def measure(stream, invocation, batches):
 def submit_kinds(stream, batches):
     """Host enqueue per launch of one empty kernel by each driver call the launch layer uses."""
     kinds = {
-        "plain_cuLaunchKernel": KernelLaunch("plain", empty_kernel, (1,), (32,), ()),
-        "cooperative_cuLaunchCooperativeKernel": KernelLaunch("cooperative", empty_kernel, (1,), (32,), (),
+        "plain_cuLaunchKernel": KernelLaunch("plain", empty_tile_kernel, (1,), (32,), ()),
+        "cooperative_cuLaunchCooperativeKernel": KernelLaunch("cooperative", empty_tile_kernel, (1,), (32,), (),
                                                               cooperative=True),
-        "cooperative_programmatic_cuLaunchKernelEx": KernelLaunch("extended", empty_kernel, (1,), (32,), (),
+        "cooperative_programmatic_cuLaunchKernelEx": KernelLaunch("extended", empty_tile_kernel, (1,), (32,), (),
                                                                   cooperative=True, programmatic=True),
     }
     prepared = {}
@@ -189,7 +168,7 @@ def main(argv=None):
     refuse_existing_results(parser, args.out, RESULTS_FILE)
     require_gpu(parser)
     stream = Stream()
-    invocation = Invocation.from_launches("empty", [KernelLaunch("empty", empty_kernel, (1,), (32,), ())])
+    invocation = Invocation.from_launches("empty", [KernelLaunch("empty", empty_tile_kernel, (1,), (32,), ())])
     for _ in range(3):
         invocation.enqueue(stream)
     stream.synchronize()

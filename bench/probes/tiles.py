@@ -9,8 +9,6 @@ this probe times the performance builds. Per case (default balanced-2048, ragged
   floor (the same launches and barriers with no tasks);
 * a device copy x -> y of the same size with ``cuMemcpyDtoDAsync`` (C's bytes), the
   yardstick for the C kernel;
-* with ``--register-caps 48,40``: phased and dag again with the persistent kernel compiled
-  at each ptxas register cap (more workers per SM, spills), and their bits;
 * with ``--compare-tree DIR``: all three schedulers again with the kernels of another tree's
   ``numba_softmax`` package (``DIR/numba_softmax``, e.g. ``git archive <commit> numba_softmax |
   tar -x -C DIR``: a baseline, or a candidate), so a kernel change and its baseline are timed
@@ -18,8 +16,7 @@ this probe times the performance builds. Per case (default balanced-2048, ragged
 
 Medians over REPS batches, per launch (or invocation), with p10 / p90.
 
-    python -m bench probe tiles [--cases balanced-2048,ragged-2048] [--register-caps 48,40]
-                                [--compare-tree DIR] [--out DIR]
+    python -m bench probe tiles [--cases balanced-2048,ragged-2048] [--compare-tree DIR] [--out DIR]
 
 Diagnostic only: the figures that count for the goals come from ``python -m bench``
 (Experiment B) and ``python -m bench perf``. The probe also checks that the three
@@ -35,7 +32,6 @@ from bench.probes import other_tree_module, refuse_existing_results, require_gpu
 from bench.timing import time_batches
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.launch.driver import Invocation, Stream, check
-from numba_softmax.kernels.persistent import completion_wait_kernel, register_capped_kernel
 from numba_softmax.tiled import (SCHEDULERS, TiledBuffers, build_layout, floor_launches, tiled_launches,
                                  worker_plan)
 
@@ -61,7 +57,7 @@ def same_bits(arrays, reference):
     return np.array_equal(out, reference_out) and all(np.array_equal(mid[k], reference_mid[k]) for k in reference_mid)
 
 
-def probe_case(case, stream, register_caps=(), other_tree=None):
+def probe_case(case, stream, other_tree=None):
     layout = build_layout(case.row_lengths())
     rng = np.random.default_rng(0)
     values = rng.standard_normal(layout.total_elements, dtype=np.float32)
@@ -109,14 +105,6 @@ def probe_case(case, stream, register_caps=(), other_tree=None):
         results.append({"case": case.name, "what": f"bitwise: {label} == separate", "equal": bool(same)})
         print(f"{case.name:>14} {label} == separate bitwise: {same}", flush=True)
 
-    variants = [(f"r{cap}", f"max_registers={cap}", register_capped_kernel(cap)) for cap in register_caps]
-    variants.append(("wait", "DAG workers wait for c_done before leaving", completion_wait_kernel()))
-    for tag, label, kernel in variants:
-        plan = worker_plan(buffers, kernel=kernel)
-        results.append({"case": case.name, "what": f"workers, {label}", **plan.record()})
-        print(f"{case.name:>14} {label}: {plan.workers} workers", flush=True)
-        for scheduler in ("phased", "dag"):
-            time_and_compare(f"{scheduler} {tag}", tiled_launches(scheduler, buffers, plan.workers, kernel=kernel))
     if other_tree:
         # The other tree's kernels with its OWN launch lists, worker count and launch layer (its block
         # shape, launch rules and kernel entries may differ from this tree's); the buffers are shared.
@@ -152,15 +140,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench probe tiles", description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="balanced-2048,ragged-2048")
     parser.add_argument("--out", default=None)
-    parser.add_argument("--register-caps", default="",
-                        help="also time phased and dag with the persistent kernel compiled at these ptxas "
-                             "register caps (comma-separated, e.g. 48,40): more workers per SM, with spills")
     parser.add_argument("--compare-tree", default=None,
                         help="also time the three schedulers with the kernels of DIR/numba_softmax (another tree, "
                              "e.g. a git archive of a baseline commit, or a candidate), in the same process, "
                              "through that tree's own launch layer")
     args = parser.parse_args(argv)
-    caps = [int(c) for c in args.register_caps.split(",") if c.strip()]
     by_name = {case.name: case for case in EXPERIMENT_B_CASES}
     unknown = [name for name in args.cases.split(",") if name not in by_name]
     if unknown:
@@ -170,6 +154,6 @@ def main(argv=None):
     stream = Stream()
     results = []
     for name in args.cases.split(","):
-        results.extend(probe_case(by_name[name], stream, caps, args.compare_tree))
+        results.extend(probe_case(by_name[name], stream, args.compare_tree))
     write_results(args.out, RESULTS_FILE, results)
 

@@ -45,7 +45,7 @@ def test_the_handoff_probe_refuses_too_few_rounds(capsys):
 
 def test_the_handoff_kernels_compile_with_their_ordering():
     # The ping-pong runs on a GPU only (the simulator runs one block at a time); its PTX is checked here.
-    from bench.probes import handoff
+    from numba_softmax.kernels.diagnostics import handoff
     from numba_softmax.ptx import kernel_ptx
 
     ptx = kernel_ptx(handoff.pingpong_kernel, "void(int32[::1], int64, boolean, int64[::1])")
@@ -64,18 +64,18 @@ def test_the_floors_probe_refuses_too_few_rounds_and_unknown_cases(capsys):
 
 def test_the_floors_kernels_compile_as_their_yardsticks_need():
     # The barrier kernel crosses the persistent kernel's own grid barrier (its release arrivals and acquire
-    # polls), the grid.sync kernel Numba's cooperative-groups barrier; the empty kernels compile to nothing.
+    # polls), the grid.sync kernel Numba's cooperative-groups barrier; the empty kernel compiles to nothing.
     from bench.probes import floors
+    from numba_softmax.kernels.diagnostics import grid_barriers
+    from numba_softmax.kernels.tiles import empty_tile_kernel
     from numba_softmax.ptx import kernel_ptx
 
-    barriers = kernel_ptx(floors.kernel_barrier_kernel, "void(int32[::1], int32)")
+    barriers = kernel_ptx(grid_barriers.two_grid_barriers_kernel, "void(int32[::1], int32)")
     assert barriers.count("atom.release.gpu.global.add") >= 2 and "ld.acquire.gpu" in barriers
-    for design, kernel in floors.BARRIER_DESIGNS.items():
-        assert "atom.release.gpu.global.add" in kernel_ptx(kernel, "void(int32[::1], int32)"), design
-    empty = kernel_ptx(floors.numba_empty_kernel, "void()")
+    empty = kernel_ptx(empty_tile_kernel, "void()")
     assert "ld.global" not in empty and "st.global" not in empty
-    assert "cudaCGSynchronizeGrid" in kernel_ptx(floors.numba_two_grid_syncs_kernel, "void()") or \
-        "cudaCGGetIntrinsicHandle" in kernel_ptx(floors.numba_two_grid_syncs_kernel, "void()")
+    syncs = kernel_ptx(grid_barriers.two_grid_syncs_kernel, "void()")
+    assert "cudaCGSynchronizeGrid" in syncs or "cudaCGGetIntrinsicHandle" in syncs
     assert os.path.isfile(floors.CPP_SOURCE)
 
 

@@ -1,9 +1,10 @@
-"""The handoff probe's counting kernels in the simulator (their timing means nothing there; the
-ping-pong needs two resident blocks, which the simulator does not run at once, so it is GPU only)."""
+"""The handoff probe's counting kernels (numba_softmax.kernels.diagnostics.handoff) in the simulator (their
+timing means nothing there; the ping-pong needs two resident blocks, which the simulator does not run at
+once, so it is GPU only)."""
 
 import pytest
 
-from bench.probes import handoff
+from numba_softmax.kernels.diagnostics import handoff
 
 
 def test_every_atomic_of_every_contender_is_counted():
