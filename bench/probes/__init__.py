@@ -12,6 +12,8 @@ import json
 import os
 import sys
 
+from bench import environment
+
 
 def write_results(out_dir, filename, results):
     """``results`` as indented JSON in ``out_dir/filename`` (nothing when ``out_dir`` is None). Never over
@@ -51,8 +53,7 @@ def other_tree_module(tree, name):
 def require_gpu(parser):
     """Called by each probe once its options are read: a probe times kernels on a GPU, so without one
     (or under the simulator) it stops with one line naming why, exit status 2, not a driver traceback."""
-    from bench.environment import gpu_present
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         parser.error("needs a CUDA GPU: NUMBA_ENABLE_CUDASIM=1 selects the simulator, which a timing probe cannot use")
-    if not gpu_present():
+    if not environment.gpu_present():
         parser.error("needs a CUDA GPU: none found (the CUDA driver did not load or reports no device)")

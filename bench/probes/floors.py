@@ -41,13 +41,14 @@ import tempfile
 import numpy as np
 
 from bench.probes import refuse_existing_results, require_gpu, write_results
+from bench.reference_build import find_nvcc
 from bench.timing import DelaySampler, _spread, time_graph
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.kernels.diagnostics.grid_barriers import two_grid_barriers_launch, two_grid_syncs_launch
 from numba_softmax.kernels.persistent import (MODE_DAG, MODE_DAG_FLOOR, MODE_PHASED_FLOOR, dag_launches,
                                               init_queue_launch, persistent_args, persistent_tiles)
 from numba_softmax.kernels.tiles import TILE_THREADS, empty_tile_kernel
-from numba_softmax.launch.driver import Event, Invocation, Stream, check
+from numba_softmax.launch.driver import Event, Invocation, Stream, check, cu
 from numba_softmax.launch.graphs import CapturedGraph
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.peers.nvcc_twins import (ReferenceLaunch, ReferenceLibrary, reference_init_queue_launch,
@@ -67,11 +68,9 @@ class CppLaunch:
     """One launch of a parameterless kernel of the C++ cubin (``enqueue(stream)``, as the launch layer's)."""
 
     def __init__(self, function, grid, block, cooperative):
-        from cuda.bindings import driver as cu
-        self.function, self.grid, self.block, self.cooperative, self._cu = function, grid, block, cooperative, cu
+        self.function, self.grid, self.block, self.cooperative = function, grid, block, cooperative
 
     def enqueue(self, stream):
-        cu = self._cu
         if self.cooperative:
             check(cu.cuLaunchCooperativeKernel(self.function, self.grid, 1, 1, self.block, 1, 1, 0,
                                                stream.handle, 0))
@@ -81,9 +80,6 @@ class CppLaunch:
 
 def build_cpp(folder):
     """nvcc -O2 -arch=sm_90 -cubin of reference_cu/coop_floor.cu; (module, {name: CUfunction}) or None."""
-    from cuda.bindings import driver as cu
-
-    from bench.reference_build import find_nvcc
     nvcc = find_nvcc()
     if nvcc is None:
         print("floors: no nvcc, so no C++ yardsticks", flush=True)

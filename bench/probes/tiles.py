@@ -31,7 +31,7 @@ from numba import cuda
 from bench.probes import other_tree_module, refuse_existing_results, require_gpu, write_results
 from bench.timing import time_batches
 from numba_softmax.cases import EXPERIMENT_B_CASES
-from numba_softmax.launch.driver import Invocation, Stream, check
+from numba_softmax.launch.driver import Invocation, Stream, check, cu, device_sm_count
 from numba_softmax.tiled import (SCHEDULERS, TiledBuffers, build_layout, floor_launches, tiled_launches,
                                  worker_plan)
 
@@ -44,8 +44,6 @@ def enqueue_of(invocation):
 
 
 def memcpy_step(dst, src, nbytes):
-    from cuda.bindings import driver as cu
-
     def step(stream, _):
         check(cu.cuMemcpyDtoDAsync(dst, src, nbytes, stream.handle))
     return step
@@ -108,7 +106,6 @@ def probe_case(case, stream, other_tree=None):
     if other_tree:
         # The other tree's kernels with its OWN launch lists, worker count and launch layer (its block
         # shape, launch rules and kernel entries may differ from this tree's); the buffers are shared.
-        from numba_softmax.launch.driver import device_sm_count
         other_persistent = other_tree_module(other_tree, "kernels.persistent")
         other_tiles = other_tree_module(other_tree, "kernels.tiles")
         other_driver = other_tree_module(other_tree, "launch.driver")

@@ -25,6 +25,7 @@ import argparse
 import numpy as np
 from numba import cuda
 
+from bench import reference_build
 from bench.probes import other_tree_module, refuse_existing_results, require_gpu, write_results
 from bench.timing import DelaySampler, time_batches, time_graph, time_single
 from numba_softmax.cases import EXPERIMENT_B_CASES
@@ -205,7 +206,6 @@ def main(argv=None):
             parser.error(f"--shapes: {s!r} is not ROWSxCOLS with positive integers")
     refuse_existing_results(parser, args.out, RESULTS_FILE)
     require_gpu(parser)
-    from bench import reference_build
     try:
         reference_build.ensure_built(args.reference_build)
     except (reference_build.NvccNotFound, reference_build.BuildError) as exc:
