@@ -11,7 +11,7 @@ each variant captured as a CUDA graph of one invocation, with the persistent sch
 * ``numba empty, shared``: an empty Numba kernel with a static shared array, cooperative;
 * ``c++ empty``: the same empty kernel in CUDA C++ (``reference_cu/coop_floor.cu``, built here with nvcc);
 * ``numba two barriers: DESIGN``: an otherwise empty Numba kernel crossing a grid barrier twice, block
-  barriers around it: the persistent kernel's own (:func:`numba_softmax.kernels.persistent.grid_barrier`)
+  barriers around it: the persistent kernel's own (:func:`numba_softmax.kernels.persistent.barrier.grid_barrier`)
   and the other designs measured (:data:`BARRIER_DESIGNS`); ``numba two grid.sync``: the same with
   Numba's ``cuda.cg.this_grid().sync()``;
   ``c++ two grid.sync``: with cooperative groups' ``grid.sync()`` in CUDA C++;
@@ -53,9 +53,9 @@ from bench.timing import DelaySampler, _spread, time_graph
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.kernels.ordering import (atomic_add_release_gpu, fence_acq_rel_gpu, load_acquire_gpu,
                                             load_relaxed_gpu, wait_for_prerequisite_grid)
-from numba_softmax.kernels.persistent import (MODE_DAG, MODE_DAG_FLOOR, dag_launches, flip_add, flipped, grid_barrier,
-                                              init_queue_launch,
+from numba_softmax.kernels.persistent import (MODE_DAG, MODE_DAG_FLOOR, dag_launches, init_queue_launch,
                                               persistent_args, persistent_tiles)
+from numba_softmax.kernels.persistent.barrier import flip_add, flipped, grid_barrier
 from numba_softmax.kernels.tiles import TILE_THREADS
 from numba_softmax.launch.driver import Event, Invocation, Stream, check
 from numba_softmax.launch.graphs import CapturedGraph

@@ -35,7 +35,7 @@ from bench.probes import other_tree_module, refuse_existing_results, require_gpu
 from bench.timing import time_batches
 from numba_softmax.cases import EXPERIMENT_B_CASES
 from numba_softmax.launch.driver import Invocation, Stream, check
-from numba_softmax.kernels.persistent import completion_wait_kernel, register_capped_kernel
+from numba_softmax.kernels.persistent.diagnostics import completion_wait_kernel, register_capped_kernel
 from numba_softmax.tiled import (SCHEDULERS, TiledBuffers, build_layout, floor_launches, tiled_launches,
                                  worker_plan)
 

@@ -1,0 +1,128 @@
+"""Thread 0's scheduling decision in the DAG mode: FIFO tickets first, then A claims, then exit.
+
+Claims are tickets (one ``atomicAdd`` each), never CAS loops; every wait is bounded by
+``max_polls`` and a timeout records an error and exits. The rules and why: docs/experiment_b.md,
+"The DAG's queue protocol".
+"""
+
+from numba import cuda, int32, uint32
+
+from ...numerics import KERNEL_OPTIONS
+from ...queue import (A_NEXT, A_OVERSHOOT, C_DONE, ERR_COMPLETION_TIMEOUT, ERR_READY_TIMEOUT, ERROR_CODE, FIFO_HEAD,
+                      HEAD_OVERSHOOT, SLOT_EMPTY)
+from ..ordering import atomic_add_release_gpu, backoff, load_acquire_gpu, load_relaxed_gpu
+from .queue_ops import KIND_A, KIND_EXIT, KIND_SYNC, decode_fifo_task, record_error
+
+#: A waiting worker looks for another worker's error once per this many polls.
+ERROR_POLL_EVERY = 32
+
+#: Thread 0's ticket when it holds no FIFO slot: take one at the next decision ...
+TICKET_NONE = -1
+#: ... or never again: a ticket came back past the capacity (every B/C task has a consumer).
+TICKET_EXHAUSTED = -2
+#: Thread 0's view of its ticket's slot when it did not read it during the task just run (never a
+#: slot's value).
+SEEN_NOTHING = -2
+
+#: Thread 0's scheduling state between decisions (DAG mode), slots of a shared int32 array.
+STATE_C_WAITING = 0
+STATE_C_UNFLUSHED = 1
+STATE_TICKET = 2
+STATE_A_DONE = 3
+STATE_SEEN_SLOT = 4
+STATE_SLOTS = 5
+
+
+def make_next_task(acquire_ready, completion_wait=False):
+    """Thread 0's scheduling decision. ``acquire_ready=False`` only for a negative control.
+
+    Claims are tickets (one ``atomicAdd`` each, which always succeeds), not CAS loops:
+    with hundreds of workers a CAS claim succeeds once per atomic round trip and the
+    whole queue serializes on it (measured: ~0.55 us per task on the H200). A worker
+    holds at most one FIFO ticket, reserved or published; while its slot is reserved but
+    not yet published it claims A tiles, so every ticketed slot is eventually served.
+
+    The scheduling work is kept off the critical path: the next ticket is requested the
+    moment a consumer task is decided, so that ``atomicAdd`` completes while the task runs
+    (its value is first read at the next decision, which is where a ticket past the end is
+    counted); the slot is its own ready flag (written once, from -1, with release: one acquire
+    load finds the task and orders what its producer wrote before the task); and claims are
+    not preceded by relaxed polls of the counters. A
+    claim past the end (``a_next >= n_tiles``, ``fifo_head >= capacity``) is counted in
+    ``a_overshoot`` / ``head_overshoot`` once per worker, which keeps the accounting exact.
+    ``c_unflushed`` is the worker's count of finished C tiles not yet added to ``c_done``:
+    they are added (one release ``atomicAdd``) only once the worker finds nothing left to
+    claim, not one atomic per tile on the critical path of every C task.
+    Returns ``(kind, index, ticket, a_done, c_unflushed)``; the last three carry over.
+    """
+
+    @cuda.jit(device=True, **KERNEL_OPTIONS)
+    def next_task(counters, fifo_slots, capacity, rows, n_tiles, max_polls, ticket, a_done, c_unflushed,
+                  c_waiting, seen_slot, claim):
+        if ticket == TICKET_NONE:
+            ticket = cuda.atomic.add(counters, FIFO_HEAD, 1)
+        if ticket >= capacity:
+            cuda.atomic.add(counters, HEAD_OVERSHOOT, 1)
+            ticket = int32(TICKET_EXHAUSTED)
+        # The ticket's slot read empty at the start of the A task just run: claim the next A tile at
+        # once instead of reading the slot again first (first pass only; see the docstring).
+        skip_slot = seen_slot == SLOT_EMPTY and not a_done
+        polls = int32(0)  # 32-bit, as the twin's: an int64 count made its add and compares 64-bit ones
+        while True:
+            if ticket >= 0 and not skip_slot:
+                # 1. the consumer (B or C) is preferred as soon as its slot is published.
+                if not acquire_ready:  # negative control: the slot read once, plain, not waited for
+                    return decode_fifo_task(fifo_slots[uint32(ticket)], ticket, rows, n_tiles, counters) + (
+                        int32(TICKET_NONE), a_done, c_unflushed)
+                # acquire: what the task's producer wrote before publishing it is visible after this
+                task = load_acquire_gpu(fifo_slots, ticket)
+                if task != SLOT_EMPTY:
+                    kind, index = decode_fifo_task(task, ticket, rows, n_tiles, counters)
+                    following = int32(TICKET_NONE)
+                    if kind != KIND_EXIT:  # the next ticket's round trip overlaps this task
+                        following = cuda.atomic.add(counters, FIFO_HEAD, 1)
+                    return kind, index, following, a_done, c_unflushed
+            skip_slot = False
+            if not a_done:
+                # 2. claim the next producer tile (also while a reserved slot fills).
+                a = cuda.atomic.add(counters, A_NEXT, claim)
+                if a < n_tiles:
+                    return int32(KIND_A), int32(a), ticket, a_done, c_unflushed
+                cuda.atomic.add(counters, A_OVERSHOOT, 1)
+                a_done = True
+            if a_done and ticket == TICKET_EXHAUSTED:
+                # 3. nothing left to claim: count this worker's finished C tiles with ONE
+                # release add (the barrier after each C task ordered every thread's stores
+                # before it), then leave once every worker has counted all of its own. A C
+                # tile whose closing barrier is still ahead (c_waiting) is ordered first: a
+                # no-task decision (KIND_SYNC) runs that barrier and comes back here.
+                if c_waiting:
+                    return int32(KIND_SYNC), int32(-1), ticket, a_done, c_unflushed
+                if c_unflushed > 0:
+                    atomic_add_release_gpu(counters, C_DONE, c_unflushed)
+                    c_unflushed = int32(0)
+                # Nothing left to claim: every A tile is claimed and every B/C task has a worker
+                # holding its ticket, each of which runs it before it leaves, so the launch ends
+                # only when every C tile is done. (``completion_wait``, a diagnostic build: also
+                # wait here until c_done shows every C tile.)
+                if not completion_wait or load_acquire_gpu(counters, C_DONE) >= n_tiles:
+                    return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
+            # Nothing to run yet: only a waiting worker looks for another worker's error (a worker
+            # that keeps finding work needs no exit signal), and only every ERROR_POLL_EVERY polls:
+            # the look is one more dependent L2 round trip, which every poll would double the poll
+            # period with, and so the delay before a freshly published task is seen.
+            # (Unsigned remainder: a mask, without the sign fix-up of a signed ``%``.)
+            if (uint32(polls) % uint32(ERROR_POLL_EVERY) == uint32(ERROR_POLL_EVERY - 1)
+                    and load_relaxed_gpu(counters, ERROR_CODE) != 0):
+                return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
+            backoff(polls)
+            polls = int32(polls + 1)
+            if polls > max_polls:
+                if ticket >= 0:
+                    record_error(counters, ERR_READY_TIMEOUT, -1, ticket)
+                else:
+                    record_error(counters, ERR_COMPLETION_TIMEOUT, -1, load_relaxed_gpu(counters, C_DONE))
+                return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
+
+    return next_task
+
