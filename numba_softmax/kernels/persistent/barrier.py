@@ -31,7 +31,7 @@ def flipped(before, after):
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
-def grid_barrier(counters, workers, max_polls, which, fenced):
+def grid_barrier(counters, workers, max_polls, which):
     """Thread 0 of every worker, between two block barriers: all workers' tasks before it,
     none after. Flat: every worker makes one ``atom.release`` arrival on :data:`GRID_BARRIER`
     (its old value says which flip to wait for; no fence before it, which cost a second
@@ -40,9 +40,6 @@ def grid_barrier(counters, workers, max_polls, which, fenced):
     if it waited more than ``max_polls`` polls.
     """
     add = flip_add(cuda.blockIdx.x == 0, workers)
-    if not fenced:  # negative control: a relaxed arrival, before the block is done, and no wait
-        cuda.atomic.add(counters, GRID_BARRIER, add)
-        return True
     # release: this worker's results (ordered before it by the block barrier)
     old = atomic_add_release_gpu(counters, GRID_BARRIER, add)
     # The first poll depends on the add's result. Issued at once (Numba's build does that when
@@ -66,23 +63,15 @@ def grid_barrier(counters, workers, max_polls, which, fenced):
             backoff(polls - 4096)
 
 
-
-def make_block_then_grid_barrier(fenced):
-    """The worker's barrier (every thread calls it); ``fenced=False`` only for a negative control."""
-    FENCED = fenced
-
-    @cuda.jit(device=True, **KERNEL_OPTIONS)
-    def block_then_grid_barrier(counters, workers, max_polls, which):
-        """Every thread of the worker: its block's tasks done, then thread 0 at the grid barrier
-        (:func:`grid_barrier`). Returns False when the barrier timed out (recorded): the worker leaves."""
-        ok = cuda.shared.array(2, int32)
-        if FENCED:
-            cuda.syncthreads()
-        if cuda.threadIdx.x == 0:
-            ok[which] = int32(grid_barrier(counters, workers, max_polls, which, FENCED))
-        cuda.syncthreads()
-        # One slot per barrier of the launch (which = 0, 1): no barrier is needed before the next one
-        # rewrites it.
-        return ok[which] != 0
-
-    return block_then_grid_barrier
+@cuda.jit(device=True, **KERNEL_OPTIONS)
+def block_then_grid_barrier(counters, workers, max_polls, which):
+    """Every thread of the worker: its block's tasks done, then thread 0 at the grid barrier
+    (:func:`grid_barrier`). Returns False when the barrier timed out (recorded): the worker leaves."""
+    ok = cuda.shared.array(2, int32)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        ok[which] = int32(grid_barrier(counters, workers, max_polls, which))
+    cuda.syncthreads()
+    # One slot per barrier of the launch (which = 0, 1): no barrier is needed before the next one
+    # rewrites it.
+    return ok[which] != 0

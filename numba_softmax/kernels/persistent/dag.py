@@ -13,7 +13,7 @@ from numba import cuda, float32, int32, int64, uint32
 
 from ...numerics import KERNEL_OPTIONS, WARP_SIZE
 from ...queue import TILES_PER_CLAIM
-from ..ordering import load_relaxed_gpu, pause_us, wait_for_prerequisite_grid
+from ..ordering import load_relaxed_gpu, wait_for_prerequisite_grid
 from ..prefetch import prefetch_span_l2
 from ..tiles import (TILE_ANNOUNCER, TILE_VALUES, load_a_tile, load_c_tile, normalize_tile, summarize_tile, task_a,
                      task_b)
@@ -21,11 +21,20 @@ from ..tracing import trace_now, trace_record
 from .decision import (SEEN_NOTHING, STATE_A_DONE, STATE_C_UNFLUSHED, STATE_C_WAITING, STATE_SEEN_SLOT, STATE_SLOTS,
                        STATE_TICKET, TICKET_NONE)
 from .modes import MODE_DAG_FLOOR
-from .queue_ops import KIND_A, KIND_B, KIND_C, KIND_EXIT, KIND_SYNC, arrive, publish_tasks
+from .queue_ops import KIND_A, KIND_B, KIND_C, KIND_EXIT, KIND_SYNC, publish_tasks
 
 
-def make_dag_worker(trace_build, publish_after_last, next_task):
-    """The DAG mode's worker (every thread of a block; closure constants select the build)."""
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def claim_size(n_tiles):
+    """Tiles per A claim and per C entry (``queue.tiles_per_claim``): two where every worker has at least
+    two, so a worker makes one scheduling decision per pair of A tiles and per pair of a row's C tiles."""
+    return int32(TILES_PER_CLAIM) if n_tiles >= TILES_PER_CLAIM * int32(cuda.gridDim.x) else int32(1)
+
+def make_dag_worker(trace_build, next_task, claim_size, before_a_claim, arrive):
+    """The DAG mode's worker (every thread of a block): ``trace_build`` a closure constant, the others
+    device functions: thread 0's decision, the tiles per claim (``claim_size(n_tiles)``),
+    ``before_a_claim(index, row_first_tile, tile_row)`` (a no-op but in a control) and the row arrival."""
     TRACE = trace_build
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -33,7 +42,6 @@ def make_dag_worker(trace_build, publish_after_last, next_task):
                    tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, paired_entries,
                    max_polls, trace, partials, n_tiles, rows):
         tid = cuda.threadIdx.x
-        # ---- DAG mode ----
         # The worker is the reset's programmatic dependent (dag_launches): it may become resident while the
         # reset still runs, and waits here for the reset's writes, before its first access to the queue.
         wait_for_prerequisite_grid()
@@ -45,11 +53,7 @@ def make_dag_worker(trace_build, publish_after_last, next_task):
         # Tiles per A claim and per C entry (queue.tiles_per_claim): two where every worker has at
         # least two, so a worker makes one scheduling decision per pair of A tiles and per pair of a
         # row's C tiles instead of one per tile.
-        claim = int32(TILES_PER_CLAIM) if n_tiles >= TILES_PER_CLAIM * int32(cuda.gridDim.x) else int32(1)
-        if not publish_after_last:
-            # Negative control only: one tile per claim, so that the row's first arrival (which it lets
-            # publish B) leaves the row's other tiles unfinished even with one worker.
-            claim = int32(1)
+        claim = claim_size(n_tiles)
         # This invocation's FIFO entries: every B and C tile once, or, with C entries of two tiles,
         # the host's count of them (layout.fifo_entries(2)).
         capacity = int32(fifo_slots.shape[0]) if claim == 1 else paired_entries
@@ -76,13 +80,7 @@ def make_dag_worker(trace_build, publish_after_last, next_task):
                 start = trace_now()
             c_tiles = int32(0)
             if kind == KIND_A:
-                if not publish_after_last:
-                    # Negative control only: hold back every tile but a row's first, so
-                    # the B it publishes early reliably reads missing summaries (without
-                    # this the race rarely shows: a row's A tiles run side by side).
-                    if tid == 0 and index != row_first_tile[tile_row[index]]:
-                        pause_us(50)
-                    cuda.syncthreads()
+                before_a_claim(index, row_first_tile, tile_row)
                 # The claim: tiles index .. a_end - 1, one or two (TILES_PER_CLAIM), run back to back.
                 # (Each uint32 sum or product is cast back: Numba widens them to 64 bits, which made
                 # the mins, the compares and the index math below 64-bit, with two selects per min.)
@@ -131,12 +129,12 @@ def make_dag_worker(trace_build, publish_after_last, next_task):
                     # chains of dependent round trips overlap instead of following each other.
                     if first_row == last_row:
                         arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity,
-                               first_row, int32(a_end - uint32(index)), publish_after_last)
+                               first_row, int32(a_end - uint32(index)))
                     else:
                         arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity,
-                               first_row, int32(1), publish_after_last)
+                               first_row, int32(1))
                         arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity,
-                               last_row, int32(1), publish_after_last)
+                               last_row, int32(1))
                     if ahead_len > 0:  # after the arrivals and any publish: the B they release comes first
                         prefetch_span_l2(values, ahead_start, ahead_len)
             elif kind == KIND_B:

@@ -33,8 +33,24 @@ STATE_SEEN_SLOT = 4
 STATE_SLOTS = 5
 
 
-def make_next_task(acquire_ready, completion_wait=False):
-    """Thread 0's scheduling decision. ``acquire_ready=False`` only for a negative control.
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def acquire_ticket_slot(fifo_slots, ticket):
+    """The ticket's slot with acquire (what its producer wrote before the publish is visible after it),
+    and whether it holds a task yet."""
+    task = load_acquire_gpu(fifo_slots, ticket)
+    return task, task != SLOT_EMPTY
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def leave_at_once(counters, n_tiles):
+    """A worker with nothing left to claim leaves: every B and C task left is held by a live ticket."""
+    return True
+
+
+def make_next_task(take_ticket_slot, may_leave):
+    """Thread 0's scheduling decision. ``take_ticket_slot(fifo_slots, ticket)`` returns the ticket's slot
+    and whether it holds a task (:func:`acquire_ticket_slot`); ``may_leave(counters, n_tiles)`` says whether a
+    worker with nothing left to claim leaves now (:func:`leave_at_once`). Other hooks: controls and diagnostics.
 
     Claims are tickets (one ``atomicAdd`` each, which always succeeds), not CAS loops:
     with hundreds of workers a CAS claim succeeds once per atomic round trip and the
@@ -71,12 +87,9 @@ def make_next_task(acquire_ready, completion_wait=False):
         while True:
             if ticket >= 0 and not skip_slot:
                 # 1. the consumer (B or C) is preferred as soon as its slot is published.
-                if not acquire_ready:  # negative control: the slot read once, plain, not waited for
-                    return decode_fifo_task(fifo_slots[uint32(ticket)], ticket, rows, n_tiles, counters) + (
-                        int32(TICKET_NONE), a_done, c_unflushed)
                 # acquire: what the task's producer wrote before publishing it is visible after this
-                task = load_acquire_gpu(fifo_slots, ticket)
-                if task != SLOT_EMPTY:
+                task, published = take_ticket_slot(fifo_slots, ticket)
+                if published:
                     kind, index = decode_fifo_task(task, ticket, rows, n_tiles, counters)
                     following = int32(TICKET_NONE)
                     if kind != KIND_EXIT:  # the next ticket's round trip overlaps this task
@@ -103,9 +116,9 @@ def make_next_task(acquire_ready, completion_wait=False):
                     c_unflushed = int32(0)
                 # Nothing left to claim: every A tile is claimed and every B/C task has a worker
                 # holding its ticket, each of which runs it before it leaves, so the launch ends
-                # only when every C tile is done. (``completion_wait``, a diagnostic build: also
-                # wait here until c_done shows every C tile.)
-                if not completion_wait or load_acquire_gpu(counters, C_DONE) >= n_tiles:
+                # only when every C tile is done. (A diagnostic build's ``may_leave`` also waits
+                # here until c_done shows every C tile.)
+                if may_leave(counters, n_tiles):
                     return int32(KIND_EXIT), int32(-1), ticket, a_done, c_unflushed
             # Nothing to run yet: only a waiting worker looks for another worker's error (a worker
             # that keeps finding work needs no exit signal), and only every ERROR_POLL_EVERY polls:
@@ -126,3 +139,6 @@ def make_next_task(acquire_ready, completion_wait=False):
 
     return next_task
 
+
+#: Thread 0's decision in the shipped build.
+next_task = make_next_task(acquire_ticket_slot, leave_at_once)

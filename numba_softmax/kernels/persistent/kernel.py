@@ -15,15 +15,19 @@ slots, 8 B of barrier verdicts, 20 B of thread 0's DAG state. The schedulers in 
 docs/experiment_b.md.
 """
 
+from typing import NamedTuple
+
 from numba import cuda, float32, int32
 
 from ...numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, bounded_kernel
 from ...queue import TILES_PER_CLAIM
 from ..tiles import TILE_THREADS, TILE_WARPS
-from .dag import make_dag_worker
-from .decision import make_next_task
+from .barrier import block_then_grid_barrier
+from .dag import claim_size, make_dag_worker
+from .decision import next_task
 from .modes import MODE_PHASED, MODE_PHASED_FLOOR
 from .phased import make_phased_worker
+from .queue_ops import arrive
 
 
 _F32 = "float32[::1]"
@@ -54,17 +58,36 @@ if TILES_PER_CLAIM != 2:
     raise ImportError(f"the DAG's C entries hold at most two tiles; queue.TILES_PER_CLAIM is {TILES_PER_CLAIM}")
 
 
-def make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build=False, max_registers=None,
-                           fenced_barrier=True, completion_wait=False):
-    """Build one compilation of the persistent kernel (closure constants select the variant).
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def no_pause(a, b, c):
+    """The shipped build's hook where a control holds a task back: nothing."""
 
-    ``trace_build`` selects the trace build (:mod:`.tracing`); the performance build takes
+
+class Variant(NamedTuple):
+    """The device functions a build calls where the controls and diagnostics differ from the shipped one."""
+    block_then_grid_barrier: object  # phased: every thread, between the passes
+    before_a_tile: object            # phased: (t, workers, n_tiles) before each A tile
+    next_task: object                # DAG: thread 0's decision
+    claim_size: object               # DAG: (n_tiles) -> tiles per A claim and per C entry
+    before_a_claim: object           # DAG: (index, row_first_tile, tile_row) before each A claim
+    arrive: object                   # DAG: the announcer's row arrival
+
+
+#: The shipped build's device functions.
+SHIPPED = Variant(block_then_grid_barrier, no_pause, next_task, claim_size, no_pause, arrive)
+
+
+def make_persistent_kernel(name, variant=SHIPPED, trace_build=False, max_registers=None):
+    """Build one compilation of the persistent kernel from ``variant``'s device functions.
+
+    ``trace_build`` selects the trace build (:mod:`..tracing`); the performance build takes
     the same ``trace`` argument but its constant-false branches are pruned away.
     ``max_registers`` caps ptxas's register allocation (diagnostic builds only, see
-    :func:`register_capped_kernel`).
+    :func:`.diagnostics.register_capped_kernel`).
     """
-    phased_worker = make_phased_worker(trace_build, fenced_barrier)
-    dag_worker = make_dag_worker(trace_build, publish_after_last, make_next_task(acquire_ready, completion_wait))
+    v = variant
+    phased_worker = make_phased_worker(trace_build, v.block_then_grid_barrier, v.before_a_tile)
+    dag_worker = make_dag_worker(trace_build, v.next_task, v.claim_size, v.before_a_claim, v.arrive)
 
     def kernel(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count,
                tile_max, tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots,
@@ -92,6 +115,5 @@ def make_persistent_kernel(name, acquire_ready, publish_after_last, trace_build=
     return cuda.jit(max_registers=max_registers, **KERNEL_OPTIONS)(kernel)
 
 
-#: The performance kernel (registered): acquire on every FIFO slot, last producer publishes.
-persistent_tiles = make_persistent_kernel("persistent_tiles", acquire_ready=True,
-                                          publish_after_last=True)
+#: The performance kernel (registered).
+persistent_tiles = make_persistent_kernel("persistent_tiles")

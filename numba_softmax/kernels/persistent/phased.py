@@ -16,11 +16,9 @@ with no task. Why each choice: docs/experiment_b.md, "The schedulers".
 from numba import cuda, float32, int32, int64, uint32
 
 from ...numerics import KERNEL_OPTIONS, WARP_SIZE
-from ..ordering import pause_us
 from ..prefetch import prefetch_span_l2
 from ..tiles import task_a, task_b_of, task_c_at
 from ..tracing import trace_now, trace_record
-from .barrier import make_block_then_grid_barrier
 from .modes import MODE_PHASED, MODE_PHASED_FLOOR
 
 
@@ -57,11 +55,10 @@ def c_step_metadata(step, n_tiles, tile_row, tile_start, tile_len):
     return uint32(0), int64(0), int32(0)
 
 
-def make_phased_worker(trace_build, fenced_barrier):
-    """The phased mode's worker (every thread of a block; closure constants select the build)."""
+def make_phased_worker(trace_build, block_then_grid_barrier, before_a_tile):
+    """The phased mode's worker (every thread of a block): ``trace_build`` a closure constant, the
+    worker's barrier and ``before_a_tile(t, workers, n_tiles)`` (a no-op but in a control) device functions."""
     TRACE = trace_build
-    FENCED = fenced_barrier
-    block_then_grid_barrier = make_block_then_grid_barrier(fenced_barrier)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def phased_worker(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count, tile_max,
@@ -91,8 +88,7 @@ def make_phased_worker(trace_build, fenced_barrier):
             start = int64(0)
             if TRACE and tid == 0:
                 start = trace_now()
-            if not FENCED and cuda.blockIdx.x % 2 == 1 and int32(t + workers) >= n_tiles:
-                pause_us(20)  # control: odd workers' last A tile lags the early arrivals
+            before_a_tile(t, workers, n_tiles)
             task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
             if TRACE and tid == 0:
                 trace_record(trace, t, start)

@@ -64,16 +64,12 @@ def publish_tasks(counters, fifo_slots, capacity, first_task, count, step):
 
 
 @cuda.jit(device=True, **KERNEL_OPTIONS)
-def arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity, row, n, publish_after_last):
+def arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity, row, n):
     """The announcer, after ``n`` A tiles of ``row`` whose summaries it wrote: one acq_rel add to
     the row's arrivals (it releases those summaries); the arrival that completes the row publishes
-    B(row). ``publish_after_last=False`` (a negative control only): the row's FIRST arrival does."""
+    B(row)."""
     old = atomic_add_acq_rel_gpu(row_arrivals, row, n)
-    if publish_after_last:
-        publish = int32(old + n) == row_tile_count[row]  # int32: Numba widens the sum to 64 bits
-    else:
-        publish = old == 0
-    if publish:
+    if int32(old + n) == row_tile_count[row]:  # int32: Numba widens the sum to 64 bits
         publish_tasks(counters, fifo_slots, capacity, row, 1, 1)
 
 
