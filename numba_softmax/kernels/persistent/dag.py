@@ -24,18 +24,139 @@ from .modes import MODE_DAG_FLOOR
 from .queue_ops import KIND_A, KIND_B, KIND_C, KIND_EXIT, KIND_SYNC, publish_tasks
 
 
-
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
 def claim_size(n_tiles):
     """Tiles per A claim and per C entry (``queue.tiles_per_claim``): two where every worker has at least
     two, so a worker makes one scheduling decision per pair of A tiles and per pair of a row's C tiles."""
     return int32(TILES_PER_CLAIM) if n_tiles >= TILES_PER_CLAIM * int32(cuda.gridDim.x) else int32(1)
 
+
+def make_a_claim(trace_build, before_a_claim, arrive):
+    """The DAG's A claim, tiles ``index`` .. (every thread of the worker): its tiles' summaries, then
+    the announcer's row arrivals and its L2 prefetch of the claim one round later."""
+    TRACE = trace_build
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def run_a_claim(index, claim, capacity, state, values, tile_row, tile_start, tile_len, row_first_tile,
+                    row_tile_count, tile_max, tile_sum, counters, row_arrivals, fifo_slots, partials, n_tiles,
+                    trace, start):
+        tid = cuda.threadIdx.x
+        before_a_claim(index, row_first_tile, tile_row)
+        # The claim: tiles index .. a_end - 1, one or two (TILES_PER_CLAIM), run back to back.
+        # (Each uint32 sum or product is cast back: Numba widens them to 64 bits, which made
+        # the mins, the compares and the index math below 64-bit, with two selects per min.)
+        a_end = min(uint32(uint32(index) + uint32(claim)), uint32(n_tiles))
+        # The announcer (lane 0 of warp 1) asks for the tiles' rows now (two tiles span one
+        # row or two): the loads complete during the tasks instead of before the arrival ...
+        first_row = uint32(tile_row[uint32(index)]) if tid == TILE_ANNOUNCER else uint32(0)
+        last_row = uint32(tile_row[uint32(a_end - uint32(1))]) if tid == TILE_ANNOUNCER else uint32(0)
+        # ... and the span of the claim one round of claims later (index + claim * workers),
+        # which it asks for in L2 after the tasks: A tiles are claimed in increasing order, so
+        # that span's DRAM read overlaps the tasks in between (a hint: nothing is claimed).
+        ahead = uint32(uint32(index) + uint32(uint32(claim) * uint32(cuda.gridDim.x)))
+        ahead_start = int64(0)
+        ahead_len = int32(0)
+        if tid == TILE_ANNOUNCER and ahead < uint32(n_tiles):
+            ahead_last = uint32(min(uint32(ahead + uint32(claim)), uint32(n_tiles)) - uint32(1))
+            ahead_start = tile_start[ahead]
+            ahead_len = int32(tile_start[ahead_last] + tile_len[ahead_last] - ahead_start)
+        # Thread 0 reads its ticket's slot now; the value is first used at the next
+        # decision, so the load completes during the task: a 0 there lets that decision claim
+        # the next A tiles with one round trip (the claim) instead of two (slot, then claim).
+        if tid == 0 and state[STATE_TICKET] >= 0:
+            state[STATE_SEEN_SLOT] = load_relaxed_gpu(fifo_slots, state[STATE_TICKET])
+        t = uint32(index)
+        if uint32(a_end - t) == uint32(2):
+            # Both tiles' loads first, then each tile's arithmetic: the second tile's bytes
+            # arrive while the first is reduced, so a pair costs about one load latency, not two.
+            x_first = cuda.local.array(TILE_VALUES, float32)
+            x_second = cuda.local.array(TILE_VALUES, float32)
+            load_a_tile(t, values, tile_start, tile_len, x_first)
+            load_a_tile(t + uint32(1), values, tile_start, tile_len, x_second)
+            summarize_tile(t, x_first, tile_max, tile_sum, partials)
+            if TRACE and tid == TILE_ANNOUNCER:
+                trace_record(trace, t, start)
+                start = trace_now()
+            summarize_tile(t + uint32(1), x_second, tile_max, tile_sum, partials)
+            if TRACE and tid == TILE_ANNOUNCER:
+                trace_record(trace, t + uint32(1), start)
+        else:
+            task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
+            if TRACE and tid == TILE_ANNOUNCER:
+                trace_record(trace, t, start)
+        if tid == TILE_ANNOUNCER:
+            # It wrote the summaries itself, so its acq_rel arrivals release them (one add per
+            # row the claim touches); thread 0 meanwhile decides the next task (below): the two
+            # chains of dependent round trips overlap instead of following each other.
+            if first_row == last_row:
+                arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity,
+                       first_row, int32(a_end - uint32(index)))
+            else:
+                arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity,
+                       first_row, int32(1))
+                arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity,
+                       last_row, int32(1))
+            if ahead_len > 0:  # after the arrivals and any publish: the B they release comes first
+                prefetch_span_l2(values, ahead_start, ahead_len)
+
+    return run_a_claim
+
+
+def make_c_entry(trace_build):
+    """The DAG's C entry at tile ``index`` (every thread of the worker): one tile, or two of one row.
+    Returns the number of tiles it ran."""
+    TRACE = trace_build
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def run_c_entry(index, claim, values, out, tile_row, tile_start, tile_len, row_max, row_sum, n_tiles, rows,
+                    trace, start):
+        tid = cuda.threadIdx.x
+        # Every thread reads the row's m and z itself, after the broadcast barrier that
+        # follows thread 0's acquire of the C entry's slot (acquire -> bar.sync orders
+        # these reads after B's release); the tile_row -> m, z chain overlaps the
+        # task's own loads instead of preceding the barrier on thread 0. An entry of two
+        # tiles (claim 2) holds the tile after ``index`` too when that tile is in the same
+        # row (entries start at the row's first tile, every second tile): both run back
+        # to back with one decision.
+        t = uint32(index)
+        row = uint32(tile_row[t])
+        # (The bound test's sum is cast back to uint32: Numba widens it, a 64-bit compare; the
+        # load's index stays wide, an offset from tile_row[t]'s address.)
+        pair = (claim == TILES_PER_CLAIM and uint32(t + uint32(1)) < uint32(n_tiles)
+                and uint32(tile_row[t + uint32(1)]) == row)
+        # Both tiles' loads before either tile's arithmetic (x is in L2 or on its way there):
+        # the second tile's latency overlaps the first's instead of following it.
+        x_first = cuda.local.array(TILE_VALUES, float32)
+        x_second = cuda.local.array(TILE_VALUES, float32)
+        load_c_tile(t, values, tile_start, tile_len, x_first)
+        if pair:
+            load_c_tile(t + uint32(1), values, tile_start, tile_len, x_second)
+        m = row_max[row]
+        z = row_sum[row]
+        normalize_tile(t, x_first, m, z, tile_start, tile_len, out)
+        if TRACE:  # the trace build ends a C task at a barrier, like the other schedulers
+            cuda.syncthreads()
+            if tid == 0:
+                trace_record(trace, n_tiles + rows + t, start)
+                start = trace_now()
+        if pair:
+            normalize_tile(t + uint32(1), x_second, m, z, tile_start, tile_len, out)
+            if TRACE:
+                cuda.syncthreads()
+                if tid == 0:
+                    trace_record(trace, n_tiles + rows + t + uint32(1), start)
+        return int32(2) if pair else int32(1)
+
+    return run_c_entry
+
+
 def make_dag_worker(trace_build, next_task, claim_size, before_a_claim, arrive):
     """The DAG mode's worker (every thread of a block): ``trace_build`` a closure constant, the others
     device functions: thread 0's decision, the tiles per claim (``claim_size(n_tiles)``),
     ``before_a_claim(index, row_first_tile, tile_row)`` (a no-op but in a control) and the row arrival."""
     TRACE = trace_build
+    run_a_claim = make_a_claim(trace_build, before_a_claim, arrive)
+    run_c_entry = make_c_entry(trace_build)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def dag_worker(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count, tile_max,
@@ -80,63 +201,9 @@ def make_dag_worker(trace_build, next_task, claim_size, before_a_claim, arrive):
                 start = trace_now()
             c_tiles = int32(0)
             if kind == KIND_A:
-                before_a_claim(index, row_first_tile, tile_row)
-                # The claim: tiles index .. a_end - 1, one or two (TILES_PER_CLAIM), run back to back.
-                # (Each uint32 sum or product is cast back: Numba widens them to 64 bits, which made
-                # the mins, the compares and the index math below 64-bit, with two selects per min.)
-                a_end = min(uint32(uint32(index) + uint32(claim)), uint32(n_tiles))
-                # The announcer (lane 0 of warp 1) asks for the tiles' rows now (two tiles span one
-                # row or two): the loads complete during the tasks instead of before the arrival ...
-                first_row = uint32(tile_row[uint32(index)]) if tid == TILE_ANNOUNCER else uint32(0)
-                last_row = uint32(tile_row[uint32(a_end - uint32(1))]) if tid == TILE_ANNOUNCER else uint32(0)
-                # ... and the span of the claim one round of claims later (index + claim * workers),
-                # which it asks for in L2 after the tasks: A tiles are claimed in increasing order, so
-                # that span's DRAM read overlaps the tasks in between (a hint: nothing is claimed).
-                ahead = uint32(uint32(index) + uint32(uint32(claim) * uint32(cuda.gridDim.x)))
-                ahead_start = int64(0)
-                ahead_len = int32(0)
-                if tid == TILE_ANNOUNCER and ahead < uint32(n_tiles):
-                    ahead_last = uint32(min(uint32(ahead + uint32(claim)), uint32(n_tiles)) - uint32(1))
-                    ahead_start = tile_start[ahead]
-                    ahead_len = int32(tile_start[ahead_last] + tile_len[ahead_last] - ahead_start)
-                # Thread 0 reads its ticket's slot now; the value is first used at the next
-                # decision, so the load completes during the task: a 0 there lets that decision claim
-                # the next A tiles with one round trip (the claim) instead of two (slot, then claim).
-                if tid == 0 and state[STATE_TICKET] >= 0:
-                    state[STATE_SEEN_SLOT] = load_relaxed_gpu(fifo_slots, state[STATE_TICKET])
-                t = uint32(index)
-                if uint32(a_end - t) == uint32(2):
-                    # Both tiles' loads first, then each tile's arithmetic: the second tile's bytes
-                    # arrive while the first is reduced, so a pair costs about one load latency, not two.
-                    x_first = cuda.local.array(TILE_VALUES, float32)
-                    x_second = cuda.local.array(TILE_VALUES, float32)
-                    load_a_tile(t, values, tile_start, tile_len, x_first)
-                    load_a_tile(t + uint32(1), values, tile_start, tile_len, x_second)
-                    summarize_tile(t, x_first, tile_max, tile_sum, partials)
-                    if TRACE and tid == TILE_ANNOUNCER:
-                        trace_record(trace, t, start)
-                        start = trace_now()
-                    summarize_tile(t + uint32(1), x_second, tile_max, tile_sum, partials)
-                    if TRACE and tid == TILE_ANNOUNCER:
-                        trace_record(trace, t + uint32(1), start)
-                else:
-                    task_a(t, values, tile_start, tile_len, tile_max, tile_sum, partials)
-                    if TRACE and tid == TILE_ANNOUNCER:
-                        trace_record(trace, t, start)
-                if tid == TILE_ANNOUNCER:
-                    # It wrote the summaries itself, so its acq_rel arrivals release them (one add per
-                    # row the claim touches); thread 0 meanwhile decides the next task (below): the two
-                    # chains of dependent round trips overlap instead of following each other.
-                    if first_row == last_row:
-                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity,
-                               first_row, int32(a_end - uint32(index)))
-                    else:
-                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity,
-                               first_row, int32(1))
-                        arrive(row_arrivals, row_tile_count, counters, fifo_slots, capacity,
-                               last_row, int32(1))
-                    if ahead_len > 0:  # after the arrivals and any publish: the B they release comes first
-                        prefetch_span_l2(values, ahead_start, ahead_len)
+                run_a_claim(index, claim, capacity, state, values, tile_row, tile_start, tile_len, row_first_tile,
+                            row_tile_count, tile_max, tile_sum, counters, row_arrivals, fifo_slots, partials,
+                            n_tiles, trace, start)
             elif kind == KIND_B:
                 # Warp 0 runs B; its lane 0 (thread 0) writes row_max/row_sum. Lanes 1-31 read
                 # tile summaries too: they do so after the broadcast barrier that follows thread
@@ -152,41 +219,8 @@ def make_dag_worker(trace_build, next_task, claim_size, before_a_claim, arrive):
                     publish_tasks(counters, fifo_slots, capacity,
                                   int32(rows + row_first_tile[uint32(index)]), row_tile_count[uint32(index)], claim)
             elif kind == KIND_C:
-                # Every thread reads the row's m and z itself, after the broadcast barrier that
-                # follows thread 0's acquire of the C entry's slot (acquire -> bar.sync orders
-                # these reads after B's release); the tile_row -> m, z chain overlaps the
-                # task's own loads instead of preceding the barrier on thread 0. An entry of two
-                # tiles (claim 2) holds the tile after ``index`` too when that tile is in the same
-                # row (entries start at the row's first tile, every second tile): both run back
-                # to back with one decision.
-                t = uint32(index)
-                row = uint32(tile_row[t])
-                # (The bound test's sum is cast back to uint32: Numba widens it, a 64-bit compare; the
-                # load's index stays wide, an offset from tile_row[t]'s address.)
-                pair = (claim == TILES_PER_CLAIM and uint32(t + uint32(1)) < uint32(n_tiles)
-                        and uint32(tile_row[t + uint32(1)]) == row)
-                # Both tiles' loads before either tile's arithmetic (x is in L2 or on its way there):
-                # the second tile's latency overlaps the first's instead of following it.
-                x_first = cuda.local.array(TILE_VALUES, float32)
-                x_second = cuda.local.array(TILE_VALUES, float32)
-                load_c_tile(t, values, tile_start, tile_len, x_first)
-                if pair:
-                    load_c_tile(t + uint32(1), values, tile_start, tile_len, x_second)
-                m = row_max[row]
-                z = row_sum[row]
-                normalize_tile(t, x_first, m, z, tile_start, tile_len, out)
-                if TRACE:  # the trace build ends a C task at a barrier, like the other schedulers
-                    cuda.syncthreads()
-                    if tid == 0:
-                        trace_record(trace, n_tiles + rows + t, start)
-                        start = trace_now()
-                if pair:
-                    normalize_tile(t + uint32(1), x_second, m, z, tile_start, tile_len, out)
-                    if TRACE:
-                        cuda.syncthreads()
-                        if tid == 0:
-                            trace_record(trace, n_tiles + rows + t + uint32(1), start)
-                c_tiles = int32(2) if pair else int32(1)
+                c_tiles = run_c_entry(index, claim, values, out, tile_row, tile_start, tile_len, row_max, row_sum,
+                                      n_tiles, rows, trace, start)
             # (KIND_SYNC: no task; the barrier below orders the last C tile's stores.)
             if tid == 0:
                 # C tiles run before the previous barrier are ordered now; those run just now are not.
