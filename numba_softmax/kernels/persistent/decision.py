@@ -52,23 +52,10 @@ def make_next_task(take_ticket_slot, may_leave):
     and whether it holds a task (:func:`acquire_ticket_slot`); ``may_leave(counters, n_tiles)`` says whether a
     worker with nothing left to claim leaves now (:func:`leave_at_once`). Other hooks: controls and diagnostics.
 
-    Claims are tickets (one ``atomicAdd`` each, which always succeeds), not CAS loops:
-    with hundreds of workers a CAS claim succeeds once per atomic round trip and the
-    whole queue serializes on it (measured: ~0.55 us per task on the H200). A worker
-    holds at most one FIFO ticket, reserved or published; while its slot is reserved but
-    not yet published it claims A tiles, so every ticketed slot is eventually served.
-
-    The scheduling work is kept off the critical path: the next ticket is requested the
-    moment a consumer task is decided, so that ``atomicAdd`` completes while the task runs
-    (its value is first read at the next decision, which is where a ticket past the end is
-    counted); the slot is its own ready flag (written once, from -1, with release: one acquire
-    load finds the task and orders what its producer wrote before the task); and claims are
-    not preceded by relaxed polls of the counters. A
-    claim past the end (``a_next >= n_tiles``, ``fifo_head >= capacity``) is counted in
-    ``a_overshoot`` / ``head_overshoot`` once per worker, which keeps the accounting exact.
-    ``c_unflushed`` is the worker's count of finished C tiles not yet added to ``c_done``:
-    they are added (one release ``atomicAdd``) only once the worker finds nothing left to
-    claim, not one atomic per tile on the critical path of every C task.
+    The rules, in order (docs/experiment_b.md, "The decision"): 1. the FIFO ticket's task once its slot is
+    published (the next ticket is requested at once, so that round trip overlaps the task); 2. else the next
+    A claim of ``claim`` tiles; 3. else, nothing left, add the finished C tiles (``c_unflushed``) to ``c_done``
+    with one release add and leave. A claim or ticket past the end is counted once per worker.
     Returns ``(kind, index, ticket, a_done, c_unflushed)``; the last three carry over.
     """
 
