@@ -23,6 +23,11 @@ from .decision import (SEEN_NOTHING, STATE_A_DONE, STATE_C_UNFLUSHED, STATE_C_WA
 from .modes import MODE_DAG_FLOOR
 from .queue_ops import KIND_A, KIND_B, KIND_C, KIND_EXIT, KIND_SYNC, publish_tasks
 
+# A C entry runs its first tile and at most the one after it (the ``pair`` of the DAG's C task), so a claim
+# size other than 2 would publish entries the C task does not finish.
+if TILES_PER_CLAIM != 2:
+    raise ImportError(f"the DAG's C entries hold at most two tiles; queue.TILES_PER_CLAIM is {TILES_PER_CLAIM}")
+
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
 def claim_size(n_tiles):
@@ -171,10 +176,7 @@ def make_dag_worker(trace_build, next_task, claim_size, before_a_claim, arrive):
         # Two (kind, index) slots, used alternately: thread 0 writes the next decision into one
         # while the other still holds the task being run, so one barrier per task suffices.
         ctrl = cuda.shared.array(4, int32)
-        # Tiles per A claim and per C entry (queue.tiles_per_claim): two where every worker has at
-        # least two, so a worker makes one scheduling decision per pair of A tiles and per pair of a
-        # row's C tiles instead of one per tile.
-        claim = claim_size(n_tiles)
+        claim = claim_size(n_tiles)  # tiles per A claim and per C entry
         # This invocation's FIFO entries: every B and C tile once, or, with C entries of two tiles,
         # the host's count of them (layout.fifo_entries(2)).
         capacity = int32(fifo_slots.shape[0]) if claim == 1 else paired_entries

@@ -20,7 +20,6 @@ from typing import NamedTuple
 from numba import cuda, float32, int32
 
 from ...numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, bounded_kernel
-from ...queue import TILES_PER_CLAIM
 from ..tiles import TILE_THREADS, TILE_WARPS
 from .barrier import block_then_grid_barrier
 from .dag import claim_size, make_dag_worker
@@ -28,7 +27,6 @@ from .decision import next_task
 from .modes import MODE_PHASED, MODE_PHASED_FLOOR
 from .phased import make_phased_worker
 from .queue_ops import arrive
-
 
 _F32 = "float32[::1]"
 _I32 = "int32[::1]"
@@ -51,11 +49,6 @@ SIGNATURES = {
 #: thread 0's state in shared memory) made the DAG 1-2% faster at 2048 rows but 3-5% slower at 128 and
 #: 512, and phased slower everywhere (PERFORMANCE.md).
 MIN_WORKERS_PER_SM = 9
-
-# A C entry runs its first tile and at most the one after it (the ``pair`` of the DAG's C task), so a claim
-# size other than 2 would publish entries the C task does not finish.
-if TILES_PER_CLAIM != 2:
-    raise ImportError(f"the DAG's C entries hold at most two tiles; queue.TILES_PER_CLAIM is {TILES_PER_CLAIM}")
 
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
