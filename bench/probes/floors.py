@@ -164,7 +164,7 @@ def kernel_barrier_kernel(words, max_polls):
     for which in range(2):
         cuda.syncthreads()
         if cuda.threadIdx.x == 0:
-            grid_barrier(words, int32(cuda.gridDim.x), max_polls, int32(which), True)
+            grid_barrier(words, int32(cuda.gridDim.x), max_polls, int32(which))
         cuda.syncthreads()
 
 
