@@ -13,7 +13,7 @@ throughput is what the model spends them on) and two costs it varies:
 * ``handoff``: from a producer's end to its consumer's visibility in the FIFO (the row arrival and
   B's publish, or B's publish of its C entries).
 
-The policy is the kernel's (``numba_softmax/kernels/persistent.py``): a worker takes the oldest
+The policy is the kernel's (``numba_softmax/kernels/persistent/decision.py``): a worker takes the oldest
 visible FIFO entry (a B, or a C entry of ``claim`` tiles of one row) and claims the next A tiles
 (``claim`` at a time, in tile order) only when none is visible; it leaves when nothing is left.
 What the model leaves out is said where it matters: tickets (a published entry here goes to the

@@ -30,13 +30,15 @@ _ENTRY = re.compile(r"^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", r
 def run_kernels():
     """[(dispatcher, Numba signature)] of every kernel the main job can launch (registered kernels,
     trace builds, the empty-work floor); tests/cpu/test_kernel_build.py checks it against the plans' launches."""
-    from numba_softmax.kernels import persistent, tiles
+    from numba_softmax.kernels import tiles
+    from numba_softmax.kernels.persistent import SIGNATURES as PERSISTENT_SIGNATURES
+    from numba_softmax.kernels.persistent.diagnostics import persistent_trace_kernel
     from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
 
     found = list(KERNELS.values()) + list(AUTO_KERNELS.values())
     found += [(kernel, tiles.SIGNATURES[kernel.py_func.__name__.removesuffix("_trace")])
               for kernel in tiles.separate_trace_kernels()]
-    found.append((persistent.persistent_trace_kernel(), persistent.SIGNATURES["persistent_tiles"]))
+    found.append((persistent_trace_kernel(), PERSISTENT_SIGNATURES["persistent_tiles"]))
     found.append((tiles.empty_tile_kernel, "void()"))  # the separate scheduler's empty-work floor
     return found
 

@@ -1,22 +1,11 @@
 """The DAG queue protocol of Experiment B: where each word lives, what an error means, and the
 exact state a finished invocation must leave.
 
-One module, shared by both sides: the persistent kernel (:mod:`numba_softmax.kernels.persistent`)
-reads and writes these words on the device, and the host (:mod:`numba_softmax.tiled`) checks them
-after every invocation. It imports nothing from the package, so the kernels can depend on it
-without pointing up a layer. docs/experiment_b.md describes the protocol in full.
-
-Queue state (freshly reset by the init kernel before every DAG invocation):
-
-* ``counters`` (int32[:data:`COUNTER_SLOTS`]): word indices :data:`COUNTER_INDEX`; each hot
-  counter owns a 128-byte L2 line;
-* ``row_arrivals[rows]``: finished A tiles per row;
-* ``fifo_slots[rows + n_tiles]``: the FIFO of ready consumer tasks, holding exactly every B and
-  C task once (id ``r`` is B(r), ``rows + t`` is C(t)). Each slot is its own ready flag:
-  :data:`SLOT_EMPTY` until a release stores the task id into it, which consumers acquire. A C
-  entry holds :func:`tiles_per_claim` consecutive tiles of one row (C(t) runs t and t + 1 where
-  that is 2 and t + 1 is in t's row), so an invocation uses the first ``layout.fifo_entries(k)``
-  slots; the rest stay as the reset left them.
+Shared by both sides: the persistent kernel (:mod:`numba_softmax.kernels.persistent`) reads and
+writes these words on the device, and the host (:mod:`numba_softmax.tiled`) checks them after every
+invocation. It imports nothing from the package, so the kernels can depend on it without pointing up
+a layer. The queue state (``counters``, ``row_arrivals``, ``fifo_slots``), the protocol and the
+error codes are described in docs/experiment_b.md, "The DAG's queue protocol".
 """
 
 import numpy as np
@@ -26,11 +15,9 @@ SLOT_EMPTY = -1
 
 #: Words of one 128-byte L2 line.
 COUNTER_LINE_WORDS = 32
-#: Word index of each counter in ``counters``. The four counters every task touches
-#: (a_next, fifo_head, fifo_tail, c_done) each own a 128-byte line: in one shared line,
-#: every claim, publish and poll of ~1000 workers queued on the same L2 line (PERFORMANCE.md).
-#: The error words and the overshoot counts, touched only at the end or on a failure, share
-#: the fifth line. The words in between are padding and stay 0.
+#: Word index of each counter in ``counters``: the four counters every task touches each own a
+#: 128-byte line, the error words and the overshoot counts share the fifth, the grid barrier has the
+#: sixth (docs/experiment_b.md says why). The words in between are padding and stay 0.
 COUNTER_INDEX = {
     "a_next": 0 * COUNTER_LINE_WORDS,
     "fifo_head": 1 * COUNTER_LINE_WORDS,

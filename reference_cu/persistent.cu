@@ -1,4 +1,4 @@
-// persistent.cu -- numba_softmax/kernels/persistent.py: the persistent worker kernel
+// persistent.cu -- numba_softmax/kernels/persistent/: the persistent worker kernel
 // (phased and DAG modes, one compiled kernel, mode is a runtime argument) and the queue
 // init kernel. Same queue/counter layout, error codes, task ids and acquire/release rules.
 //
@@ -25,7 +25,7 @@
 // counters[COUNTER_SLOTS] (int32 words): a_next, fifo_head, fifo_tail, c_done at words 0, 32, 64,
 // 96 (one 128-byte line each: every task touches them), then error_code, error_task,
 // error_waited_on, error_worker, a_overshoot, head_overshoot at words 128..133; the words in
-// between are padding and stay 0 (numba_softmax/kernels/persistent.py: COUNTER_INDEX). Claims are tickets (atomicAdd); a ticket past the
+// between are padding and stay 0 (numba_softmax/queue.py: COUNTER_INDEX). Claims are tickets (atomicAdd); a ticket past the
 // end is counted in the overshoot words, so a_next == k * (ceil(n_tiles / k) + a_overshoot) (k tiles per
 // A claim and per C entry: TILES_PER_CLAIM = 2 where n_tiles >= 2 * workers, else 1) and
 // fifo_head - head_overshoot == fifo_tail == the entries (rows + n_tiles, or paired_entries for k = 2)
@@ -237,7 +237,7 @@ __device__ __forceinline__ Decision next_task(int* counters, int* fifo_slots, in
 }
 
 // Phased mode: the row, start and length of the tile the descending C pass visits at `step` (zeros past the last
-// step), as persistent.py's c_step_metadata.
+// step), as numba_softmax/kernels/persistent/phased.py's c_step_metadata.
 __device__ __forceinline__ void c_step_metadata(long long step, int n_tiles, const int* tile_row,
                                                 const long long* tile_start, const int* tile_len, int& row,
                                                 long long& start, int& len) {
@@ -252,7 +252,7 @@ __device__ __forceinline__ void c_step_metadata(long long step, int n_tiles, con
     }
 }
 
-// The persistent kernel's own grid barrier (numba_softmax/kernels/persistent.py grid_barrier):
+// The persistent kernel's own grid barrier (numba_softmax/kernels/persistent/barrier.py grid_barrier):
 // flat, one self-resetting word (the first participant adds 2^31 - (n - 1), the others 1, so the
 // top bit flips exactly when the last of n arrives). Every worker arrives with a release add (no
 // fence before it); the last arrival makes one acquire load, every other worker polls with acquire
@@ -291,7 +291,7 @@ __device__ bool block_then_grid_barrier(int* counters, int workers, int max_poll
     return ok[which] != 0;
 }
 
-// Launch bounds as in numba_softmax/kernels/persistent.py (MIN_WORKERS_PER_SM): at most 56 registers,
+// Launch bounds as in numba_softmax/kernels/persistent/kernel.py (MIN_WORKERS_PER_SM): at most 56 registers,
 // so that 9 workers of 128 threads fit on an SM.
 #define MIN_WORKERS_PER_SM 9
 

@@ -448,7 +448,7 @@ def reference_phased_launches(library, buffers, workers, max_polls=None):
 
 
 def reference_init_queue_launch(library, buffers):
-    from ..kernels.persistent import INIT_MAX_BLOCKS
+    from ..kernels.persistent.launch import INIT_MAX_BLOCKS
     from ..numerics import BLOCK_THREADS
     b = buffers
     capacity = b.layout.fifo_capacity

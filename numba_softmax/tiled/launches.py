@@ -8,8 +8,8 @@
 from dataclasses import dataclass
 
 from ..cases import EXPERIMENT_B_SCHEDULERS
-from ..kernels.persistent import (MODE_PHASED, dag_launches, persistent_args, persistent_tiles,
-                                  persistent_trace_kernel, phased_launches)
+from ..kernels.persistent import MODE_PHASED, dag_launches, persistent_args, persistent_tiles, phased_launches
+from ..kernels.persistent.diagnostics import persistent_trace_kernel
 from ..kernels.tiles import TILE_THREADS, separate_floor_launches, separate_launches
 from ..backend import SIMULATOR
 from ..queue import DEFAULT_MAX_POLLS

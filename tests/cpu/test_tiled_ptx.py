@@ -28,7 +28,8 @@ ORDERING = (ACQUIRE, RELAXED, RELAXED_STORE, FENCE, ACQ_REL_ADD, RELEASE_ADD)
 
 _CHILD = textwrap.dedent("""
     import json, sys
-    from numba_softmax.kernels import persistent
+    from numba_softmax.kernels.persistent import SIGNATURES
+    from numba_softmax.kernels.persistent.controls import NEGATIVE_CONTROLS, negative_control_kernel
     from numba_softmax.kernels.registry import KERNELS
     from numba_softmax.ptx import kernel_ptx
     out = {"kernels": {}, "controls": {}, "fastmath": {}}
@@ -36,9 +37,9 @@ _CHILD = textwrap.dedent("""
         dispatcher, signature = KERNELS[name]
         out["kernels"][name] = kernel_ptx(dispatcher, signature)
         out["fastmath"][name] = dispatcher.targetoptions.get("fastmath")
-    for name in persistent.NEGATIVE_CONTROLS:
-        kernel = persistent.negative_control_kernel(name)
-        out["controls"][name] = kernel_ptx(kernel, persistent.SIGNATURES["persistent_tiles"])
+    for name in NEGATIVE_CONTROLS:
+        kernel = negative_control_kernel(name)
+        out["controls"][name] = kernel_ptx(kernel, SIGNATURES["persistent_tiles"])
         out["fastmath"][name] = kernel.targetoptions.get("fastmath")
     out["registered"] = sorted(KERNELS)
     with open(sys.argv[1], "w") as handle:

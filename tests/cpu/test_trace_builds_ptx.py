@@ -11,16 +11,17 @@ from backends import run_on_the_real_target
 
 _CHILD = textwrap.dedent("""
     import json, sys
-    from numba_softmax.kernels import persistent, tiles
+    from numba_softmax.kernels import tiles
+    from numba_softmax.kernels.persistent import SIGNATURES, persistent_tiles
+    from numba_softmax.kernels.persistent.diagnostics import persistent_trace_kernel
     from numba_softmax.ptx import kernel_ptx
     out = {}
     perf = (tiles.tile_summary_kernel, tiles.row_combine_kernel, tiles.tile_normalize_kernel)
     names = ("tile_summary_kernel", "row_combine_kernel", "tile_normalize_kernel")
     for name, perf_k, trace_k in zip(names, perf, tiles.separate_trace_kernels()):
         out[name] = [kernel_ptx(perf_k, tiles.SIGNATURES[name]), kernel_ptx(trace_k, tiles.SIGNATURES[name])]
-    sig = persistent.SIGNATURES["persistent_tiles"]
-    out["persistent_tiles"] = [kernel_ptx(persistent.persistent_tiles, sig),
-                               kernel_ptx(persistent.persistent_trace_kernel(), sig)]
+    sig = SIGNATURES["persistent_tiles"]
+    out["persistent_tiles"] = [kernel_ptx(persistent_tiles, sig), kernel_ptx(persistent_trace_kernel(), sig)]
     json.dump(out, open(sys.argv[1], "w"))
 """)
 

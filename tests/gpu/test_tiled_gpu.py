@@ -104,7 +104,7 @@ def test_watchdog_turns_a_stalled_dependency_into_a_clear_error(stream):
 
 
 def test_negative_control_skipping_the_acquire_is_caught(stream):
-    from numba_softmax.kernels.persistent import negative_control_kernel
+    from numba_softmax.kernels.persistent.controls import negative_control_kernel
     from numba_softmax.tiled import QueueStateError, verify_counters
     buffers, layout = _seeded_dag(stream, _reserved_but_unpublished,
                                   kernel=negative_control_kernel("unacquired_slot_read"))
@@ -113,7 +113,8 @@ def test_negative_control_skipping_the_acquire_is_caught(stream):
 
 
 def test_negative_control_publishing_b_before_the_last_producer_is_caught(stream):
-    from numba_softmax.kernels.persistent import dag_launches, negative_control_kernel
+    from numba_softmax.kernels.persistent import dag_launches
+    from numba_softmax.kernels.persistent.controls import negative_control_kernel
     from numba_softmax.launch.driver import Invocation
     from numba_softmax.tiled import TiledBuffers, build_layout, worker_plan
     lengths = EXPERIMENT_B_CASES[1].row_lengths()
@@ -130,7 +131,7 @@ def test_negative_control_publishing_b_before_the_last_producer_is_caught(stream
 
 def _dag_behind_a_slow_reset(stream, kernel):
     """The DAG on poisoned queue state, its reset 50 us late. Returns (oracle passed, queue state error)."""
-    from numba_softmax.kernels.persistent import dag_launches
+    from numba_softmax.kernels.persistent.controls import slow_reset_dag_launches
     from numba_softmax.launch.driver import Invocation
     from numba_softmax.tiled import QueueStateError, TiledBuffers, build_layout, verify_queue, worker_plan
     lengths = EXPERIMENT_B_CASES[1].row_lengths()
@@ -139,7 +140,7 @@ def _dag_behind_a_slow_reset(stream, kernel):
     buffers.poison(stream=stream.numba)
     buffers.load_values(values, stream=stream.numba)
     workers = worker_plan(buffers, kernel=kernel).workers
-    Invocation.from_launches("dag", dag_launches(buffers, workers, kernel=kernel, reset_delay_us=50)).enqueue(stream)
+    Invocation.from_launches("dag", slow_reset_dag_launches(buffers, workers, 50, kernel=kernel)).enqueue(stream)
     stream.synchronize()
     passed = check_packed(buffers.out.copy_to_host(), values, lengths).passed
     try:
@@ -160,7 +161,7 @@ def test_dag_workers_wait_for_a_slow_reset(stream):
 def test_negative_control_grid_barrier_arrival_without_its_fence_is_caught(stream, control, scheduler):
     """A grid barrier arrival made without release ordering (relaxed), before the worker's tasks finished
     (phased): the oracle rejects it."""
-    from numba_softmax.kernels.persistent import negative_control_kernel
+    from numba_softmax.kernels.persistent.controls import negative_control_kernel
     from numba_softmax.launch.driver import Invocation
     from numba_softmax.tiled import TiledBuffers, build_layout, tiled_launches, worker_plan
     lengths = EXPERIMENT_B_CASES[1].row_lengths()

@@ -26,7 +26,7 @@ def test_real_trace_passes_its_checks(case, scheduler, stream, evidence):
 
 def test_misordered_dag_trace_is_rejected(stream):
     from numba_softmax import tiled_softmax
-    from numba_softmax.kernels.persistent import negative_control_kernel
+    from numba_softmax.kernels.persistent.controls import negative_control_kernel
     lengths = EXPERIMENT_B_CASES[1].row_lengths()
     values = packed_fixture("random", lengths)
     result = tiled_softmax(values, lengths, scheduler="dag", stream=stream, trace=True, verify=False,

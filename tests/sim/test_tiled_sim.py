@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from numba_softmax.fixtures import packed_fixture
-from numba_softmax.kernels.persistent import (MODE_DAG, MODE_DAG_FLOOR, MODE_PHASED, MODE_PHASED_FLOOR,
-                                              NEGATIVE_CONTROLS, dag_launches, init_queue_kernel,
-                                              negative_control_kernel, persistent_tiles)
+from numba_softmax.kernels.persistent import (MODE_DAG, MODE_DAG_FLOOR, MODE_PHASED, MODE_PHASED_FLOOR, dag_launches,
+                                              init_queue_kernel, persistent_tiles)
+from numba_softmax.kernels.persistent.controls import NEGATIVE_CONTROLS, negative_control_kernel
 from numba_softmax.queue import (A_NEXT, C_DONE, ERR_INVALID_TASK, ERR_READY_TIMEOUT, ERROR_CODE,
                                  ERROR_TASK, ERROR_WAITED_ON, ERROR_WORKER, FIFO_HEAD, FIFO_TAIL, GRID_BARRIER,
                                  tiles_per_claim)

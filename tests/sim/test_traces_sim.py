@@ -5,7 +5,7 @@ import pytest
 
 from numba_softmax import tiled_softmax
 from numba_softmax.fixtures import packed_fixture
-from numba_softmax.kernels.persistent import negative_control_kernel
+from numba_softmax.kernels.persistent.controls import negative_control_kernel
 from numba_softmax.traces import check_trace
 
 LENGTHS = np.array([300, 90, 200])

@@ -5,8 +5,8 @@ Numba's ``grid.sync()`` (GPU only; ``python -m bench probe floors``, against CUD
 One cooperative launch of ``workers`` blocks of :data:`~numba_softmax.kernels.tiles.TILE_THREADS`
 threads; between block barriers, thread 0 of every block crosses the grid barrier twice:
 
-* ``two_grid_barriers_kernel``: the persistent kernel's own (:func:`~numba_softmax.kernels.persistent.grid_barrier`:
-  one ``atom.release`` arrival per block on a self-resetting word, acquire polls) on a counters array of its
+* ``two_grid_barriers_kernel``: the persistent kernel's own
+  (:func:`~numba_softmax.kernels.persistent.barrier.grid_barrier`: one ``atom.release`` arrival per block on a self-resetting word, acquire polls) on a counters array of its
   own, left as it was found;
 * ``two_grid_syncs_kernel``: Numba's cooperative groups, ``cuda.cg.this_grid().sync()``.
 
@@ -18,7 +18,7 @@ from numba import cuda, int32
 
 from ...launch_spec import KernelLaunch
 from ...queue import COUNTER_INITIAL, DEFAULT_MAX_POLLS
-from ..persistent import grid_barrier
+from ..persistent.barrier import grid_barrier
 from ..tiles import TILE_THREADS
 
 
@@ -27,7 +27,7 @@ def two_grid_barriers_kernel(counters, max_polls):
     for which in range(2):
         cuda.syncthreads()
         if cuda.threadIdx.x == 0:
-            grid_barrier(counters, int32(cuda.gridDim.x), max_polls, int32(which), True)
+            grid_barrier(counters, int32(cuda.gridDim.x), max_polls, int32(which))
         cuda.syncthreads()
 
 
