@@ -6,8 +6,8 @@ One cooperative launch of ``workers`` blocks of :data:`~numba_softmax.kernels.ti
 threads; between block barriers, thread 0 of every block crosses the grid barrier twice:
 
 * ``two_grid_barriers_kernel``: the persistent kernel's own
-  (:func:`~numba_softmax.kernels.persistent.barrier.grid_barrier`: one ``atom.release`` arrival per block on a self-resetting word, acquire polls) on a counters array of its
-  own, left as it was found;
+  (:func:`~numba_softmax.kernels.persistent.barrier.grid_barrier`: one ``atom.release`` arrival per
+  block on a self-resetting word, acquire polls) on a counters array of its own, left as it was found;
 * ``two_grid_syncs_kernel``: Numba's cooperative groups, ``cuda.cg.this_grid().sync()``.
 
 No bytes moved beyond the barrier word.
