@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.results_index import GENERATED_MARK, ResultsIndexError, folder_metadata, main, render_index
+from bench.results_index import GENERATED_MARK, ResultsIndexError, evidence_folders, folder_metadata, main, render_index
 
 REPO_RESULTS = Path(__file__).resolve().parents[2] / "results"
 
@@ -54,7 +54,7 @@ def test_index_of_a_small_tree_is_deterministic_and_reads_each_folder(tmp_path):
     assert "abc1234" in experiment_row and "`python -m bench --experiment A --expect-device H200`" in experiment_row
     assert "2/3 correctness records passed; 1/1 bitwise comparisons equal" in experiment_row
     assert "goals: 2 PASS, 1 MISS; copy ceiling 4.241 TB/s" in perf_row
-    assert "pytest: 99 passed, 2 warnings in 106.48s (0:01:46)" in tests_row
+    assert "pytest: 99 passed, 0 failed in 1 log" in tests_row
     assert "null (not recorded)" in tests_row  # the unknown commit says so
 
 
@@ -97,8 +97,27 @@ def test_committed_results_readme_is_what_the_command_generates():
 
 
 def test_committed_results_have_one_folder_per_kind():
-    kinds = [folder_metadata(folder)["kind"] for folder in sorted(REPO_RESULTS.iterdir()) if folder.is_dir()]
+    kinds = [folder_metadata(folder)["kind"] for folder in evidence_folders(REPO_RESULTS)]
     assert len(kinds) == len(set(kinds)), kinds
-    assert {"experiment_A", "perf", "profile_A", "profile_B", "gpu_tests", "probes"} <= set(kinds)
-    # Experiment B's newest run may carry the nvcc twins (--twins): that is still the Experiment B evidence.
+    assert {"perf", "profile_A", "profile_B", "gpu_tests", "probes"} <= set(kinds)
+    # an experiment's newest run may carry the nvcc twins (--twins): that is still the experiment's evidence
+    assert {"experiment_A", "experiment_A_twins"} & set(kinds), kinds
     assert {"experiment_B", "experiment_B_twins"} & set(kinds), kinds
+
+
+def test_committed_results_are_small():
+    """At most 10 top-level folders and 8 MB, no patch files: candidates' code lives in git history."""
+    top = [path for path in REPO_RESULTS.iterdir() if path.is_dir()]
+    assert len(top) <= 10, sorted(path.name for path in top)
+    files = [path for path in REPO_RESULTS.rglob("*") if path.is_file()]
+    assert sum(path.stat().st_size for path in files) <= 8 * 1024 * 1024
+    assert not [path for path in files if path.suffix == ".patch"]
+
+
+def test_a_family_folder_groups_its_kinds(tmp_path):
+    root = _fake_results(tmp_path / "results")
+    shutil.move(root / "perf", tmp_path / "perf_main")
+    (root / "perf").mkdir()
+    shutil.move(tmp_path / "perf_main", root / "perf" / "main")
+    rows = [line for line in render_index(root).splitlines() if line.startswith("| [`")]
+    assert "[`perf/main/`](perf/main/)" in rows[1] and "goals: 2 PASS, 1 MISS" in rows[1]
