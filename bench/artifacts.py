@@ -9,6 +9,7 @@ artifacts unreviewable.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import json
 import os
@@ -245,8 +246,6 @@ def read_records(folder: str | os.PathLike, name: str) -> list[dict] | None:
     Committed runs store their largest file compressed (timings.jsonl.gz); both are read the
     same way. Both present is ambiguous and refused.
     """
-    import gzip
-
     plain, packed = Path(folder) / name, Path(folder) / f"{name}.gz"
     if plain.is_file() and packed.is_file():
         raise ValueError(f"{folder}: both {name} and {name}.gz exist; keep one of them")

@@ -34,6 +34,17 @@ def gpu_present():
     return libcuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
 
 
+def gpu_problem(command):
+    """Why ``command`` (it runs kernels on a GPU) cannot run in this process, in one line; None when it can."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return (f"{command} needs a CUDA GPU; NUMBA_ENABLE_CUDASIM=1 is set (the simulator has no timings): "
+                "unset it and run on a machine with a CUDA GPU. Nothing was run")
+    if not gpu_present():
+        return (f"{command} needs a CUDA GPU, and none was found (libcuda.so.1 missing, cuInit failed or no "
+                "device). Nothing was run")
+    return None
+
+
 class NoGpu(RuntimeError):
     """A GPU was required (``--expect-device``) and none is usable: nothing may run."""
 

@@ -39,13 +39,17 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import glob
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from bench.environment import git_state, gpu_problem
 
 #: What each metric is for (summary column order follows this tuple).
 METRICS = (
@@ -311,8 +315,6 @@ def short_kernel_name(name: str) -> str:
 # ---------------------------------------------------------------- running (needs the tools)
 
 def find_ncu(explicit: str | None) -> str | None:
-    import glob
-
     if explicit:
         return explicit
     found = shutil.which("ncu")
@@ -352,8 +354,6 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 def unknown_metrics(stderr: str, metrics) -> list[str]:
     """Metrics ncu says it cannot find (``==ERROR== Failed to find metric regex:^name\\.(...)$``)."""
-    import re
-
     bases = set(re.findall(r"Failed to find metric\s+(?:regex:)?\^?([A-Za-z0-9_]+)", stderr))
     return [m for m in metrics if m.split(".", 1)[0] in bases]
 
@@ -601,6 +601,10 @@ def main(argv=None) -> int:
         print(rebuild_summary(Path(argv[1])))
         return 0
     args = parser().parse_args(argv)
+    problem = gpu_problem("python -m bench profile")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 4
     args.policy = ncu_policy(args.cache_control, args.replay_mode)
     experiment = args.experiment
     out = Path(args.out or os.path.join(
@@ -611,7 +615,6 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     cases = args.cases.split(",") if args.cases else list(DEFAULT_CASES[experiment])
     variants = args.variants.split(",") if args.variants else list(DEFAULT_VARIANTS[experiment])
-    from bench.environment import git_state
 
     ncu = find_ncu(args.ncu)
     nsys = args.nsys or shutil.which("nsys")

@@ -41,12 +41,24 @@ as differences.
 
 import argparse
 import difflib
+import glob
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+
+import nvidia
+from tabulate import tabulate
+
+from bench.reference_build import BUILD_DIR, BuildError, NvccNotFound, build_failure_exit, ensure_built
+from numba_softmax.kernels.registry import KERNELS
+from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
+from numba_softmax.ptx import check_policy, find_ptxas, kernel_ptx, ptxas_resources, run_ptxas
 
 # ---- PTX parsing ------------------------------------------------------------------------
 
@@ -425,11 +437,8 @@ SASS_COUNTED = ("FFMA", "FMUL", "FADD", "FMNMX", "MUFU.EX2", "MUFU.RCP")
 
 def find_nvdisasm():
     """nvdisasm from $NVDISASM, PATH, or an installed ``nvidia-cuda-nvdisasm`` wheel (None if absent)."""
-    import glob
-    import shutil
     candidates = [os.environ.get("NVDISASM"), shutil.which("nvdisasm")]
     try:
-        import nvidia
         for root in list(nvidia.__path__):
             candidates += sorted(glob.glob(os.path.join(root, "*", "bin", "nvdisasm")))
     except ImportError:
@@ -440,10 +449,6 @@ def find_nvdisasm():
 def sass_counts(ptx, arch="sm_90"):
     """Static counts of float SASS instructions after ptxas (whole-program, :func:`numba_softmax.ptx.run_ptxas`;
     None without ptxas/nvdisasm)."""
-    import subprocess
-    import tempfile
-
-    from numba_softmax.ptx import find_ptxas, run_ptxas
     ptxas, nvdisasm = find_ptxas(), find_nvdisasm()
     if ptxas is None or nvdisasm is None:
         return None
@@ -588,8 +593,6 @@ def _describe_arithmetic_differences(left, right):
 
 def compare_ptx(kernel, numba_ptx, nvcc_ptx, reference_entry="", reference_source=""):
     """Compare one kernel's PTX from Numba with nvcc's PTX of the same algorithm."""
-    from numba_softmax.ptx import check_policy
-
     cmp = Comparison(kernel=kernel, reference_entry=reference_entry, reference_source=reference_source)
     left_ins, right_ins = parse_instructions(numba_ptx), parse_instructions(nvcc_ptx)
     cmp.numba_instructions, cmp.nvcc_instructions = len(left_ins), len(right_ins)
@@ -663,8 +666,6 @@ def compare_ptx(kernel, numba_ptx, nvcc_ptx, reference_entry="", reference_sourc
 # ---- rendering --------------------------------------------------------------------------------
 
 def render_markdown(cmp):
-    from tabulate import tabulate
-
     lines = [f"# {cmp.kernel}: Numba vs nvcc", "",
              f"* Numba kernel: `numba_softmax.kernels` `{cmp.kernel}` (numba-cuda NVVM, libdevice fadd/fsub/fmul_rn)",
              f"* nvcc reference: `{cmp.reference_source}` entry `{cmp.reference_entry}` "
@@ -738,9 +739,7 @@ SUMMARY_HEADERS = ["kernel", "nvcc reference", "verdict", "ordering ops", "arith
 
 
 def render_summary(comparisons, manifest):
-    from tabulate import tabulate
 
-    from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
 
     version = manifest.get("nvcc_version", {})
     lines = ["# Numba vs nvcc: PTX comparison (sm_90)", "",
@@ -768,11 +767,6 @@ def run_compare(names, out_dir, build_dir=None, nvcc=None, sass=None):
     """Build the reference if needed, compare every kernel in ``names``; write files; return comparisons.
 
     ``sass``: also count float SASS instructions (ptxas + nvdisasm); None = when nvdisasm exists."""
-    from bench.reference_build import BUILD_DIR, ensure_built
-    from numba_softmax.kernels.registry import KERNELS
-    from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
-    from numba_softmax.ptx import kernel_ptx, ptxas_resources
-
     build = ensure_built(build_dir or BUILD_DIR, nvcc=nvcc)
     os.makedirs(out_dir, exist_ok=True)
     if sass is None:
@@ -819,9 +813,7 @@ def main(argv):
                              "or the nvidia-cuda-nvdisasm wheel)")
     args = parser.parse_args(argv)
 
-    from tabulate import tabulate
 
-    from numba_softmax.kernels.registry import KERNELS
 
     names = args.kernel or sorted(KERNELS)
     unknown = [n for n in names if n not in KERNELS]
@@ -829,8 +821,6 @@ def main(argv):
         print(f"unknown kernel(s) {unknown}; known: {sorted(KERNELS)}", file=sys.stderr)
         return 2
     if args.compare:
-        from bench.reference_build import BuildError, NvccNotFound, build_failure_exit
-        from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
         missing = [n for n in names if n not in REFERENCE_KERNELS]
         if missing:
             print(f"no nvcc reference for {missing}: add it to reference_cu/ and REFERENCE_KERNELS",
@@ -850,7 +840,6 @@ def main(argv):
         print(f"\nper-kernel comparisons and compare_summary.md written to {os.path.abspath(out)}")
         return 0 if all(c.ok for c in comparisons) else 1
 
-    from numba_softmax.ptx import check_policy, kernel_ptx, ptxas_resources
 
     out = args.out or "ptx"
     os.makedirs(out, exist_ok=True)

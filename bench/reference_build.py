@@ -24,6 +24,10 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from tabulate import tabulate
+
+from numba_softmax import numerics
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE_DIR = os.path.join(REPO_ROOT, "reference_cu")
 BUILD_DIR = os.path.join(REFERENCE_DIR, "build")
@@ -42,7 +46,6 @@ NVCC_FLAGS = (f"-arch={ARCH}", "-std=c++17") + POLICY_FLAGS
 
 def ownership_quad():
     """The row reductions' ownership run length of the Numba kernels (``numerics.QUAD``; 1 if absent)."""
-    from numba_softmax import numerics
     return int(getattr(numerics, "QUAD", 1))
 
 
@@ -255,7 +258,6 @@ def main(argv):
         result = build(args.out, args.nvcc)
     except (NvccNotFound, BuildError) as exc:
         return build_failure_exit(exc)
-    from tabulate import tabulate
 
     rows = [[entry, r["module"], r.get("registers"), r.get("shared_bytes"), r.get("stack_frame_bytes"),
              r.get("spill_store_bytes")] for entry, r in sorted(result.resources().items())]

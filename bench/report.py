@@ -29,7 +29,8 @@ from bench.artifacts import (NotARunFolder, ProtectedFiles, RunFolder, atomic_wr
                              require_run_folder, to_jsonable)
 from bench.environment import PROTOCOL_DEVICE
 from bench.floors import H200_COPY_TBS, one_read_floor_bytes, us_at, variant_floor_bytes
-from bench.protocol import BATCH, METRICS, MODES, Measurement
+from bench.plots import render_plots
+from bench.protocol import BATCH, METRICS, MODES, Measurement, twin_pairs
 from bench.stats import paired_ratios, summarize
 from bench.trace_step import current_breakdowns, trace_summary_lines
 
@@ -70,7 +71,6 @@ def render_summary(run: RunFolder, *, plots: bool = True) -> tuple[str, list[tup
     timings = [Measurement.from_record(r) for r in raw_timings or []]
     figures, skipped = [], None
     if timings and plots:
-        from bench.plots import render_plots
         figures, skipped = render_plots(timings, metadata)
 
     lines = ["# Run summary", ""]
@@ -234,8 +234,6 @@ TWIN_METRICS = ("event_us", "batch_completion_us")
 def _twins_section(timings: list[Measurement]) -> list[str]:
     """Each Numba variant against its nvcc twin (``--twins``): paired per-round ratios of the event
     time (one invocation) and of the batch completion (BATCH invocations back to back, per invocation)."""
-    from bench.twins import twin_pairs
-
     rows = []
     for (experiment, case), records in _group(timings, lambda m: (m.experiment, m.case)).items():
         pairs = twin_pairs({m.variant for m in records})

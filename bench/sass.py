@@ -32,6 +32,16 @@ import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
+from tabulate import tabulate
+
+from bench.artifacts import RunFolder
+from bench.ptx_report import aligned_diff, find_nvdisasm
+from bench.reference_build import (BUILD_DIR, BuildError, NvccNotFound, build_failure_exit, ensure_built,
+                                   parse_ptxas_verbose)
+from numba_softmax.kernels.registry import KERNELS
+from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
+from numba_softmax.ptx import find_ptxas, kernel_ptx, run_ptxas
+
 ARCH = "sm_90"
 INSTALL_HINT = ('pip install -e ".[sass]" (the nvidia-cuda-nvdisasm wheel), or put a CUDA toolkit\'s nvdisasm '
                 "on PATH or in $NVDISASM")
@@ -43,9 +53,6 @@ class ToolMissing(RuntimeError):
 
 def tools():
     """{"ptxas": path, "nvdisasm": path}; raises :class:`ToolMissing` naming what to install."""
-    from bench.ptx_report import find_nvdisasm
-    from numba_softmax.ptx import find_ptxas
-
     ptxas, nvdisasm = find_ptxas(), find_nvdisasm()
     if ptxas is None:
         raise ToolMissing("ptxas not found (PATH, or the nvidia-cuda-nvcc wheel numba-cuda[cu12] installs)")
@@ -155,9 +162,6 @@ def disassemble(cubin_path, nvdisasm):
 def assemble(ptx, out_cubin, ptxas, arch=ARCH):
     """ptxas -v: PTX -> cubin, whole-program as the driver builds it (:func:`numba_softmax.ptx.run_ptxas`);
     returns the ``ptxas -v`` resources of its one entry."""
-    from bench.reference_build import parse_ptxas_verbose
-    from numba_softmax.ptx import run_ptxas
-
     proc = run_ptxas(ptx, out_cubin, ptxas, arch)
     if proc.returncode != 0:
         raise RuntimeError(f"ptxas failed:\n{proc.stdout}{proc.stderr}")
@@ -438,8 +442,6 @@ def _loop_record(function, loop_range, body):
 def compare_functions(kernel, numba_fn, nvcc_fn, numba_resources, nvcc_resources, reference_entry="",
                       reference_source=""):
     """Count, find hot loops, diff them and name every difference between two disassembled kernels."""
-    from bench.ptx_report import aligned_diff
-
     counts = {"numba": class_counts(numba_fn.instructions), "nvcc": class_counts(nvcc_fn.instructions)}
     hot = {"numba": hot_loop(numba_fn), "nvcc": hot_loop(nvcc_fn)}
     diff = aligned_diff([token(i) for i in hot["numba"][1]], [token(i) for i in hot["nvcc"][1]])
@@ -505,8 +507,6 @@ def render_diff(rows, context=3):
 
 
 def render_markdown(cmp):
-    from tabulate import tabulate
-
     keys = sorted(set(cmp.numba_counts) | set(cmp.nvcc_counts))
     rows = [[k, cmp.numba_counts.get(k, 0), cmp.nvcc_counts.get(k, 0),
              "" if cmp.numba_counts.get(k, 0) == cmp.nvcc_counts.get(k, 0) else "differs"] for k in keys]
@@ -571,8 +571,6 @@ def summary_rows(comparisons):
 
 
 def render_summary(comparisons, versions):
-    from tabulate import tabulate
-
     return "\n".join([
         f"# Numba vs nvcc in SASS ({ARCH}, offline)", "",
         f"Tools: ptxas {versions['ptxas']}, nvdisasm {versions['nvdisasm']}, nvcc {versions['nvcc']}. Static "
@@ -587,9 +585,6 @@ def render_summary(comparisons, versions):
 
 def numba_side(name, ptxas, nvdisasm, workdir):
     """Numba's kernel: PTX -> ptxas cubin -> disassembly. Returns (function, resources, cubin path)."""
-    from numba_softmax.kernels.registry import KERNELS
-    from numba_softmax.ptx import kernel_ptx
-
     dispatcher, signature = KERNELS[name]
     cubin = os.path.join(workdir, f"{name}.numba.cubin")
     resources = assemble(kernel_ptx(dispatcher, signature), cubin, ptxas)
@@ -598,10 +593,6 @@ def numba_side(name, ptxas, nvdisasm, workdir):
 
 def run_compare(names, out, build_dir=None, nvcc=None):
     """Compare every kernel of ``names``; write into the new (or empty) folder ``out``; return comparisons."""
-    from bench.artifacts import RunFolder
-    from bench.reference_build import BUILD_DIR, ensure_built
-    from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
-
     found = tools()
     folder = RunFolder(out)  # refuses a non-empty folder: nothing already there is overwritten
     build = ensure_built(build_dir or BUILD_DIR, nvcc=nvcc)
@@ -646,11 +637,7 @@ def main(argv):
     parser.add_argument("--nvcc", help="nvcc to build the reference with when the build is stale")
     args = parser.parse_args(argv)
 
-    from tabulate import tabulate
 
-    from bench.reference_build import BuildError, NvccNotFound, build_failure_exit
-    from numba_softmax.kernels.registry import KERNELS
-    from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
 
     names = args.kernel or sorted(n for n in KERNELS if n in REFERENCE_KERNELS)
     unknown = [n for n in names if n not in KERNELS or n not in REFERENCE_KERNELS]

@@ -24,11 +24,21 @@ import tempfile
 import time
 
 import numpy as np
+from numba import cuda
 
-from bench.perf import log
+from bench.perf.ceilings import log
 from bench.protocol import BATCH
+from bench.reference_build import find_nvcc as find
 from bench.stats import paired_ratios, summarize
 from bench.timing import host_rounds
+from numba_softmax import softmax
+from numba_softmax.fixtures import matrix_fixture
+from numba_softmax.kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches
+from numba_softmax.kernels.fused_row import fused_launches
+from numba_softmax.launch.driver import Invocation
+from numba_softmax.launch.graphs import CapturedGraph
+from numba_softmax.launch_spec import KernelLaunch
+from numba_softmax.oracle import check_matrix
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAUNCH_TIMER_SOURCE = os.path.join(REPO_ROOT, "reference_cu", "launch_timer.cu")
@@ -52,8 +62,6 @@ def _now_us():
 @functools.cache
 def empty_kernel():
     """The empty kernel both launch paths time (compiled on first use)."""
-    from numba import cuda
-
     @cuda.jit
     def perf_empty_kernel():
         pass
@@ -63,7 +71,6 @@ def empty_kernel():
 
 def find_nvcc():
     """nvcc as the reference build finds it ($NVCC, PATH, $CUDA_HOME/bin, ... ; None if absent)."""
-    from bench.reference_build import find_nvcc as find
     return find()
 
 
@@ -264,10 +271,6 @@ def run_launch_timer(binary, batches=LAUNCH_BATCHES, warmup=LAUNCH_WARMUP_BATCHE
 
 
 def measure_launch(sampler, args, report, notes, errors):
-    from numba_softmax.launch.driver import Invocation
-    from numba_softmax.launch.graphs import CapturedGraph
-    from numba_softmax.launch_spec import KernelLaunch
-
     launch = report["launch"] = {"batch": BATCH, "batches_per_block": LAUNCH_BATCHES,
                                  "alternations": LAUNCH_ALTERNATIONS, "kernel": "empty kernel <<<1, 32>>>"}
     empty = Invocation.from_launches("perf_empty", [KernelLaunch("perf_empty", empty_kernel(), (1,), (32,), ())])
@@ -312,14 +315,7 @@ def measure_launch(sampler, args, report, notes, errors):
 
 
 def measure_graph_completion(sampler, args, report, errors):
-    from numba import cuda
 
-    from numba_softmax.fixtures import matrix_fixture
-    from numba_softmax.kernels.fused_row import fused_launches
-    from numba_softmax.launch.driver import Invocation
-    from numba_softmax.launch.graphs import CapturedGraph
-    from numba_softmax.launch_spec import KernelLaunch
-    from numba_softmax.oracle import check_matrix
 
     section = report["graph_completion"] = {"shape": list(GRAPH_COMPLETION_SHAPE), "rounds": GRAPH_COMPLETION_ROUNDS,
                                             "warmups": GRAPH_COMPLETION_WARMUPS}
@@ -390,12 +386,7 @@ def measure_api_overhead(sampler, args, report, errors):
 
 
 def _api_overhead_shape(entry, shape, stream, torch, seed, errors):
-    from numba import cuda
 
-    from numba_softmax import softmax
-    from numba_softmax.fixtures import matrix_fixture
-    from numba_softmax.kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches
-    from numba_softmax.launch.driver import Invocation
 
     host = matrix_fixture("random-0", shape)
     d_x = cuda.to_device(host, stream=stream.numba)
@@ -434,8 +425,6 @@ def _api_overhead_shape(entry, shape, stream, torch, seed, errors):
 
 def _time_api_calls(entry, calls, read, host, stream, alarm, seed, errors):
     """Check each call's result once, then time them in shuffled paired rounds (host completion)."""
-    from numba_softmax.oracle import check_matrix
-
     shape = host.shape
     entry["variants"] = sorted(calls)
     checks = entry["checks"] = {}

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import bench.cli
-from bench.cli import SUBCOMMANDS, main, parse_shapes
+from bench.cli import SUBCOMMANDS, main
+from bench.shapes import parse_shapes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -136,7 +137,7 @@ def test_a_terminated_run_raises_where_it_is_and_the_old_handler_returns():
     import signal
     import time
 
-    from bench.cli import terminate_raises
+    from bench.experiment import terminate_raises
 
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit, match="terminated by SIGTERM"):

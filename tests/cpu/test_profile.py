@@ -207,6 +207,7 @@ def fake_ncu(tmp_path, monkeypatch):
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))  # no nsys (and no real ncu) on PATH
     monkeypatch.setenv("FAKE_NCU_DIR", str(tools))
+    monkeypatch.setattr(profile, "gpu_problem", lambda command: None)  # the profiled driver is faked too
     return ncu
 
 
@@ -306,6 +307,7 @@ def test_launch_count_must_match_invocations_times_kernels():
 
 
 def test_missing_ncu_is_reported_not_hidden(tmp_path, monkeypatch):
+    monkeypatch.setattr(profile, "gpu_problem", lambda command: None)
     monkeypatch.setattr(profile, "find_ncu", lambda explicit: None)
     monkeypatch.setattr(profile.shutil, "which", lambda name: None)
     out = tmp_path / "prof"
@@ -313,7 +315,8 @@ def test_missing_ncu_is_reported_not_hidden(tmp_path, monkeypatch):
     assert "NO NSIGHT COMPUTE CAPTURE" in (out / "profile_summary.md").read_text()
 
 
-def test_profile_refuses_a_non_empty_folder(tmp_path):
+def test_profile_refuses_a_non_empty_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(profile, "gpu_problem", lambda command: None)
     (tmp_path / "keep.txt").write_text("x")
     assert profile.main(["--experiment", "A", "--out", str(tmp_path)]) == 2
 
@@ -325,12 +328,13 @@ def test_driver_without_a_gpu_refuses_and_records_why(tmp_path):
                            "--variant", "fused", "--record", str(record), "--scratch", str(tmp_path / "s")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert json.loads(record.read_text())["error"] == "no CUDA GPU: a profiler needs one"
+    assert json.loads(record.read_text())["error"].startswith("a profiler needs a CUDA GPU")
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_profile_module_imports_without_cuda():
+def test_profile_module_imports_without_cuda():  # it rebuilds summaries on any machine; its driver needs a GPU
     code = textwrap.dedent("""
-        import sys, bench.profile, bench.profile_driver
+        import sys, bench.profile
         loaded = [m for m in sys.modules if m.startswith(("numba", "cuda.bindings", "numba_softmax"))]
         assert not loaded, loaded
     """)
@@ -409,7 +413,7 @@ def test_driver_brackets_exactly_the_repeated_invocations(tmp_path, monkeypatch,
         assert args.twins is False  # a Numba variant: the plan loads no twins
         return _FakeStream(), [lambda: _FakeCase(log, wrong)], ["a note"]
 
-    monkeypatch.setattr(bench.environment, "select_backend", lambda: True)
+    monkeypatch.setattr(bench.environment, "gpu_problem", lambda command: None)
     monkeypatch.setattr(bench.experiment_a, "EXPERIMENT_PLAN_A", plan)
     monkeypatch.setattr(launch_driver, "device_record", lambda: {"name": "NVIDIA H100 80GB HBM3", "sm_count": 132})
     monkeypatch.setattr(launch_driver, "check", lambda result: None)
@@ -477,7 +481,7 @@ def test_driver_builds_the_plan_with_twins_for_a_twin_variant(tmp_path, monkeypa
         seen.append(args.twins)
         return _FakeStream(), [lambda: _FakeCase([], False)], []
 
-    monkeypatch.setattr(bench.environment, "select_backend", lambda: True)
+    monkeypatch.setattr(bench.environment, "gpu_problem", lambda command: None)
     monkeypatch.setattr(bench.experiment_a, "EXPERIMENT_PLAN_A", plan)
     monkeypatch.setattr(launch_driver, "device_record", lambda: {"name": "NVIDIA H100 80GB HBM3", "sm_count": 132})
     record = tmp_path / "record.json"
