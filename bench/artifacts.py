@@ -125,6 +125,12 @@ class RunFolder:
         return atomic_write(self.path_of(relpath), write)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(target: str | os.PathLike, write: Callable) -> Path:
     """Write ``target`` through a temp file in its folder, fsync'd, then os.replace: a reader (or a
     crash) sees the old file or the new one, never half of one. ``write(f)`` gets the binary file."""
@@ -133,6 +139,7 @@ def atomic_write(target: str | os.PathLike, write: Callable) -> Path:
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes the file 0600; run files are 0644 under umask 022
             write(f)
             f.flush()
             os.fsync(f.fileno())

@@ -15,6 +15,7 @@ import os
 import sys
 
 from bench.environment import PROTOCOL_DEVICE, NoGpu, select_backend
+from bench.probe import PROBES
 from bench.shapes import parse_shapes, shape_list
 from numba_softmax import cases  # numpy only: Numba is not imported before select_backend
 
@@ -35,7 +36,7 @@ SUBCOMMANDS = {
     "perf": ("bench.perf", "copy ceilings, peer kernels, launch path and the performance goals (GPU)"),
     "sanitize": ("bench.sanitize", "compute-sanitizer memcheck/racecheck/synccheck on every kernel, with "
                                    "negative controls (GPU)"),
-    "probe": ("bench.probe", "the measurement probes: fused, tiles, launch (GPU)"),
+    "probe": ("bench.probe", f"the measurement probes: {', '.join(PROBES)} (GPU)"),
     "index": ("bench.results_index", "results/README.md generated from every results folder's metadata.json"),
     "dag-model": ("bench.dag_model", "the DAG's schedule modelled with a run's traced task durations: its span "
                                      "against the decision and hand-off costs (no GPU)"),

@@ -62,8 +62,7 @@ def select_backend(stream=sys.stderr, *, require_gpu_for=None):
     if "numba" in sys.modules:
         # Already chosen in this process (e.g. a second experiment in one Modal container):
         # Numba read NUMBA_ENABLE_CUDASIM at import, so report what it chose.
-        from numba import config
-        if config.ENABLE_CUDASIM:
+        if sys.modules["numba"].config.ENABLE_CUDASIM:
             _refuse_simulator(require_gpu_for, "this process already runs Numba in the simulator")
             print(SIMULATOR_BANNER, file=stream)
             return False
@@ -188,8 +187,8 @@ def base_metadata(gpu, argv):
         "git": git_state(),
     }
     if gpu:
+        # Here, not at the top: bench/cli.py imports this module before select_backend, and Numba must not load first.
         from cuda.bindings import runtime
-
         from numba_softmax.launch.driver import device_record
         meta["device"] = device_record()
         err, rt_version = runtime.cudaRuntimeGetVersion()

@@ -128,7 +128,6 @@ def run_launch_keys(scratch) -> list[str]:
     """The key of every kernel launch the main job's plans build (both experiments, every variant, and
     the trace builds), read from the launches themselves. Runs in the simulator or on a GPU."""
 
-
     def key(launch):
         launch = getattr(launch, "launch", launch)  # a GPU invocation holds prepared launches
         return kernel_key(launch.kernel, tuple(numba.typeof(a) for a in launch.args))

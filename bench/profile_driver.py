@@ -130,7 +130,6 @@ def main(argv=None) -> int:
 
 
 def _write(path, record):
-
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(to_jsonable(record), indent=2, sort_keys=True) + "\n", encoding="utf-8")
 

@@ -739,8 +739,6 @@ SUMMARY_HEADERS = ["kernel", "nvcc reference", "verdict", "ordering ops", "arith
 
 
 def render_summary(comparisons, manifest):
-
-
     version = manifest.get("nvcc_version", {})
     lines = ["# Numba vs nvcc: PTX comparison (sm_90)", "",
              f"nvcc {version.get('version', version)} `{' '.join(manifest.get('flags', []))}`; "

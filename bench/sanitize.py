@@ -316,8 +316,6 @@ def with_index_fields(metadata: dict, argv) -> dict:
 
 
 def _run_all(args, argv, runs, sanitizer) -> int:
-
-
     metadata = with_index_fields(base_metadata(True, ["sanitize", *argv]), argv)
     try:
         note = check_device(metadata["device_record"], args.expect_device)

@@ -104,8 +104,6 @@ def targets() -> dict[str, Target]:
 # ---------------------------------------------------------------- running one target
 
 def _run_fused(build):
-
-
     host = matrix_fixture(FIXTURE, FUSED_SHAPES[build])
     d_x = cuda.to_device(host)
     d_y = cuda.device_array(host.shape, dtype=np.float32)
@@ -117,14 +115,11 @@ def _run_fused(build):
 
 
 def _run_stages():
-
     host = matrix_fixture(FIXTURE, STAGES_SHAPE)
     return _problem(check_matrix(softmax(host, "stages"), host))
 
 
 def _run_row_copy():
-
-
     for shape in ROW_COPY_SHAPES:
         host = matrix_fixture(FIXTURE, shape)
         d_x, d_y = cuda.to_device(host), cuda.device_array(shape, dtype=np.float32)
@@ -135,8 +130,6 @@ def _run_row_copy():
 
 
 def _run_auto():
-
-
     for cols in AUTO_WIDTHS:
         host = matrix_fixture(FIXTURE, (ROWS, cols))
         d_x = cuda.to_device(host)
@@ -151,20 +144,17 @@ def _run_auto():
 
 
 def _sim_case():
-
     _name, lengths = EXPERIMENT_B_SIM_CASES[0]
     return packed_fixture(FIXTURE, lengths), lengths
 
 
 def _run_tiled(scheduler, trace):
-
     values, lengths = _sim_case()
     result = tiled_softmax(values, lengths, scheduler, max_polls=SANITIZE_MAX_POLLS, trace=trace)
     return _problem(check_packed(result.out, values, lengths))
 
 
 def _run_floor(scheduler):
-
     values, lengths = _sim_case()
     buffers = TiledBuffers.allocate(build_layout(lengths), values)
     run_launches(floor_launches(scheduler, buffers), name=f"floor-{scheduler}")
@@ -172,8 +162,6 @@ def _run_floor(scheduler):
 
 
 def _run_control(name):
-
-
     if name == "control:out-of-bounds":
         run_launches(controls.out_of_bounds_launches(cuda.device_array(4 * controls.CONTROL_THREADS, np.float32)))
     else:

@@ -277,34 +277,35 @@ def measure_launch(sampler, args, report, notes, errors):
     graph = CapturedGraph(empty, sampler.stream)
     launch["graph"] = graph.record()
     python_launch_block(sampler.stream, empty, graph, LAUNCH_WARMUP_BATCHES)  # warm-up
-    nvcc = find_nvcc()
-    binary = None
-    if nvcc is None:
-        launch["cpp_skipped"] = ("nvcc not found ($NVCC, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): the C++ "
-                                 "launch timer (b) was not built, so the launch ratio is not measured")
-        notes.append(launch["cpp_skipped"])
-    else:
-        try:
-            build_dir = tempfile.mkdtemp(prefix="bench-perf-launch-timer-")
-            log(f"building the launch timer with {nvcc}")
-            launch["build"] = build_launch_timer(build_dir, nvcc)
-            binary = launch["build"]["binary"]
-        except Exception as exc:
-            launch["error"] = f"launch timer build failed: {exc}"
-            errors.append(launch["error"])
-    python_blocks, cpp_blocks, cpp_meta = [], [], []
-    for k in range(LAUNCH_ALTERNATIONS):
-        python_blocks.append(python_launch_block(sampler.stream, empty, graph, LAUNCH_BATCHES))
-        if binary:
+    # The launch timer is built in a temporary folder, removed after its runs (perf.json keeps the command).
+    with tempfile.TemporaryDirectory(prefix="bench-perf-launch-timer-") as build_dir:
+        nvcc = find_nvcc()
+        binary = None
+        if nvcc is None:
+            launch["cpp_skipped"] = ("nvcc not found ($NVCC, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): the C++ "
+                                     "launch timer (b) was not built, so the launch ratio is not measured")
+            notes.append(launch["cpp_skipped"])
+        else:
             try:
-                parsed = run_launch_timer(binary)
+                log(f"building the launch timer with {nvcc}")
+                launch["build"] = build_launch_timer(build_dir, nvcc)
+                binary = launch["build"]["binary"]
             except Exception as exc:
-                launch["error"] = f"launch timer run {k} failed: {type(exc).__name__}: {exc}"
+                launch["error"] = f"launch timer build failed: {exc}"
                 errors.append(launch["error"])
-                binary = None
-                continue
-            cpp_blocks.append({m: parsed["metrics"][m]["samples_us"] for m in LAUNCH_METRICS})
-            cpp_meta.append(parsed["meta"])
+        python_blocks, cpp_blocks, cpp_meta = [], [], []
+        for k in range(LAUNCH_ALTERNATIONS):
+            python_blocks.append(python_launch_block(sampler.stream, empty, graph, LAUNCH_BATCHES))
+            if binary:
+                try:
+                    parsed = run_launch_timer(binary)
+                except Exception as exc:
+                    launch["error"] = f"launch timer run {k} failed: {type(exc).__name__}: {exc}"
+                    errors.append(launch["error"])
+                    binary = None
+                    continue
+                cpp_blocks.append({m: parsed["metrics"][m]["samples_us"] for m in LAUNCH_METRICS})
+                cpp_meta.append(parsed["meta"])
     launch["python_blocks"] = python_blocks
     launch["cpp_blocks"] = cpp_blocks
     launch["cpp_meta"] = cpp_meta
@@ -315,8 +316,6 @@ def measure_launch(sampler, args, report, notes, errors):
 
 
 def measure_graph_completion(sampler, args, report, errors):
-
-
     section = report["graph_completion"] = {"shape": list(GRAPH_COMPLETION_SHAPE), "rounds": GRAPH_COMPLETION_ROUNDS,
                                             "warmups": GRAPH_COMPLETION_WARMUPS}
     host = matrix_fixture("random-0", GRAPH_COMPLETION_SHAPE)
@@ -386,8 +385,6 @@ def measure_api_overhead(sampler, args, report, errors):
 
 
 def _api_overhead_shape(entry, shape, stream, torch, seed, errors):
-
-
     host = matrix_fixture("random-0", shape)
     d_x = cuda.to_device(host, stream=stream.numba)
     d_y = cuda.device_array(shape, dtype=np.float32, stream=stream.numba)

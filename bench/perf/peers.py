@@ -432,8 +432,6 @@ def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):
 
 
 def measure_shape(sampler, shape, index, args, notes, errors):
-
-
     rows, cols = shape
     l2 = device_record()["l2_cache_bytes"]
     set_bytes = logical_bytes(shape)

@@ -13,6 +13,7 @@ import pytest
 
 import bench.cli
 from bench.cli import SUBCOMMANDS, main
+from bench.probe import PROBES
 from bench.shapes import parse_shapes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +35,7 @@ def test_help_lists_every_subcommand_and_what_runs_in_the_simulator(tmp_path):
                      "index"):
         assert expected in SUBCOMMANDS
     assert "Experiment A runs the shapes 1x128, 7x781" in proc.stdout and "sim-mini" in proc.stdout
+    assert f"the measurement probes: {', '.join(PROBES)} (GPU)" in proc.stdout  # bench/probe.py's table
     assert list(tmp_path.iterdir()) == []
 
 

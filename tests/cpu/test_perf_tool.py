@@ -629,7 +629,9 @@ sys.exit(perf.main(sys.argv[1:]))
 def _fake_run(tmp_path, env_extra=None, shapes="4096x8,4x64", extra_args=()):
     script = tmp_path / "fake_run.py"
     script.write_text(FAKE_RUN)
-    env = dict(os.environ, PYTHONPATH=REPO, **(env_extra or {}))
+    temp = tmp_path / "temp"  # the run's own temporary folder: it must be left empty
+    temp.mkdir(exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=REPO, TMPDIR=str(temp), **(env_extra or {}))
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(script), "--expect-device", "H200", "--shapes", shapes,
@@ -646,6 +648,7 @@ def test_fake_gpu_run_end_to_end(tmp_path, request):
     proc, report, out = _fake_run(tmp_path, {"FAKE_STUB_DIR": stub} if stub else None)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert report["errors"] == []
+    assert list((tmp_path / "temp").iterdir()) == []  # the launch timer's build folder is removed
     shapes = {s["name"]: s for s in report["shapes"]}
     assert list(shapes) == ["4096x8", "4x64"]
     big = shapes["4096x8"]
