@@ -147,3 +147,24 @@ def test_a_terminated_run_raises_where_it_is_and_the_old_handler_returns():
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)  # the handler runs at the next bytecode boundary, long before this ends
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_simulators_wraparound_warning_is_silenced_there_only():
+    # The grid-barrier word wraps around by design; the simulator's numpy add calls that an overflow.
+    import warnings
+
+    from bench.experiment import simulator_wraparound_quiet
+
+    def emit(message):
+        warnings.warn_explicit(message, RuntimeWarning, "kernelapi.py", 157, module="numba.cuda.simulator.kernelapi")
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with simulator_wraparound_quiet(gpu=False):
+            emit("overflow encountered in scalar add")
+            emit("invalid value encountered in divide")
+            warnings.warn("overflow encountered in scalar add", RuntimeWarning)  # anywhere else: still said
+        with simulator_wraparound_quiet(gpu=True):
+            emit("overflow encountered in scalar add")
+    assert [str(w.message) for w in seen] == ["invalid value encountered in divide",
+                                              "overflow encountered in scalar add", "overflow encountered in scalar add"]
