@@ -168,3 +168,12 @@ def test_the_simulators_wraparound_warning_is_silenced_there_only():
             emit("overflow encountered in scalar add")
     assert [str(w.message) for w in seen] == ["invalid value encountered in divide",
                                               "overflow encountered in scalar add", "overflow encountered in scalar add"]
+
+
+@pytest.mark.parametrize("command", [["perf"], ["profile", "--experiment", "A"], ["sanitize"]])
+def test_a_command_that_needs_a_gpu_says_so_in_one_line(tmp_path, command):
+    proc = _bench(command, tmp_path, NUMBA_ENABLE_CUDASIM="1")  # the simulator: as without a GPU, nothing runs
+    assert proc.returncode != 0
+    assert proc.stderr.startswith("error: ") and "needs a CUDA GPU" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert list(tmp_path.iterdir()) == []
