@@ -12,6 +12,7 @@ import dataclasses
 import gzip
 import hashlib
 import json
+import datetime
 import os
 import tempfile
 from collections.abc import Callable
@@ -20,6 +21,11 @@ from pathlib import Path
 import numpy as np
 
 HASH_CHUNK_BYTES = 1 << 20
+
+
+def default_run_folder(kind: str) -> str:
+    """``runs/<UTC time>-<kind>``: where a command writes when no ``--out`` is given."""
+    return os.path.join("runs", datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + kind)
 
 
 def to_jsonable(obj):

@@ -5,6 +5,7 @@ Every case is planned by bench/experiment_a.py or experiment_b.py, run by bench/
 run folder as it completes; ``--resume`` continues an interrupted folder (bench/resume.py).
 """
 
+import argparse
 import contextlib
 import datetime
 import json
@@ -14,19 +15,22 @@ import sys
 import traceback
 import warnings
 
+import numba
 from tqdm import tqdm
 
 from bench import resume as resuming
-from bench.artifacts import ProtectedFiles, RunFolder, recorded_files
+from bench.artifacts import ProtectedFiles, RunFolder, default_run_folder, recorded_files
 from bench.environment import DeviceMismatch, base_metadata, check_device
 from bench.experiment_a import EXPERIMENT_PLAN_A
 from bench.experiment_b import EXPERIMENT_PLAN_B
 from bench.report import terminal_verdict, write_summary
 from bench.runner import run_case
 from bench.trace_step import REPRESENTATIVE_CASES, run_traces
-from numba_softmax.cases import EXPERIMENT_B_CASES, EXPERIMENT_B_SIM_CASES
-from numba_softmax.launch.prebuilt import KernelStore, PrebuiltKernelError, activate
+from numba_softmax.backend import SIMULATOR
+from numba_softmax.cases import EXPERIMENT_B_CASES, EXPERIMENT_B_SCHEDULERS, EXPERIMENT_B_SIM_CASES
+from numba_softmax.launch.prebuilt import KernelStore, PrebuiltKernelError, activate, kernel_key
 from numba_softmax.oracle import AcceptanceError
+from numba_softmax.tiled import TiledBuffers, build_layout, tiled_launches
 
 #: Where the simulator's atomics add (numba-cuda's simulator/kernelapi.py), as warnings name its module.
 SIMULATOR_ATOMICS_MODULE = r".*cuda\.simulator\.kernelapi$"
@@ -56,8 +60,7 @@ def _device_banner(text):
 
 
 def run_experiment(args, gpu, argv, after_case=None):
-    out = args.resume or args.out or os.path.join(
-        "runs", datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-exp{args.experiment}")
+    out = args.resume or args.out or default_run_folder(f"exp{args.experiment}")
     stored = None
     if args.resume:
         if not os.path.isfile(os.path.join(out, "metadata.json")):
@@ -249,3 +252,28 @@ def _run_in_folder(args, gpu, run, metadata, stored, after_case):
     if not gpu:
         print("(simulator run: correctness only, no timings)", file=sys.stderr)
     return status
+
+
+def run_launch_keys(scratch) -> list[str]:
+    """The key of every kernel launch the main job's plans build (both experiments, every variant, and
+    the trace builds), read from the launches themselves. Runs in the simulator or on a GPU."""
+
+    def key(launch):
+        launch = getattr(launch, "launch", launch)  # a GPU invocation holds prepared launches
+        return kernel_key(launch.kernel, tuple(numba.typeof(a) for a in launch.args))
+
+    keys = set()
+    gpu = not SIMULATOR
+    run = RunFolder(scratch)
+    for experiment, plan in (("A", EXPERIMENT_PLAN_A), ("B", EXPERIMENT_PLAN_B)):
+        args = argparse.Namespace(experiment=experiment, shapes=None, cases=None, no_cudnn=True, no_arrays=True,
+                                   expect_device=None, trace=False)
+        _stream, factories, _notes = plan(args, gpu, {}, run)
+        for make in factories:
+            for variant in make().variants:
+                keys.update(key(launch) for launch in variant.invocation.launches)
+    _name, lengths = EXPERIMENT_B_SIM_CASES[0]
+    traced = TiledBuffers.allocate(build_layout(lengths), trace=True)
+    for scheduler in EXPERIMENT_B_SCHEDULERS:
+        keys.update(key(launch) for launch in tiled_launches(scheduler, traced, 1, trace=True))
+    return sorted(keys)

@@ -28,16 +28,11 @@ from numba.core import sigutils
 
 from bench.artifacts import RunFolder
 from bench.environment import package_versions
-from bench.experiment_a import EXPERIMENT_PLAN_A
-from bench.experiment_b import EXPERIMENT_PLAN_B
-from bench.ptx_report import find_nvdisasm
-from numba_softmax.backend import SIMULATOR
-from numba_softmax.cases import EXPERIMENT_B_SCHEDULERS, EXPERIMENT_B_SIM_CASES
+from bench.reference_build import find_nvdisasm
 from numba_softmax.kernels import persistent, tiles
 from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
 from numba_softmax.launch.prebuilt import MANIFEST_NAME, kernel_key, source_digest
 from numba_softmax.ptx import find_ptxas, kernel_ptx, run_ptxas
-from numba_softmax.tiled import TiledBuffers, build_layout, tiled_launches
 
 DEFAULT_ARCH = "sm_90"
 _ENTRY = re.compile(r"^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
@@ -122,31 +117,6 @@ def build(out, arch=DEFAULT_ARCH) -> dict:
     }
     folder.write_json(MANIFEST_NAME, manifest)
     return manifest
-
-
-def run_launch_keys(scratch) -> list[str]:
-    """The key of every kernel launch the main job's plans build (both experiments, every variant, and
-    the trace builds), read from the launches themselves. Runs in the simulator or on a GPU."""
-
-    def key(launch):
-        launch = getattr(launch, "launch", launch)  # a GPU invocation holds prepared launches
-        return kernel_key(launch.kernel, tuple(numba.typeof(a) for a in launch.args))
-
-    keys = set()
-    gpu = not SIMULATOR
-    run = RunFolder(scratch)
-    for experiment, plan in (("A", EXPERIMENT_PLAN_A), ("B", EXPERIMENT_PLAN_B)):
-        args = argparse.Namespace(experiment=experiment, shapes=None, cases=None, no_cudnn=True, no_arrays=True,
-                                   expect_device=None, trace=False)
-        _stream, factories, _notes = plan(args, gpu, {}, run)
-        for make in factories:
-            for variant in make().variants:
-                keys.update(key(launch) for launch in variant.invocation.launches)
-    _name, lengths = EXPERIMENT_B_SIM_CASES[0]
-    traced = TiledBuffers.allocate(build_layout(lengths), trace=True)
-    for scheduler in EXPERIMENT_B_SCHEDULERS:
-        keys.update(key(launch) for launch in tiled_launches(scheduler, traced, 1, trace=True))
-    return sorted(keys)
 
 
 def main(argv=None) -> int:

@@ -15,6 +15,7 @@ changed since the manifest was written (tests and ``python -m bench ptx --compar
 
 import argparse
 import datetime
+import glob
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+import nvidia
 from tabulate import tabulate
 
 from numba_softmax import numerics
@@ -85,6 +87,17 @@ def find_nvcc(explicit=None):
         if path and os.path.isfile(path) and os.access(path, os.X_OK):
             return path
     return None
+
+
+def find_nvdisasm():
+    """nvdisasm from $NVDISASM, PATH, or an installed ``nvidia-cuda-nvdisasm`` wheel (None if absent)."""
+    candidates = [os.environ.get("NVDISASM"), shutil.which("nvdisasm")]
+    try:
+        for root in list(nvidia.__path__):
+            candidates += sorted(glob.glob(os.path.join(root, "*", "bin", "nvdisasm")))
+    except ImportError:
+        pass
+    return next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
 
 
 def nvcc_version(nvcc):

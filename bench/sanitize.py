@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 from tabulate import tabulate
 from tqdm import tqdm
 
-from bench.artifacts import RunFolder
+from bench.artifacts import RunFolder, default_run_folder
 from bench.environment import DeviceMismatch, base_metadata, check_device, gpu_problem
 from bench.sanitize_driver import targets as driver_targets
 
@@ -326,8 +326,7 @@ def _run_all(args, argv, runs, sanitizer) -> int:
         metadata["device_note"] = note
         print(f"note: {note}", file=sys.stderr)
     metadata["sanitizer"] = {"path": sanitizer, "version": sanitizer_version(sanitizer)}
-    out = args.out or os.path.join(
-        "runs", datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-sanitize")
+    out = args.out or default_run_folder("sanitize")
     folder = RunFolder(out)
     folder.write_json("metadata.json", metadata)
     known = driver_targets()

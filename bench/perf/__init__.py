@@ -108,6 +108,7 @@ import os
 import sys
 import traceback
 
+from bench.artifacts import default_run_folder
 from bench.environment import (DeviceMismatch, check_expected_device, git_state, gpu_problem, nvidia_smi_record,
                                package_versions)
 from bench.floors import H200_COPY_TBS, shape_name
@@ -204,8 +205,7 @@ def main(argv=None):
         print(f"error: {problem}", file=sys.stderr)
         return 4
 
-    out_dir = args.out or os.path.join(
-        "runs", datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-perf")
+    out_dir = args.out or default_run_folder("perf")
     os.makedirs(out_dir, exist_ok=True)
     notes, errors = [], []
     report = {"tool": "python -m bench perf", "schema": 1, "argv": argv,
