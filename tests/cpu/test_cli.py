@@ -163,11 +163,11 @@ def test_the_simulators_wraparound_warning_is_silenced_there_only():
         with simulator_wraparound_quiet(gpu=False):
             emit("overflow encountered in scalar add")
             emit("invalid value encountered in divide")
-            warnings.warn("overflow encountered in scalar add", RuntimeWarning)  # anywhere else: still said
+            warnings.warn("overflow encountered in scalar add", RuntimeWarning, stacklevel=1)  # elsewhere: said
         with simulator_wraparound_quiet(gpu=True):
             emit("overflow encountered in scalar add")
-    assert [str(w.message) for w in seen] == ["invalid value encountered in divide",
-                                              "overflow encountered in scalar add", "overflow encountered in scalar add"]
+    overflow = "overflow encountered in scalar add"
+    assert [str(w.message) for w in seen] == ["invalid value encountered in divide", overflow, overflow]
 
 
 @pytest.mark.parametrize("command", [["perf"], ["profile", "--experiment", "A"], ["sanitize"]])

@@ -123,7 +123,8 @@ def test_parse_raw_page_csv():
     assert first["kernel"] == FUSED and first["block"] == "(256, 1, 1)" and first["grid"] == "(4096, 1, 1)"
     assert profile_summary.metric_value(first, "dram__bytes_read.sum") == 16_781_312
     assert profile_summary.metric_value(first, "launch__registers_per_thread") == 56
-    assert profile_summary.metric_value(first, "sm__warps_active.avg.pct_of_peak_sustained_active") == pytest.approx(88.41)
+    occupancy = profile_summary.metric_value(first, "sm__warps_active.avg.pct_of_peak_sustained_active")
+    assert occupancy == pytest.approx(88.41)
     assert first["metrics"]["lts__t_bytes.sum"]["unit"] == "byte"
     assert profile_summary.short_kernel_name(first["kernel"]) == "fused_row_softmax"
     assert [profile_summary.short_kernel_name(k) for k in STAGES] == ["row_max_stage", "exp_stage", "row_sum_stage",
