@@ -431,7 +431,7 @@ def test_cli_floors_and_usage_errors():
     proc = _run_perf(["--rounds", "5"])
     assert proc.returncode == 2 and "at least 30 rounds" in proc.stderr
     proc = _run_perf(["--shapes", "4096"])
-    assert proc.returncode == 2 and "bad shape" in proc.stderr
+    assert proc.returncode == 2 and "is not ROWSxCOLUMNS" in proc.stderr
     proc = _run_perf(["--input-sets", "2"])
     assert proc.returncode == 2 and "at least 4" in proc.stderr
     proc = _run_perf(["--copy-kernels", "copy_t256_u4,memcpy"])
