@@ -1,5 +1,4 @@
-"""Pure-Python benchmark harness support (statistics, protocol, artifacts, report).
+"""The benchmark harness, run as ``python -m bench`` from a checkout; docs/harness.md maps its modules.
 
-Nothing in this package imports CUDA, so it can be used and tested on a CPU-only
-machine; the GPU-facing harness lives elsewhere and imports from here.
+Importing this package (and ``bench.cli``) does not import Numba: the simulator-or-GPU choice comes first.
 """

@@ -9,8 +9,10 @@ artifacts unreviewable.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import json
+import datetime
 import os
 import tempfile
 from collections.abc import Callable
@@ -19,6 +21,11 @@ from pathlib import Path
 import numpy as np
 
 HASH_CHUNK_BYTES = 1 << 20
+
+
+def default_run_folder(kind: str) -> str:
+    """``runs/<UTC time>-<kind>``: where a command writes when no ``--out`` is given."""
+    return os.path.join("runs", datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + kind)
 
 
 def to_jsonable(obj):
@@ -124,6 +131,12 @@ class RunFolder:
         return atomic_write(self.path_of(relpath), write)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(target: str | os.PathLike, write: Callable) -> Path:
     """Write ``target`` through a temp file in its folder, fsync'd, then os.replace: a reader (or a
     crash) sees the old file or the new one, never half of one. ``write(f)`` gets the binary file."""
@@ -132,6 +145,7 @@ def atomic_write(target: str | os.PathLike, write: Callable) -> Path:
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes the file 0600; run files are 0644 under umask 022
             write(f)
             f.flush()
             os.fsync(f.fileno())
@@ -245,8 +259,6 @@ def read_records(folder: str | os.PathLike, name: str) -> list[dict] | None:
     Committed runs store their largest file compressed (timings.jsonl.gz); both are read the
     same way. Both present is ambiguous and refused.
     """
-    import gzip
-
     plain, packed = Path(folder) / name, Path(folder) / f"{name}.gz"
     if plain.is_file() and packed.is_file():
         raise ValueError(f"{folder}: both {name} and {name}.gz exist; keep one of them")

@@ -38,8 +38,8 @@ import sys
 import tarfile
 from pathlib import Path
 
-from bench.artifacts import (METADATA_NAME, NotARunFolder, ProtectedFiles, atomic_write, check_replaceable,
-                             manifest, require_run_folder)
+from bench.artifacts import (METADATA_NAME, NotARunFolder, ProtectedFiles, atomic_write, check_replaceable, manifest,
+                             require_run_folder)
 
 MANIFEST_NAME = "manifest.json"
 OMITTED_NAME = "omitted.txt"

@@ -10,18 +10,14 @@ requirement (no simulator fallback).
 """
 
 import argparse
-import contextlib
-import datetime
 import importlib
-import importlib.util
-import json
 import os
-import signal
 import sys
-import traceback
 
-from bench.environment import (PROTOCOL_DEVICE, DeviceMismatch, NoGpu, base_metadata, check_device,
-                               select_backend)
+from bench.environment import PROTOCOL_DEVICE, NoGpu, select_backend
+from bench.probe import PROBES
+from bench.shapes import parse_shapes, shape_list
+from numba_softmax import cases  # numpy only: Numba is not imported before select_backend
 
 DEFAULT_SEED = 20261019
 
@@ -40,28 +36,11 @@ SUBCOMMANDS = {
     "perf": ("bench.perf", "copy ceilings, peer kernels, launch path and the performance goals (GPU)"),
     "sanitize": ("bench.sanitize", "compute-sanitizer memcheck/racecheck/synccheck on every kernel, with "
                                    "negative controls (GPU)"),
-    "probe": ("bench.probe", "the measurement probes: fused, tiles, launch (GPU)"),
+    "probe": ("bench.probe", f"the measurement probes: {', '.join(PROBES)} (GPU)"),
     "index": ("bench.results_index", "results/README.md generated from every results folder's metadata.json"),
     "dag-model": ("bench.dag_model", "the DAG's schedule modelled with a run's traced task durations: its span "
                                      "against the decision and hand-off costs (no GPU)"),
 }
-
-
-def protocol_cases():
-    """numba_softmax/cases.py, loaded on its own.
-
-    Importing it through its package would import Numba, which reads NUMBA_ENABLE_CUDASIM once:
-    the backend must be chosen first (select_backend), and the help and the argument checks come
-    before that. cases.py imports only numpy, so it loads alone.
-    """
-    if "numba_softmax.cases" in sys.modules:
-        return sys.modules["numba_softmax.cases"]
-    package = importlib.util.find_spec("numba_softmax")  # locates the package without running it
-    path = os.path.join(os.path.dirname(package.origin), "cases.py")
-    spec = importlib.util.spec_from_file_location("bench._protocol_cases", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _subcommand_epilog():
@@ -71,24 +50,16 @@ def _subcommand_epilog():
     return "\n".join(lines)
 
 
+SIM_MAX_ELEMENTS = max(rows * cols for rows, cols in cases.EXPERIMENT_A_SIM_SHAPES)
+SIM_CASE_NAMES = [name for name, _ in cases.EXPERIMENT_B_SIM_CASES]
+GPU_CASE_NAMES = [case.name for case in cases.EXPERIMENT_B_CASES]
+
+
 def _simulator_epilog():
-    cases = protocol_cases()
-    EXPERIMENT_A_SIM_SHAPES, EXPERIMENT_B_SIM_CASES = cases.EXPERIMENT_A_SIM_SHAPES, cases.EXPERIMENT_B_SIM_CASES
-    return (f"in the simulator (no GPU): Experiment A runs the shapes {_shape_list(EXPERIMENT_A_SIM_SHAPES)} "
+    return (f"in the simulator (no GPU): Experiment A runs the shapes {shape_list(cases.EXPERIMENT_A_SIM_SHAPES)} "
             f"(or smaller ones, up to {SIM_MAX_ELEMENTS} elements), Experiment B the case(s) "
-            f"{', '.join(name for name, _ in EXPERIMENT_B_SIM_CASES)}; the simulator runs one block at a time, "
+            f"{', '.join(SIM_CASE_NAMES)}; the simulator runs one block at a time, "
             "so the protocol's shapes and cases would take hours there and are refused.")
-
-
-def _shape_list(shapes):
-    return ", ".join(f"{rows}x{cols}" for rows, cols in shapes)
-
-
-def _sim_max_elements():
-    return max(rows * cols for rows, cols in protocol_cases().EXPERIMENT_A_SIM_SHAPES)
-
-
-SIM_MAX_ELEMENTS = _sim_max_elements()
 
 
 def experiment_parser():
@@ -197,31 +168,15 @@ def main(argv=None, *, after_case=None):
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             return 2
+    # Numba reads NUMBA_ENABLE_CUDASIM once, at import: the experiments' modules load after select_backend.
+    from bench.experiment import run_experiment
     return run_experiment(args, gpu, argv, after_case=after_case)
 
 
 # ---------------------------------------------------------------- arguments, before anything runs
 
-def parse_shapes(text):
-    """``"1x128,7x781"`` -> [(1, 128), (7, 781)]; a malformed entry raises ValueError naming it."""
-    shapes = []
-    for item in text.split(","):
-        parts = item.strip().lower().split("x")
-        try:
-            rows, cols = (int(p) for p in parts)
-        except ValueError:
-            raise ValueError(f"--shapes: {item!r} is not ROWSxCOLUMNS (e.g. 4096x1024)") from None
-        if rows <= 0 or cols <= 0:
-            raise ValueError(f"--shapes: {item!r} needs positive rows and columns")
-        shapes.append((rows, cols))
-    return shapes
-
-
 def argument_problem(args):
     """What is wrong with the arguments on any backend, or None."""
-    cases = protocol_cases()
-    EXPERIMENT_B_CASES, EXPERIMENT_B_SIM_CASES = cases.EXPERIMENT_B_CASES, cases.EXPERIMENT_B_SIM_CASES
-
     if args.resume and args.out and os.path.abspath(args.out) != os.path.abspath(args.resume):
         return f"--out {args.out} and --resume {args.resume} name different folders"
     if args.force and not args.resume:
@@ -234,23 +189,18 @@ def argument_problem(args):
         try:
             parse_shapes(args.shapes)
         except ValueError as exc:
-            return (f"{exc}; the protocol's shapes: {_shape_list(cases.EXPERIMENT_A_SHAPES)}; in the simulator: "
-                    f"{_shape_list(cases.EXPERIMENT_A_SIM_SHAPES)}")
+            return (f"{exc}; the protocol's shapes: {shape_list(cases.EXPERIMENT_A_SHAPES)}; in the simulator: "
+                    f"{shape_list(cases.EXPERIMENT_A_SIM_SHAPES)}")
     if args.cases:
-        known = [c.name for c in EXPERIMENT_B_CASES] + [name for name, _ in EXPERIMENT_B_SIM_CASES]
-        unknown = [name for name in args.cases.split(",") if name not in known]
+        unknown = [name for name in args.cases.split(",") if name not in GPU_CASE_NAMES + SIM_CASE_NAMES]
         if unknown:
-            return (f"--cases: unknown case(s) {unknown}; on a GPU: {', '.join(c.name for c in EXPERIMENT_B_CASES)}; "
-                    f"in the simulator: {', '.join(name for name, _ in EXPERIMENT_B_SIM_CASES)}")
+            return (f"--cases: unknown case(s) {unknown}; on a GPU: {', '.join(GPU_CASE_NAMES)}; "
+                    f"in the simulator: {', '.join(SIM_CASE_NAMES)}")
     return None
 
 
 def simulator_problem(args):
     """Shapes and cases too large for the simulator, refused with what does run there, or None."""
-    cases = protocol_cases()
-    EXPERIMENT_A_SIM_SHAPES, EXPERIMENT_B_SIM_CASES = cases.EXPERIMENT_A_SIM_SHAPES, cases.EXPERIMENT_B_SIM_CASES
-    EXPERIMENT_B_CASES = cases.EXPERIMENT_B_CASES
-
     if getattr(args, "twins", False):
         return ("--twins needs a GPU and nvcc: the twins are nvcc-built cubins (reference_cu/) launched with the "
                 "CUDA driver, which the simulator cannot run; run without --twins here, or on a GPU machine "
@@ -261,239 +211,15 @@ def simulator_problem(args):
         large = [f"{r}x{c}" for r, c in parse_shapes(args.shapes) if r * c > SIM_MAX_ELEMENTS]
         if large:
             return (f"--shapes {', '.join(large)}: too large for the simulator ({why}). In the simulator run "
-                    f"{_shape_list(EXPERIMENT_A_SIM_SHAPES)} or any shape up to {SIM_MAX_ELEMENTS} elements; "
+                    f"{shape_list(cases.EXPERIMENT_A_SIM_SHAPES)} or any shape up to {SIM_MAX_ELEMENTS} elements; "
                     "the protocol's shapes need a GPU")
     if args.cases:
-        sim_names = [name for name, _ in EXPERIMENT_B_SIM_CASES]
-        gpu_only = [name for name in args.cases.split(",") if name not in sim_names]
+        gpu_only = [name for name in args.cases.split(",") if name not in SIM_CASE_NAMES]
         if gpu_only:
-            sizes = {c.name: int(c.row_lengths().sum()) for c in EXPERIMENT_B_CASES}
+            sizes = {c.name: int(c.row_lengths().sum()) for c in cases.EXPERIMENT_B_CASES}
             described = ", ".join(f"{n} ({sizes[n]:,} elements)" for n in gpu_only)
             return (f"--cases {described}: GPU case(s), not run in the simulator ({why}). "
-                    f"In the simulator run: {', '.join(sim_names)} (the default)")
+                    f"In the simulator run: {', '.join(SIM_CASE_NAMES)} (the default)")
     return None
 
 
-# ---------------------------------------------------------------- the main job
-
-def _run_trace_step(args, run, stream, gpu, metadata):
-    """Trace builds after every timing run (never inside one); returns the exit status."""
-    from bench.trace_step import REPRESENTATIVE_CASES, run_traces
-    from numba_softmax.cases import EXPERIMENT_B_CASES, EXPERIMENT_B_SIM_CASES
-    from numba_softmax.oracle import AcceptanceError
-
-    if args.experiment != "B":
-        print("note: --trace applies to Experiment B only; ignored", file=sys.stderr)
-        return 0
-    if gpu:
-        cases = [(c.name, c.row_lengths()) for c in EXPERIMENT_B_CASES if c.name in REPRESENTATIVE_CASES]
-    else:
-        cases = [(name, lengths) for name, lengths in EXPERIMENT_B_SIM_CASES]
-    try:
-        run_traces(run, stream, cases, gpu)
-    except AcceptanceError as exc:
-        print(f"\nTRACE CHECK FAILED (traces kept in {run.path_of('traces')}):\n{exc}", file=sys.stderr)
-        metadata["stopped"] = str(exc)
-        return 1
-    return 0
-
-
-def _device_banner(text):
-    bar = "#" * 80
-    return f"\n{bar}\n#  {text}\n{bar}\n"
-
-
-def run_experiment(args, gpu, argv, after_case=None):
-    from bench import resume as resuming
-    from bench.artifacts import ProtectedFiles, RunFolder, recorded_files
-
-    out = args.resume or args.out or os.path.join(
-        "runs", datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-exp{args.experiment}")
-    stored = None
-    if args.resume:
-        if not os.path.isfile(os.path.join(out, "metadata.json")):
-            print(f"error: --resume {out}: no metadata.json there, nothing to resume (not a run folder)",
-                  file=sys.stderr)
-            return 4
-        if os.path.exists(os.path.join(out, "timings.jsonl.gz")):
-            print(f"error: --resume {out}: its timings are stored compressed (timings.jsonl.gz): a finished, packed "
-                  "run; resuming would write timings.jsonl beside it. Start a new run folder", file=sys.stderr)
-            return 4
-        recorded = recorded_files(out)
-        if recorded and not getattr(args, "force", False):
-            print(f"error: --resume {out}: {ProtectedFiles.describe(out, sorted(recorded)[:5], len(recorded))}; "
-                  "resuming would change them. Pass --force to continue this folder anyway", file=sys.stderr)
-            return 4
-        run = RunFolder(out, resume=True)
-        with open(run.path_of("metadata.json"), encoding="utf-8") as f:
-            stored = json.load(f)
-    metadata = base_metadata(gpu, argv)
-    metadata["expected_device"] = args.expect_device
-    metadata["seed"] = args.seed
-    metadata.update(resuming.run_identity(args, gpu))
-    if gpu:
-        try:
-            note = check_device(metadata["device"], args.expect_device)
-        except DeviceMismatch as exc:  # before the folder exists: nothing is created
-            print(f"error: {exc}", file=sys.stderr)
-            return 3
-        if note:
-            metadata["device_note"] = note
-            print(_device_banner(note), file=sys.stderr)
-        if args.prebuilt:
-            from bench.kernel_build import expected_keys
-            from numba_softmax.launch.prebuilt import KernelStore, PrebuiltKernelError, activate
-            try:
-                missing = KernelStore(args.prebuilt).missing(expected_keys())
-                if missing:
-                    raise PrebuiltKernelError(f"{len(missing)} kernel(s) the run launches are not there: {missing}")
-                store = activate(args.prebuilt)  # every module loaded now, before anything is allocated
-            except PrebuiltKernelError as exc:
-                print(f"error: --prebuilt {args.prebuilt}: {exc}", file=sys.stderr)
-                return 3
-            metadata["prebuilt"] = {"folder": store.folder, "kernels": len(store.records),
-                                    "arch": store.manifest["arch"], "ptxas": store.manifest["ptxas"]}
-    if stored is None:
-        try:
-            run = RunFolder(out)
-        except (FileExistsError, NotADirectoryError) as exc:
-            print(f"error: {exc} (a run never mixes its files with another's: give a new --out)", file=sys.stderr)
-            return 2
-    try:
-        return _run_in_folder(args, gpu, run, metadata, stored, after_case)
-    except BaseException as exc:
-        # Whatever stops the run leaves the folder marked with why (never an empty or unmarked folder);
-        # a resumed folder's first-session metadata is kept as it was.
-        if stored is None and not run.path_of("metadata.json").exists():
-            metadata["stopped"] = f"{type(exc).__name__}: {exc}"
-            run.write_json("metadata.json", metadata)
-        raise
-
-
-@contextlib.contextmanager
-def terminate_raises():
-    """Within it, SIGTERM (``timeout``, a container being stopped) raises SystemExit in the main thread, so a
-    run records the case it was stopped in (metadata ``stopped``) instead of vanishing mid-case; the
-    previous handler comes back on the way out. Elsewhere than the main thread it changes nothing."""
-    def terminated(signum, frame):
-        raise SystemExit(f"terminated by {signal.Signals(signum).name}")
-
-    try:
-        previous = signal.signal(signal.SIGTERM, terminated)
-    except ValueError:  # not the main thread: signals cannot be handled here
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _run_in_folder(args, gpu, run, metadata, stored, after_case):
-    from tqdm import tqdm
-
-    from bench import resume as resuming
-    from bench.report import terminal_verdict, write_summary
-    from bench.runner import run_case
-    from numba_softmax.oracle import AcceptanceError
-
-    out = str(run.path)
-    skip = set()
-    if stored is not None:
-        try:
-            resuming.check_compatible(stored, metadata)
-            resume_plan = resuming.plan_resume(run.path, metadata["case_names"])
-        except resuming.ResumeRefused as exc:
-            print(f"error: --resume {out}: {exc}", file=sys.stderr)
-            return 4
-    if args.experiment == "A":
-        from bench.experiment_a import EXPERIMENT_PLAN_A as plan
-    else:
-        from bench.experiment_b import EXPERIMENT_PLAN_B as plan
-    try:
-        stream, cases, notes = plan(args, gpu, metadata, run)
-    except Exception as exc:
-        if stored is not None:
-            raise
-        metadata["stopped"] = f"{type(exc).__name__}: {exc}"
-        run.write_json("metadata.json", metadata)
-        print(f"error: {exc}\n(the run folder {out} is marked stopped with this reason)", file=sys.stderr)
-        return 1
-    metadata["ratio_reference"] = {args.experiment: plan.ratio_reference}
-    metadata["notes"] = notes
-    if stored is not None:
-        try:
-            resuming.check_compatible_after_plan(stored, metadata)
-        except resuming.ResumeRefused as exc:
-            print(f"error: --resume {out}: {exc}", file=sys.stderr)
-            return 4
-        dropped = resuming.drop_partial_cases(run.path, resume_plan.interrupted, args.experiment)
-        skip = set(resume_plan.completed)
-        print(f"resuming {out}: {len(resume_plan.completed)} completed case(s) kept and skipped "
-              f"{resume_plan.completed}; interrupted case(s) redone {resume_plan.interrupted}; "
-              f"to run {resume_plan.to_run}; backups of rewritten files in {dropped['backup']}", file=sys.stderr)
-        metadata = resuming.merged_metadata(stored, metadata, resume_plan, dropped)
-    run.write_json("metadata.json", metadata)
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
-
-    status = 0
-    progress = tqdm(cases, desc=f"experiment {args.experiment}", unit="case")
-    case_names = metadata["case_names"]
-    if len(cases) != len(case_names):
-        raise RuntimeError(f"the plan built {len(cases)} cases but {len(case_names)} were expected: {case_names}")
-    with terminate_raises():
-        for index, make_case in enumerate(progress):
-            if case_names[index] in skip:  # completed in an earlier session of this run (--resume)
-                continue
-            progress.set_postfix_str(f"{case_names[index]}: building")
-            stopped_by = None
-            case_name = case_names[index]
-            try:
-                case = make_case()
-                if case.name != case_name:
-                    raise RuntimeError(f"case {index} is {case.name!r}, expected {case_name!r} "
-                                       "(bench/resume.py planned_case_names disagrees with the plan)")
-
-                def step(what, case_name=case_name):
-                    progress.set_postfix_str(f"{case_name}: {what}")
-
-                run_case(case, run, stream, gpu=gpu, seed=args.seed + index, save_arrays=not args.no_arrays,
-                         on_step=step)
-            except AcceptanceError as exc:
-                print(f"\nREQUIRED CHECK FAILED, stopping (everything written so far is kept in {out}):\n{exc}",
-                      file=sys.stderr)
-                metadata["stopped"] = str(exc)
-                stopped_by = resuming.STOPPED_BY_REQUIRED_CHECK
-                status = 1
-            except Exception as exc:  # keep what was written, record why we stopped
-                metadata["stopped"] = f"{type(exc).__name__}: {exc}"
-                traceback.print_exc()
-                stopped_by = "error"
-                status = 1
-            except BaseException as exc:  # interrupted (Ctrl-C, a killed container): say so, then stop
-                metadata["stopped"] = f"interrupted in case {case_name}: {type(exc).__name__} {exc}".rstrip()
-                run.write_json("metadata.json", metadata)
-                raise
-            record = {"case": case_name, "completed": status == 0}
-            if stopped_by:
-                record["stopped_by"] = stopped_by
-            run.append_jsonl("progress.jsonl", record)
-            if after_case is not None:
-                after_case(case_name, status == 0)
-            if status:
-                break
-    progress.close()
-    if status == 0 and args.trace:
-        status = _run_trace_step(args, run, stream, gpu, metadata)
-    metadata["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
-    run.write_json("metadata.json", metadata)
-    print(terminal_verdict(run))
-    if args.no_summary:
-        print(f"{'completed' if status == 0 else 'STOPPED'}: {out} (summary: python -m bench report {out})")
-    else:
-        summary = write_summary(run, force=True)  # the run's own summary, written by the run itself
-        print(f"{'completed' if status == 0 else 'STOPPED'}: {summary}")
-    if not gpu:
-        print("(simulator run: correctness only, no timings)", file=sys.stderr)
-    return status

@@ -41,6 +41,13 @@ import sys
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
+
+from bench.artifacts import read_records
+from numba_softmax.cases import experiment_b_row_lengths
+from numba_softmax.tiled import build_layout
+from numba_softmax.traces import read_csv
+
 #: The pairs the kernel runs back to back have this gap between their two tiles (the trace's
 #: ``A->A in claim`` and ``C->C in entry`` medians at f77fc94).
 PAIR_STEP_US = 0.03
@@ -128,11 +135,6 @@ def traced_inputs(run, case):
     """From a run folder: the DAG trace's mean task durations per kind (throughput is what the model
     spends them on), its worker count and span, and the graph-mode event medians (us) of the DAG
     and of separate (None where the run has none)."""
-    import numpy as np
-
-    from bench.artifacts import read_records
-    from numba_softmax.traces import read_csv
-
     traces = [r for r in read_records(run, "traces.jsonl") or [] if r["case"] == case and r["scheduler"] == "dag"]
     if not traces:
         raise SystemExit(f"{run}: no DAG trace of {case} in traces.jsonl (a run with --trace records one)")
@@ -207,8 +209,6 @@ def main(argv=None):
     parser.add_argument("--out", help="also write the table to this new file")
     args = parser.parse_args(argv)
 
-    from numba_softmax.cases import experiment_b_row_lengths
-    from numba_softmax.tiled import build_layout
 
     lengths = experiment_b_row_lengths(args.case)
     if lengths is None:

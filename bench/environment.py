@@ -34,6 +34,17 @@ def gpu_present():
     return libcuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
 
 
+def gpu_problem(command):
+    """Why ``command`` (it runs kernels on a GPU) cannot run in this process, in one line; None when it can."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return (f"{command} needs a CUDA GPU; NUMBA_ENABLE_CUDASIM=1 is set (the simulator has no timings): "
+                "unset it and run on a machine with a CUDA GPU. Nothing was run")
+    if not gpu_present():
+        return (f"{command} needs a CUDA GPU, and none was found (libcuda.so.1 missing, cuInit failed or no "
+                "device). Nothing was run")
+    return None
+
+
 class NoGpu(RuntimeError):
     """A GPU was required (``--expect-device``) and none is usable: nothing may run."""
 
@@ -51,8 +62,7 @@ def select_backend(stream=sys.stderr, *, require_gpu_for=None):
     if "numba" in sys.modules:
         # Already chosen in this process (e.g. a second experiment in one Modal container):
         # Numba read NUMBA_ENABLE_CUDASIM at import, so report what it chose.
-        from numba import config
-        if config.ENABLE_CUDASIM:
+        if sys.modules["numba"].config.ENABLE_CUDASIM:
             _refuse_simulator(require_gpu_for, "this process already runs Numba in the simulator")
             print(SIMULATOR_BANNER, file=stream)
             return False
@@ -177,8 +187,8 @@ def base_metadata(gpu, argv):
         "git": git_state(),
     }
     if gpu:
+        # Here, not at the top: bench/cli.py imports this module before select_backend, and Numba must not load first.
         from cuda.bindings import runtime
-
         from numba_softmax.launch.driver import device_record
         meta["device"] = device_record()
         err, rt_version = runtime.cudaRuntimeGetVersion()

@@ -9,10 +9,16 @@ stream mode and as a replayed CUDA graph (see :mod:`bench.runner`).
 import numpy as np
 from numba import cuda
 
+from bench.shapes import parse_shapes
+from bench.twins import bitwise_groups, matrix_twins, plan_library
+from numba_softmax import backend
+from numba_softmax.cases import EXPERIMENT_A_SHAPES, EXPERIMENT_A_SIM_SHAPES
+from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.fused_row import MAX_FUSED_COLUMNS, fused_launches
 from numba_softmax.kernels.row_stages import stages_launches
-from numba_softmax.fixtures import matrix_fixture
+from numba_softmax.launch.driver import Invocation
 from numba_softmax.oracle import check_matrix
+from numba_softmax.peers import cudnn as cudnn_module
 
 EXPERIMENT = "A"
 RATIO_REFERENCE = "fused"
@@ -48,7 +54,7 @@ class MatrixCase:
         self.stream = stream
         f32 = np.float32
         self.d_x = cuda.device_array(shape, dtype=f32)
-        make = _invocation_factory(gpu)
+        make = backend.invocation  # the launch layer on a GPU, Numba's dispatcher in the simulator
 
         self.variants = []
         if cols <= MAX_FUSED_COLUMNS:
@@ -63,7 +69,6 @@ class MatrixCase:
         if cudnn is not None:
             self.variants.append(_cudnn_variant(self.d_x, shape, stream, cudnn))
         if twins is not None:  # --twins: the nvcc twins of fused and stages (bench/twins.py)
-            from bench.twins import bitwise_groups, matrix_twins
             self.variants += matrix_twins(self, twins, _Variant)
             self.bitwise_groups = self.bitwise_groups + bitwise_groups(self.variants)
 
@@ -80,18 +85,8 @@ class MatrixCase:
         return check_matrix(out, host_input)
 
 
-def _invocation_factory(gpu):
-    if gpu:
-        from numba_softmax.launch.driver import Invocation
-        return Invocation.from_launches
-    from numba_softmax.launch.plan import DispatcherInvocation
-    return DispatcherInvocation
-
-
 def _cudnn_variant(d_x, shape, stream, cudnn_module):
     """cuDNN ACCURATE / INSTANCE through the same Invocation interface and stream."""
-    from numba_softmax.launch.driver import Invocation
-
     d_y = cuda.device_array(shape, dtype=np.float32)
     softmax = cudnn_module.CudnnSoftmax(shape[0], shape[1], stream.ptr)
     x_ptr = d_x.__cuda_array_interface__["data"][0]
@@ -115,25 +110,17 @@ class CudnnUnavailable(RuntimeError):
 
 def _plan(args, gpu, metadata, run):
     """Stream, case factories and notes for Experiment A."""
-    from numba_softmax.cases import EXPERIMENT_A_SHAPES, EXPERIMENT_A_SIM_SHAPES
-
     notes = []
     if args.shapes:
-        from bench.cli import parse_shapes
         shapes = parse_shapes(args.shapes)
     else:
         shapes = list(EXPERIMENT_A_SHAPES if gpu else EXPERIMENT_A_SIM_SHAPES)
-    if gpu:
-        from numba_softmax.launch.driver import Stream
-        stream = Stream()
-    else:
-        from numba_softmax.launch.plan import SimulatorStream
-        stream = SimulatorStream()
+    stream = backend.stream()
+    if not gpu:
         chosen = "the shapes given" if args.shapes else "the simulator's small shapes (the protocol's need a GPU)"
         notes.append(f"simulator: {chosen} {shapes}; graph mode, timings and cuDNN need a GPU")
     cudnn = None
     if gpu and not args.no_cudnn:
-        from numba_softmax.peers import cudnn as cudnn_module
         try:
             library = cudnn_module.load_cudnn()
         except Exception as exc:  # the protocol's third variant: missing it is a required failure
@@ -146,7 +133,6 @@ def _plan(args, gpu, metadata, run):
         notes.append("cuDNN variant skipped: no GPU")
     else:
         notes.append("cuDNN variant skipped: --no-cudnn")
-    from bench.twins import plan_library
     twins = plan_library(args, metadata, notes)
     factories = [(lambda shape=shape: MatrixCase(shape, stream, gpu=gpu, cudnn=cudnn, twins=twins))
                  for shape in shapes]

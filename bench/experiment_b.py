@@ -10,13 +10,13 @@ timed group of invocations (outside the timed intervals).
 
 import numpy as np
 
+from bench.twins import bitwise_groups, plan_library, tiled_twins
 from numba_softmax import backend
-from numba_softmax.cases import (EXPERIMENT_B_CASES, EXPERIMENT_B_SCHEDULERS, EXPERIMENT_B_SIM_CASES,
-                                 TILE_ELEMENTS, row_lengths_digest)
+from numba_softmax.cases import (EXPERIMENT_B_CASES, EXPERIMENT_B_SCHEDULERS, EXPERIMENT_B_SIM_CASES, TILE_ELEMENTS,
+                                 row_lengths_digest)
 from numba_softmax.fixtures import packed_fixture
 from numba_softmax.oracle import check_packed
-from numba_softmax.tiled import (TiledBuffers, build_layout, floor_launches, tiled_launches, verify_queue,
-                                 worker_plan)
+from numba_softmax.tiled import TiledBuffers, build_layout, floor_launches, tiled_launches, verify_queue, worker_plan
 
 EXPERIMENT = "B"
 RATIO_REFERENCE = "separate"
@@ -80,7 +80,6 @@ class TiledBenchCase:
             floor.floor = True
             self.variants.append(floor)
         if twins is not None:  # --twins: each scheduler's nvcc twin (bench/twins.py)
-            from bench.twins import bitwise_groups, tiled_twins
             self.variants += tiled_twins(self, twins, _SchedulerVariant, stream)
             self.bitwise_groups = self.bitwise_groups + bitwise_groups(self.variants)
         run.append_jsonl("layouts.jsonl", {
@@ -117,7 +116,6 @@ def _plan(args, gpu, metadata, run):
         cases = [c for c in cases if c[0] in wanted]
         if not cases:
             raise SystemExit(f"--cases matched nothing; known: {[c.name for c in EXPERIMENT_B_CASES]}")
-    from bench.twins import plan_library
     twins = plan_library(args, metadata, notes)
     factories = [(lambda name=name, lengths=lengths: TiledBenchCase(name, lengths, stream, run=run, twins=twins))
                  for name, lengths in cases]

@@ -19,6 +19,8 @@ copy measured on the H200 (``results/perf``, docs/machine.md); ``bench perf`` re
 
 import numpy as np
 
+from numba_softmax.cases import EXPERIMENT_A_SHAPES, EXPERIMENT_B_CASES, TILE_ELEMENTS
+
 #: The copy bandwidth measured on the H200 (results/perf, docs/machine.md), for floors computed offline.
 H200_COPY_TBS = 4.25
 
@@ -30,7 +32,6 @@ def shape_name(shape):
 def experiment_a_floors(shapes=None):
     """Per Experiment A shape: fewest bytes of the fused kernel (and any one-pass softmax: 8N) and
     of the four stages (24N + 16R)."""
-    from numba_softmax.cases import EXPERIMENT_A_SHAPES
     rows_out = []
     for rows, cols in shapes or EXPERIMENT_A_SHAPES:
         n = rows * cols
@@ -41,7 +42,6 @@ def experiment_a_floors(shapes=None):
 
 def experiment_b_floors(cases=None, tile_elements=None):
     """Per Experiment B case: the A -> B -> C floor 12N + 16T + 16R and the one-pass bound 8N."""
-    from numba_softmax.cases import EXPERIMENT_B_CASES, TILE_ELEMENTS
     tile = tile_elements or TILE_ELEMENTS
     rows_out = []
     for case in cases or EXPERIMENT_B_CASES:

@@ -23,6 +23,19 @@ import re
 import subprocess
 import sys
 
+import numba
+from numba.core import sigutils
+
+from bench.artifacts import RunFolder
+from bench.environment import package_versions
+from bench.reference_build import find_nvdisasm
+from numba_softmax.kernels import tiles
+from numba_softmax.kernels.persistent import SIGNATURES as PERSISTENT_SIGNATURES
+from numba_softmax.kernels.persistent.diagnostics import persistent_trace_kernel
+from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
+from numba_softmax.launch.prebuilt import MANIFEST_NAME, kernel_key, source_digest
+from numba_softmax.ptx import find_ptxas, kernel_ptx, run_ptxas
+
 DEFAULT_ARCH = "sm_90"
 _ENTRY = re.compile(r"^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
 
@@ -30,11 +43,6 @@ _ENTRY = re.compile(r"^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", r
 def run_kernels():
     """[(dispatcher, Numba signature)] of every kernel the main job can launch (registered kernels,
     trace builds, the empty-work floor); tests/cpu/test_kernel_build.py checks it against the plans' launches."""
-    from numba_softmax.kernels import tiles
-    from numba_softmax.kernels.persistent import SIGNATURES as PERSISTENT_SIGNATURES
-    from numba_softmax.kernels.persistent.diagnostics import persistent_trace_kernel
-    from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
-
     found = list(KERNELS.values()) + list(AUTO_KERNELS.values())
     found += [(kernel, tiles.SIGNATURES[kernel.py_func.__name__.removesuffix("_trace")])
               for kernel in tiles.separate_trace_kernels()]
@@ -45,10 +53,6 @@ def run_kernels():
 
 def expected_key(dispatcher, signature) -> str:
     """The key the launch layer will look up for this kernel (its argument types from the signature)."""
-    from numba.core import sigutils
-
-    from numba_softmax.launch.prebuilt import kernel_key
-
     return kernel_key(dispatcher, sigutils.normalize_signature(signature)[0])
 
 
@@ -71,14 +75,6 @@ def _sha256(data: bytes) -> str:
 
 def build(out, arch=DEFAULT_ARCH) -> dict:
     """Compile every kernel into ``out`` (a new or empty folder); return the manifest written."""
-    import numba
-
-    from bench.artifacts import RunFolder
-    from bench.environment import package_versions
-    from bench.ptx_report import find_nvdisasm
-    from numba_softmax.launch.prebuilt import MANIFEST_NAME, source_digest
-    from numba_softmax.ptx import find_ptxas, kernel_ptx, run_ptxas
-
     match = re.fullmatch(r"sm_(\d+)(\d)", arch)
     if not match:
         raise ValueError(f"--arch {arch!r}: expected sm_XY, e.g. sm_90")
@@ -123,42 +119,6 @@ def build(out, arch=DEFAULT_ARCH) -> dict:
     }
     folder.write_json(MANIFEST_NAME, manifest)
     return manifest
-
-
-def run_launch_keys(scratch) -> list[str]:
-    """The key of every kernel launch the main job's plans build (both experiments, every variant, and
-    the trace builds), read from the launches themselves. Runs in the simulator or on a GPU."""
-    import argparse as _argparse
-
-    import numba
-
-    from bench.artifacts import RunFolder
-    from bench.experiment_a import EXPERIMENT_PLAN_A
-    from bench.experiment_b import EXPERIMENT_PLAN_B
-    from numba_softmax.backend import SIMULATOR
-    from numba_softmax.cases import EXPERIMENT_B_SCHEDULERS, EXPERIMENT_B_SIM_CASES
-    from numba_softmax.launch.prebuilt import kernel_key
-    from numba_softmax.tiled import TiledBuffers, build_layout, tiled_launches
-
-    def key(launch):
-        launch = getattr(launch, "launch", launch)  # a GPU invocation holds prepared launches
-        return kernel_key(launch.kernel, tuple(numba.typeof(a) for a in launch.args))
-
-    keys = set()
-    gpu = not SIMULATOR
-    run = RunFolder(scratch)
-    for experiment, plan in (("A", EXPERIMENT_PLAN_A), ("B", EXPERIMENT_PLAN_B)):
-        args = _argparse.Namespace(experiment=experiment, shapes=None, cases=None, no_cudnn=True, no_arrays=True,
-                                   expect_device=None, trace=False)
-        _stream, factories, _notes = plan(args, gpu, {}, run)
-        for make in factories:
-            for variant in make().variants:
-                keys.update(key(launch) for launch in variant.invocation.launches)
-    _name, lengths = EXPERIMENT_B_SIM_CASES[0]
-    traced = TiledBuffers.allocate(build_layout(lengths), trace=True)
-    for scheduler in EXPERIMENT_B_SCHEDULERS:
-        keys.update(key(launch) for launch in tiled_launches(scheduler, traced, 1, trace=True))
-    return sorted(keys)
 
 
 def main(argv=None) -> int:

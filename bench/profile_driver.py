@@ -26,6 +26,15 @@ import json
 import sys
 from pathlib import Path
 
+from cuda.bindings import driver as cu
+
+from bench import environment, experiment_a, experiment_b
+from bench.artifacts import RunFolder, to_jsonable
+from bench.environment import DeviceMismatch, check_expected_device
+from bench.protocol import TWIN_SUFFIX
+from numba_softmax.launch import driver
+from numba_softmax.launch.graphs import CapturedGraph
+
 PROFILED_FIXTURE = "random"
 
 
@@ -46,22 +55,15 @@ def parser():
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    from bench.environment import DeviceMismatch, check_expected_device, select_backend
-
     record = {"experiment": args.experiment, "case": args.case, "variant": args.variant, "mode": args.mode,
               "repeat": args.repeat, "warmups": args.warmups, "fixture": PROFILED_FIXTURE}
-    if not select_backend():
-        record["error"] = "no CUDA GPU: a profiler needs one"
+    problem = environment.gpu_problem("a profiler")
+    if problem:
+        record["error"] = problem
         _write(args.record, record)
-        print("error: no CUDA GPU", file=sys.stderr)
+        print(f"error: {problem}", file=sys.stderr)
         return 2
-
-    from cuda.bindings import driver as cu
-
-    from bench.artifacts import RunFolder
-    from numba_softmax.launch.driver import check, device_record
-
-    record["device"] = device_record()
+    record["device"] = driver.device_record()
     try:
         check_expected_device(record["device"]["name"], args.expect_device)
     except DeviceMismatch as exc:
@@ -70,11 +72,7 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 3
 
-    if args.experiment == "A":
-        from bench.experiment_a import EXPERIMENT_PLAN_A as plan
-    else:
-        from bench.experiment_b import EXPERIMENT_PLAN_B as plan
-    from bench.twins import TWIN_SUFFIX
+    plan = experiment_a.EXPERIMENT_PLAN_A if args.experiment == "A" else experiment_b.EXPERIMENT_PLAN_B
     # A twin variant ("stages-nvcc", "separate-nvcc", ...) exists only in a plan built with the twins, as
     # under `python -m bench --twins`; profiling it beside its Numba variant compares what the memory system
     # sees of the two kernels (docs/numba_vs_nvcc.md).
@@ -104,7 +102,6 @@ def main(argv=None) -> int:
     submit = variant.invocation.enqueue
     graph = None
     if args.mode == "graph":
-        from numba_softmax.launch.graphs import CapturedGraph
         graph = CapturedGraph(variant.invocation, stream)
         record["graph"] = graph.record()
         submit = graph.launch
@@ -113,13 +110,13 @@ def main(argv=None) -> int:
         stream.synchronize()
         variant.verify_after_invocation()
 
-    check(cu.cuProfilerStart())
+    driver.check(cu.cuProfilerStart())
     try:
         for _ in range(args.repeat):
             submit(stream)
             stream.synchronize()
     finally:
-        check(cu.cuProfilerStop())
+        driver.check(cu.cuProfilerStop())
     variant.verify_after_invocation()
     result = case.check(variant.read_outputs()["out"], host_input)
     record["check"] = result.record()
@@ -133,8 +130,6 @@ def main(argv=None) -> int:
 
 
 def _write(path, record):
-    from bench.artifacts import to_jsonable
-
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(to_jsonable(record), indent=2, sort_keys=True) + "\n", encoding="utf-8")
 

@@ -128,3 +128,18 @@ class Measurement:
                 f"Measurement.from_record: per_invocation_us {stored_per_invocation} != {m.per_invocation_us}"
             )
         return m
+
+
+# ---- the nvcc twins' names (--twins: bench/twins.py)
+
+TWIN_SUFFIX = "-nvcc"
+
+
+def twin_name(variant_name):
+    return variant_name + TWIN_SUFFIX
+
+
+def twin_pairs(variant_names):
+    """[(numba variant, its twin)] among ``variant_names`` (both present)."""
+    names = set(variant_names)
+    return [(name, twin_name(name)) for name in sorted(names) if twin_name(name) in names]

@@ -15,6 +15,7 @@ changed since the manifest was written (tests and ``python -m bench ptx --compar
 
 import argparse
 import datetime
+import glob
 import hashlib
 import json
 import os
@@ -23,6 +24,11 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
+
+import nvidia
+from tabulate import tabulate
+
+from numba_softmax import numerics
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE_DIR = os.path.join(REPO_ROOT, "reference_cu")
@@ -42,7 +48,6 @@ NVCC_FLAGS = (f"-arch={ARCH}", "-std=c++17") + POLICY_FLAGS
 
 def ownership_quad():
     """The row reductions' ownership run length of the Numba kernels (``numerics.QUAD``; 1 if absent)."""
-    from numba_softmax import numerics
     return int(getattr(numerics, "QUAD", 1))
 
 
@@ -82,6 +87,17 @@ def find_nvcc(explicit=None):
         if path and os.path.isfile(path) and os.access(path, os.X_OK):
             return path
     return None
+
+
+def find_nvdisasm():
+    """nvdisasm from $NVDISASM, PATH, or an installed ``nvidia-cuda-nvdisasm`` wheel (None if absent)."""
+    candidates = [os.environ.get("NVDISASM"), shutil.which("nvdisasm")]
+    try:
+        for root in list(nvidia.__path__):
+            candidates += sorted(glob.glob(os.path.join(root, "*", "bin", "nvdisasm")))
+    except ImportError:
+        pass
+    return next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
 
 
 def nvcc_version(nvcc):
@@ -255,7 +271,6 @@ def main(argv):
         result = build(args.out, args.nvcc)
     except (NvccNotFound, BuildError) as exc:
         return build_failure_exit(exc)
-    from tabulate import tabulate
 
     rows = [[entry, r["module"], r.get("registers"), r.get("shared_bytes"), r.get("stack_frame_bytes"),
              r.get("spill_store_bytes")] for entry, r in sorted(result.resources().items())]

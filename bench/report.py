@@ -25,11 +25,30 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from bench.artifacts import (NotARunFolder, ProtectedFiles, RunFolder, atomic_write, check_replaceable, read_records,
-                             require_run_folder, to_jsonable)
+from bench.artifacts import (
+    NotARunFolder,
+    ProtectedFiles,
+    RunFolder,
+    atomic_write,
+    check_replaceable,
+    read_records,
+    require_run_folder,
+    to_jsonable,
+)
 from bench.environment import PROTOCOL_DEVICE
 from bench.floors import H200_COPY_TBS, one_read_floor_bytes, us_at, variant_floor_bytes
-from bench.protocol import BATCH, METRICS, MODES, Measurement
+from bench.plots import render_plots
+from bench.protocol import BATCH, MODES, Measurement, twin_pairs
+from bench.report_tables import (
+    baseline_section,
+    escape,
+    fmt_any,
+    fmt_metadata,
+    group_by,
+    rounds_table,
+    table_text,
+    timing_sections,
+)
 from bench.stats import paired_ratios, summarize
 from bench.trace_step import current_breakdowns, trace_summary_lines
 
@@ -37,10 +56,6 @@ CORRECTNESS_KEYS = (
     "experiment", "case", "variant", "mode", "fixture",
     "max_abs_err", "max_tol_ratio", "max_row_sum_err", "finite_nonneg", "passed",
 )
-BASELINE_METRIC = "sync_baseline_us"
-TABLE_METRICS = tuple(m for m in METRICS if m != BASELINE_METRIC)
-RATIO_METRICS = ("event_us", "host_completion_us")
-GBPS_HEADER = "GB/s (logical bytes / event time)"
 FLOOR_VARIANT_ORDER = ("stages", "fused", "cudnn", "separate", "phased", "dag")
 SUMMARY_NAME = "summary.md"
 
@@ -70,7 +85,6 @@ def render_summary(run: RunFolder, *, plots: bool = True) -> tuple[str, list[tup
     timings = [Measurement.from_record(r) for r in raw_timings or []]
     figures, skipped = [], None
     if timings and plots:
-        from bench.plots import render_plots
         figures, skipped = render_plots(timings, metadata)
 
     lines = ["# Run summary", ""]
@@ -86,8 +100,8 @@ def render_summary(run: RunFolder, *, plots: bool = True) -> tuple[str, list[tup
         lines += _plots_section(figures, skipped)
     lines += _correctness_section(cases or [])
     if timings:
-        lines += _timing_sections(timings, cases or [], metadata)
-        lines += _baseline_section(timings)
+        lines += timing_sections(timings, cases or [], metadata)
+        lines += baseline_section(timings)
     lines += _graphs_section(read_records(run.path, "graphs.jsonl") or [])
     lines += trace_summary_lines(current_breakdowns(read_records(run.path, "traces.jsonl") or [],
                                                     read_records(run.path, "layouts.jsonl") or [], run.path))
@@ -163,7 +177,7 @@ def _header_lines(metadata, incomplete=()) -> list[str]:
     if note:
         lines += [f"> **{note}**", ""]
     if metadata.get("stopped"):
-        lines += [f"> **STOPPED before completing: {_escape(str(metadata['stopped']))}**", ""]
+        lines += [f"> **STOPPED before completing: {escape(str(metadata['stopped']))}**", ""]
     if incomplete:
         why = "" if metadata.get("stopped") else (" and the run recorded no reason (the process was killed or "
                                                   "its machine went away)")
@@ -192,7 +206,7 @@ def _verdict_section(timings: list[Measurement], cases: list[dict], metadata) ->
             rows = [[case, variant, f"{n_pass}/{n_all} passed"]
                     for (exp, case, variant), (n_pass, n_all) in checks.items() if exp == experiment]
             lines += ["No timings (see above); correctness per case and variant:", "",
-                      _table(rows, ["case", "variant", "checks"]), ""]
+                      table_text(rows, ["case", "variant", "checks"]), ""]
             continue
         modes = [mode for mode in MODES if any(m.mode == mode for m in records)]
         headers = ["case", "variant", *(f"{mode} event us (median)" for mode in modes)]
@@ -200,9 +214,9 @@ def _verdict_section(timings: list[Measurement], cases: list[dict], metadata) ->
             headers += [f"/ {reference} ({mode}, paired)" for mode in modes]
         headers += ["fastest", "checks"]
         rows = []
-        for case, case_records in _group(records, lambda m: str(m.case)).items():
+        for case, case_records in group_by(records, lambda m: str(m.case)).items():
             medians = {(m_variant, mode): summarize([m.per_invocation_us for m in group])["median"]
-                       for (m_variant, mode), group in _group(case_records, lambda m: (m.variant, m.mode)).items()}
+                       for (m_variant, mode), group in group_by(case_records, lambda m: (m.variant, m.mode)).items()}
             best = {variant: min(v for (name, _), v in medians.items() if name == variant)
                     for variant in {name for name, _ in medians}}
             # An empty-work floor (variant "<scheduler>-floor") is a yardstick, never the fastest.
@@ -216,7 +230,7 @@ def _verdict_section(timings: list[Measurement], cases: list[dict], metadata) ->
                 row += ["**fastest**" if variant == fastest else "",
                         f"{n_pass}/{n_all} passed" if n_all else "none recorded"]
                 rows.append(row)
-        lines += [_table(rows, headers), ""]
+        lines += [table_text(rows, headers), ""]
         if reference:
             lines += [f"Ratios: median of the per-round ratios variant / {reference} of the event time, paired by "
                       f"(fixture, round); > 1 is slower than {reference}. Fastest: the lowest median event time in "
@@ -234,13 +248,11 @@ TWIN_METRICS = ("event_us", "batch_completion_us")
 def _twins_section(timings: list[Measurement]) -> list[str]:
     """Each Numba variant against its nvcc twin (``--twins``): paired per-round ratios of the event
     time (one invocation) and of the batch completion (BATCH invocations back to back, per invocation)."""
-    from bench.twins import twin_pairs
-
     rows = []
-    for (experiment, case), records in _group(timings, lambda m: (m.experiment, m.case)).items():
+    for (experiment, case), records in group_by(timings, lambda m: (m.experiment, m.case)).items():
         pairs = twin_pairs({m.variant for m in records})
         for mode in MODES:
-            rounds = {metric: _rounds_table(records, mode, metric) for metric in TWIN_METRICS}
+            rounds = {metric: rounds_table(records, mode, metric) for metric in TWIN_METRICS}
             for numba, twin in pairs:
                 if not any(numba in r and twin in r for r in rounds["event_us"]):
                     continue
@@ -267,13 +279,13 @@ def _twins_section(timings: list[Measurement]) -> list[str]:
             "each other, so it measures the kernels' own time with a p10-p90 of a few percent). Every twin was "
             "checked bit for bit against its Numba variant before timing.",
             "",
-            _table(rows, headers), ""]
+            table_text(rows, headers), ""]
 
 
 def _verdict_ratio(records, variant, reference, mode) -> str:
     if variant == reference:
         return "1 (reference)"
-    rounds = _rounds_table(records, mode, "event_us")
+    rounds = rounds_table(records, mode, "event_us")
     if not any(variant in r and reference in r for r in rounds):
         return "-"
     return f"{paired_ratios(rounds, variant, reference, 'event_us')['median']:.3f}"
@@ -298,12 +310,12 @@ def _floor_section(timings: list[Measurement]) -> list[str]:
     """Each variant's best mode (lower median event time) against its byte floor (bench.floors)."""
     events = [m for m in timings if m.metric == "event_us"]
     rows = []
-    for (experiment, case, variant), group in _group(events, lambda m: (m.experiment, m.case, m.variant)).items():
+    for (experiment, case, variant), group in group_by(events, lambda m: (m.experiment, m.case, m.variant)).items():
         floor_bytes = variant_floor_bytes(str(experiment), str(case), str(variant))
         if floor_bytes is None:
             continue
         medians = {mode: summarize([m.per_invocation_us for m in g])["median"]
-                   for mode, g in _group(group, lambda m: m.mode).items()}
+                   for mode, g in group_by(group, lambda m: m.mode).items()}
         mode, best = min(medians.items(), key=lambda item: item[1])
         floor_us = us_at(floor_bytes, H200_COPY_TBS)
         one_read = one_read_floor_bytes(str(experiment), str(case))
@@ -326,7 +338,7 @@ def _floor_section(timings: list[Measurement]) -> list[str]:
             "the 1 GiB device-to-device copy of the H200 (results/perf; not re-measured in this run, "
             "`python -m bench perf` does). Best mode = the mode with the lower median event time. Below about "
             "1 us the floor says little: launch and event latency dominate.", "",
-            _table(rows, ["experiment", "case", "variant", "floor bytes", "floor us", "best mode",
+            table_text(rows, ["experiment", "case", "variant", "floor bytes", "floor us", "best mode",
                           "median event us", "x floor", "one-read floor us", "x one-read floor"]), ""]
 
 
@@ -406,7 +418,7 @@ def _correctness_section(cases: list[dict]) -> list[str]:
         return lines + ["No correctness records.", ""]
     if failed:
         lines += [f"> **{len(failed)} FAILED correctness record(s), each in full:**", ""]
-        lines += [f"- {_escape(json.dumps(to_jsonable(c), sort_keys=True))}" for c in failed] + [""]
+        lines += [f"- {escape(json.dumps(to_jsonable(c), sort_keys=True))}" for c in failed] + [""]
     return lines + ["Every record: see \"Correctness records\" below (and cases.jsonl).", ""]
 
 
@@ -418,134 +430,14 @@ def _correctness_records_section(cases: list[dict]) -> list[str]:
     headers = ["status", *CORRECTNESS_KEYS[:-1], "extra"]
     rows = [_correctness_row(c) for c in failed + passed]
     return ["## Correctness records", "", "Every record of cases.jsonl, failures first.", "",
-            _table(rows, headers), ""]
+            table_text(rows, headers), ""]
 
 
 def _correctness_row(record: dict) -> list[str]:
     status = "pass" if record.get("passed") is True else "FAIL"
     extras = sorted(k for k in record if k not in CORRECTNESS_KEYS)
-    extra = ", ".join(f"{k}={_fmt_any(record[k])}" for k in extras)
-    return [status, *(_fmt_any(record.get(k)) for k in CORRECTNESS_KEYS[:-1]), extra]
-
-
-# ---------------------------------------------------------------- timings
-
-def _baseline_section(timings: list[Measurement]) -> list[str]:
-    records = [m for m in timings if m.metric == BASELINE_METRIC]
-    lines = [
-        "## No-work stream-synchronization baseline",
-        "",
-        "Reported for context only: it is **not subtracted** from any timing in this summary.",
-        "",
-    ]
-    if not records:
-        return lines + [f"> **No {BASELINE_METRIC} records were found.**", ""]
-    groups = _group(records, lambda m: (m.experiment, m.case, m.variant, m.mode))
-    rows = [[*key, _fmt_stats(summarize(m.per_invocation_us for m in group))]
-            for key, group in groups.items()]
-    headers = ["experiment", "case", "variant", "mode", "us per invocation: median / p10 / p90 (n)"]
-    return lines + [_table(rows, headers), ""]
-
-
-def _timing_sections(timings: list[Measurement], cases: list[dict], metadata) -> list[str]:
-    lines = [
-        "## Timings",
-        "",
-        f"All values are microseconds **per invocation**. Batch metrics are measured over a batch "
-        f"of {BATCH} and shown divided by {BATCH} (raw batch values are in timings.jsonl). "
-        "Cells are median / p10 / p90 (n) over all rounds and fixtures. Event intervals include "
-        "host-starvation gaps. GB/s uses logical array bytes (input + output), not measured HBM traffic.",
-        "",
-    ]
-    failed_cases = {(str(c.get("experiment")), str(c.get("case")))
-                    for c in cases if c.get("passed") is not True}
-    measured = [m for m in timings if m.metric != BASELINE_METRIC]
-    for (experiment, case), records in _group(measured, lambda m: (m.experiment, m.case)).items():
-        lines += [f"### Experiment {experiment}, case {case}", ""]
-        if (str(experiment), str(case)) in failed_cases:
-            lines += ["> **WARNING: this case has FAILED correctness records; its timings are not admissible.**", ""]
-        lines += _case_table(records)
-        lines += _ratio_table(experiment, records, metadata)
-    return lines
-
-
-def _case_table(records: list[Measurement]) -> list[str]:
-    bytes_moved = _case_bytes(records)
-    headers = ["variant", "mode", "fixtures", *(_metric_header(m) for m in TABLE_METRICS)]
-    if bytes_moved is not None:
-        headers.append(GBPS_HEADER)
-    rows = []
-    for (variant, mode), group in _group(records, lambda m: (m.variant, m.mode), _variant_mode_order).items():
-        fixtures = ", ".join(sorted({str(m.fixture) for m in group}))
-        row = [variant, mode, fixtures]
-        for metric in TABLE_METRICS:
-            values = [m.per_invocation_us for m in group if m.metric == metric]
-            row.append(_fmt_stats(summarize(values)) if values else "-")
-        if bytes_moved is not None:
-            events = [m.per_invocation_us for m in group if m.metric == "event_us"]
-            row.append(_fmt_gbps(bytes_moved, summarize(events)["median"]) if events else "-")
-        rows.append(row)
-    lines = [_table(rows, headers), ""]
-    if bytes_moved is not None:
-        lines += [f"Logical bytes per invocation: {bytes_moved}.", ""]
-    return lines
-
-
-def _metric_header(metric: str) -> str:
-    """Batch metrics say in their header that they were divided by the batch size."""
-    return f"{metric} / {BATCH}" if metric.startswith("batch_") else metric
-
-
-def _case_bytes(records: list[Measurement]) -> int | None:
-    """bytes_moved is a per-case constant; disagreeing values are a harness bug."""
-    values = {m.bytes_moved for m in records if m.bytes_moved is not None}
-    if len(values) > 1:
-        raise ValueError(f"bytes_moved differs within one case: {sorted(values)}")
-    return values.pop() if values else None
-
-
-def _ratio_table(experiment: str, records: list[Measurement], metadata) -> list[str]:
-    reference = ((metadata or {}).get("ratio_reference") or {}).get(experiment)
-    if reference is None:
-        return [f"> **No ratio reference for experiment {experiment} in metadata['ratio_reference']; "
-                "paired ratios not computed.**", ""]
-    lines = [
-        f"Paired per-round ratios variant / {reference} (> 1: slower than {reference}), "
-        "median / p10 / p90 of the per-round ratios, paired by (fixture, round):",
-        "",
-    ]
-    rows = []
-    modes = [mode for mode in MODES if any(m.mode == mode for m in records)]
-    variants = sorted({m.variant for m in records} - {reference})
-    for mode in modes:
-        for metric in RATIO_METRICS:
-            rounds = _rounds_table(records, mode, metric)
-            for variant in variants:
-                rows.append(_ratio_row(rounds, variant, reference, mode, metric))
-    headers = ["mode", "variant", "reference", "metric", "pairs", "median", "p10", "p90"]
-    return lines + [_table(rows, headers), ""]
-
-
-def _rounds_table(records: list[Measurement], mode: str, metric: str) -> list[dict]:
-    """One dict per (fixture, round): variant -> per-invocation value."""
-    by_round: dict[tuple, dict] = {}
-    for m in records:
-        if m.mode != mode or m.metric != metric:
-            continue
-        slot = by_round.setdefault((str(m.fixture), m.round), {})
-        if m.variant in slot:
-            raise ValueError(f"duplicate {metric} record for {m.experiment}/{m.case}/{m.variant}/"
-                             f"{mode} fixture {m.fixture} round {m.round}")
-        slot[m.variant] = m.per_invocation_us
-    return [by_round[key] for key in sorted(by_round)]
-
-
-def _ratio_row(rounds, variant, reference, mode, metric) -> list[str]:
-    if not any(variant in r and reference in r for r in rounds):
-        return [mode, variant, reference, metric, "0", "-", "-", "-"]
-    s = paired_ratios(rounds, variant, reference, metric)
-    return [mode, variant, reference, metric, str(s["n"]),
-            f"{s['median']:.4f}", f"{s['p10']:.4f}", f"{s['p90']:.4f}"]
+    extra = ", ".join(f"{k}={fmt_any(record[k])}" for k in extras)
+    return [status, *(fmt_any(record.get(k)) for k in CORRECTNESS_KEYS[:-1]), extra]
 
 
 # ---------------------------------------------------------------- plots
@@ -565,61 +457,7 @@ def _metadata_section(metadata) -> list[str]:
     lines = ["## Metadata", ""]
     if not metadata:
         return lines + ["No metadata.", ""]
-    rows = [[key, _fmt_metadata(metadata[key])] for key in sorted(metadata)]
-    return lines + [_table(rows, ["key", "value"]), ""]
+    rows = [[key, fmt_metadata(metadata[key])] for key in sorted(metadata)]
+    return lines + [table_text(rows, ["key", "value"]), ""]
 
 
-# ---------------------------------------------------------------- helpers
-
-def _group(items, key, order=None) -> dict:
-    """Group preserving first appearance, or sorted by `order` when given."""
-    groups: dict = {}
-    for item in items:
-        groups.setdefault(key(item), []).append(item)
-    if order is not None:
-        return {k: groups[k] for k in sorted(groups, key=order)}
-    return groups
-
-
-def _variant_mode_order(key: tuple[str, str]) -> tuple:
-    variant, mode = key
-    return (variant, MODES.index(mode))
-
-
-def _table(rows, headers) -> str:
-    # disable_numparse keeps our pre-formatted strings exactly as written.
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
-
-
-def _fmt_stats(s: dict) -> str:
-    return f"{s['median']:.3f} / {s['p10']:.3f} / {s['p90']:.3f} (n={s['n']})"
-
-
-def _fmt_gbps(bytes_moved: int, median_event_us: float) -> str:
-    if median_event_us <= 0:
-        return "-"
-    return f"{bytes_moved / (median_event_us * 1e-6) / 1e9:.1f}"
-
-
-def _fmt_metadata(value) -> str:
-    """Metadata is shown exactly (no rounding): strings as-is, everything else as JSON."""
-    if isinstance(value, str):
-        return _escape(value)
-    return _escape(json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":")))
-
-
-def _escape(text: str) -> str:
-    """Keep a value inside its markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _fmt_any(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float):
-        return f"{value:.3e}"
-    if isinstance(value, (dict, list)):
-        return _escape(json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":")))
-    return _escape(str(value))

@@ -26,6 +26,11 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import protocol
+from bench.artifacts import _dumps, atomic_write_text
+from bench.shapes import parse_shapes
+from numba_softmax import cases
+
 PROGRESS = "progress.jsonl"
 BACKUP_FOLDER = "resume_backup"
 #: Why a case ended without completing, as run_experiment records it in progress.jsonl.
@@ -40,9 +45,6 @@ class ResumeRefused(RuntimeError):
 
 def protocol_constants() -> dict:
     """Every constant that decides what a run measures and accepts."""
-    from bench import protocol
-    from numba_softmax import cases
-
     return {
         "warmups": protocol.WARMUPS, "rounds": protocol.ROUNDS, "batch": protocol.BATCH,
         "modes": list(protocol.MODES), "metrics": list(protocol.METRICS),
@@ -58,11 +60,8 @@ def planned_case_names(experiment: str, args, gpu: bool) -> list[str]:
     Mirrors the selection in bench/experiment_a.py and experiment_b.py; run_experiment
     checks every built case's name against this list, so a drift fails loudly.
     """
-    from numba_softmax import cases
-
     if experiment == "A":
         if getattr(args, "shapes", None):
-            from bench.cli import parse_shapes
             shapes = parse_shapes(args.shapes)
         else:
             shapes = list(cases.EXPERIMENT_A_SHAPES if gpu else cases.EXPERIMENT_A_SIM_SHAPES)
@@ -267,8 +266,6 @@ def drop_partial_cases(folder: Path, cases: list[str], experiment: str, *, stamp
 
 
 def _atomic_write_jsonl(path: Path, records: list[dict]) -> None:
-    from bench.artifacts import _dumps, atomic_write_text
-
     atomic_write_text(path, "".join(_dumps(r, indent=None) + "\n" for r in records))
 
 

@@ -24,6 +24,8 @@ import numpy as np
 
 from bench import protocol, timing
 from numba_softmax.cases import BENCH_FIXTURES, PREFLIGHT_FIXTURES
+from numba_softmax.launch.driver import Event
+from numba_softmax.launch.graphs import CapturedGraph
 from numba_softmax.oracle import AcceptanceError
 
 
@@ -47,8 +49,6 @@ def _submitters(case, graphs):
 
 def capture_graphs(case, stream, run):
     """Capture every variant; record node counts/types and timings; write DOTs after."""
-    from numba_softmax.launch.graphs import CapturedGraph
-
     graphs = {}
     for variant in case.variants:
         graphs[variant.name] = CapturedGraph(variant.invocation, stream)
@@ -117,8 +117,6 @@ def validate_all(case, run, stream, submitters, fixture_id, phase, save_arrays, 
 
 def time_case(case, run, stream, submitters, fixture_id, seed, on_step=_no_step):
     """Warm-ups then shuffled rounds; every raw number goes to timings.jsonl."""
-    from numba_softmax.launch.driver import Event
-
     start, end = Event(), Event()
     for submitter in submitters.values():
         timing.warm_up(submitter.enqueue, stream, protocol.WARMUPS)

@@ -39,8 +39,14 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
+from tabulate import tabulate
+from tqdm import tqdm
+
+from bench.artifacts import RunFolder, default_run_folder
+from bench.environment import DeviceMismatch, base_metadata, check_device, gpu_problem
 from bench.sanitize_driver import targets as driver_targets
 
 TOOLS = ("memcheck", "racecheck", "synccheck")
@@ -255,7 +261,6 @@ def in_order(execute, runs, jobs=1) -> list:
         raise SanitizeError(f"--jobs must be at least 1, got {jobs}")
     if jobs == 1:
         return [execute(run) for run in runs]
-    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return list(pool.map(execute, runs))
@@ -285,19 +290,16 @@ def parser():
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(argv)
-    from bench.environment import gpu_present
 
     try:
         runs = plan_runs(args.targets.split(",") if args.targets else None,
                          tuple(t.strip() for t in args.tools.split(",") if t.strip()), args.isolate)
-        if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-            raise SanitizeError("NUMBA_ENABLE_CUDASIM=1: compute-sanitizer checks kernels on a GPU, not in the "
-                                "simulator")
-        if not gpu_present():
-            raise SanitizeError("no CUDA GPU found: compute-sanitizer checks kernels running on a GPU")
+        problem = gpu_problem("python -m bench sanitize (compute-sanitizer checks kernels running on a GPU)")
+        if problem:
+            raise SanitizeError(problem)
         sanitizer = find_sanitizer(args.sanitizer)
     except SanitizeError as exc:
-        print(f"error: {exc}; nothing was run", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     return _run_all(args, argv, runs, sanitizer)
 
@@ -314,11 +316,6 @@ def with_index_fields(metadata: dict, argv) -> dict:
 
 
 def _run_all(args, argv, runs, sanitizer) -> int:
-    from tqdm import tqdm
-
-    from bench.artifacts import RunFolder
-    from bench.environment import DeviceMismatch, base_metadata, check_device
-
     metadata = with_index_fields(base_metadata(True, ["sanitize", *argv]), argv)
     try:
         note = check_device(metadata["device_record"], args.expect_device)
@@ -329,8 +326,7 @@ def _run_all(args, argv, runs, sanitizer) -> int:
         metadata["device_note"] = note
         print(f"note: {note}", file=sys.stderr)
     metadata["sanitizer"] = {"path": sanitizer, "version": sanitizer_version(sanitizer)}
-    out = args.out or os.path.join(
-        "runs", datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-sanitize")
+    out = args.out or default_run_folder("sanitize")
     folder = RunFolder(out)
     folder.write_json("metadata.json", metadata)
     known = driver_targets()
@@ -372,8 +368,6 @@ def _run_all(args, argv, runs, sanitizer) -> int:
 # ---------------------------------------------------------------- summary
 
 def summary_text(metadata: dict, document: dict) -> str:
-    from tabulate import tabulate
-
     device = metadata.get("device") or "unrecorded device"
     commit = (metadata.get("commit") or "unrecorded")[:12]
     sanitizer = (metadata.get("sanitizer") or {}).get("version", "unrecorded")

@@ -20,6 +20,21 @@ import argparse
 import sys
 from dataclasses import dataclass
 
+import numpy as np
+from numba import cuda
+
+from bench.environment import gpu_problem
+from numba_softmax import softmax
+from numba_softmax.backend import run_launches
+from numba_softmax.cases import EXPERIMENT_B_SIM_CASES
+from numba_softmax.fixtures import matrix_fixture, packed_fixture
+from numba_softmax.kernels import sanitizer_controls as controls
+from numba_softmax.kernels.auto_rows import auto_geometry, auto_kernel
+from numba_softmax.kernels.fused_row import fused_kernel_for
+from numba_softmax.kernels.row_copy import row_copy_launches
+from numba_softmax.oracle import check_matrix, check_packed
+from numba_softmax.tiled import TiledBuffers, build_layout, floor_launches, tiled_softmax
+
 #: Small cases: the tools slow kernels down 10-100x and every target runs under three of them.
 ROWS = 3
 #: A fused build -> a shape whose rows it takes (the launcher picks the first build that holds the
@@ -62,7 +77,6 @@ def _tiled_kernels(scheduler, trace=False):
 
 def _auto_kernels():
     """The builds the ``auto`` target launches: checked (the default) and unchecked, per width."""
-    from numba_softmax.kernels.auto_rows import auto_geometry, auto_kernel
 
     return tuple(sorted({auto_kernel(auto_geometry(cols, cols % 4 == 0), cols % 4 == 0, checked).py_func.__name__
                          for cols in AUTO_WIDTHS for checked in (True, False)}))
@@ -90,14 +104,6 @@ def targets() -> dict[str, Target]:
 # ---------------------------------------------------------------- running one target
 
 def _run_fused(build):
-    import numpy as np
-    from numba import cuda
-
-    from numba_softmax import softmax
-    from numba_softmax.fixtures import matrix_fixture
-    from numba_softmax.kernels.fused_row import fused_kernel_for
-    from numba_softmax.oracle import check_matrix
-
     host = matrix_fixture(FIXTURE, FUSED_SHAPES[build])
     d_x = cuda.to_device(host)
     d_y = cuda.device_array(host.shape, dtype=np.float32)
@@ -109,22 +115,11 @@ def _run_fused(build):
 
 
 def _run_stages():
-    from numba_softmax import softmax
-    from numba_softmax.fixtures import matrix_fixture
-    from numba_softmax.oracle import check_matrix
-
     host = matrix_fixture(FIXTURE, STAGES_SHAPE)
     return _problem(check_matrix(softmax(host, "stages"), host))
 
 
 def _run_row_copy():
-    import numpy as np
-    from numba import cuda
-
-    from numba_softmax.backend import run_launches
-    from numba_softmax.fixtures import matrix_fixture
-    from numba_softmax.kernels.row_copy import row_copy_launches
-
     for shape in ROW_COPY_SHAPES:
         host = matrix_fixture(FIXTURE, shape)
         d_x, d_y = cuda.to_device(host), cuda.device_array(shape, dtype=np.float32)
@@ -135,13 +130,6 @@ def _run_row_copy():
 
 
 def _run_auto():
-    import numpy as np
-    from numba import cuda
-
-    from numba_softmax import softmax
-    from numba_softmax.fixtures import matrix_fixture
-    from numba_softmax.oracle import check_matrix
-
     for cols in AUTO_WIDTHS:
         host = matrix_fixture(FIXTURE, (ROWS, cols))
         d_x = cuda.to_device(host)
@@ -156,26 +144,17 @@ def _run_auto():
 
 
 def _sim_case():
-    from numba_softmax.cases import EXPERIMENT_B_SIM_CASES
-    from numba_softmax.fixtures import packed_fixture
-
     _name, lengths = EXPERIMENT_B_SIM_CASES[0]
     return packed_fixture(FIXTURE, lengths), lengths
 
 
 def _run_tiled(scheduler, trace):
-    from numba_softmax.oracle import check_packed
-    from numba_softmax.tiled import tiled_softmax
-
     values, lengths = _sim_case()
     result = tiled_softmax(values, lengths, scheduler, max_polls=SANITIZE_MAX_POLLS, trace=trace)
     return _problem(check_packed(result.out, values, lengths))
 
 
 def _run_floor(scheduler):
-    from numba_softmax.backend import run_launches
-    from numba_softmax.tiled import TiledBuffers, build_layout, floor_launches
-
     values, lengths = _sim_case()
     buffers = TiledBuffers.allocate(build_layout(lengths), values)
     run_launches(floor_launches(scheduler, buffers), name=f"floor-{scheduler}")
@@ -183,12 +162,6 @@ def _run_floor(scheduler):
 
 
 def _run_control(name):
-    import numpy as np
-    from numba import cuda
-
-    from numba_softmax.backend import run_launches
-    from numba_softmax.kernels import sanitizer_controls as controls
-
     if name == "control:out-of-bounds":
         run_launches(controls.out_of_bounds_launches(cuda.device_array(4 * controls.CONTROL_THREADS, np.float32)))
     else:
@@ -229,9 +202,9 @@ def main(argv=None) -> int:
     if unknown:
         print(f"error: unknown target(s) {unknown}; known: {', '.join(known)}", file=sys.stderr)
         return 2
-    from bench.environment import gpu_present
-    if not gpu_present():
-        print("error: no CUDA GPU: the sanitizer driver runs kernels on a GPU", file=sys.stderr)
+    problem = gpu_problem("the sanitizer driver")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     failed = False
     for name in args.targets:

@@ -32,7 +32,11 @@ import math
 import statistics
 import time
 
+
 from bench.protocol import BATCH, PER_BATCH, PER_INVOCATION, round_orders
+from numba_softmax.kernels.diagnostics.delay import delay_launch
+from numba_softmax.launch.driver import Event, Invocation, Stream
+from numba_softmax.launch.graphs import CapturedGraph
 
 #: Delay kernel sizing: at least DELAY_MIN_US, DELAY_FACTOR x the host enqueue window, at most DELAY_MAX_US.
 DELAY_MIN_US = 30.0
@@ -135,7 +139,6 @@ class DelaySampler:
     """
 
     def __init__(self):
-        from numba_softmax.launch.driver import Event, Stream
         self.stream = Stream()
         self.events = [Event() for _ in range(3)]
         self._delays = {}
@@ -143,8 +146,6 @@ class DelaySampler:
 
     def delay(self, iterations):
         """The delay kernel's invocation for ``iterations`` (prepared once per count)."""
-        from numba_softmax.kernels.diagnostics.delay import delay_launch
-        from numba_softmax.launch.driver import Invocation
         invocation = self._delays.get(iterations)
         if invocation is None:
             invocation = Invocation.from_launches("perf_delay", [delay_launch(iterations)])
@@ -228,7 +229,6 @@ def time_single(sampler, enqueue, reps=PROBE_REPS, host_window_us=40.0):
 def time_batches(stream, enqueue, batch=PROBE_BATCH, reps=PROBE_REPS):
     """Median / p10 / p90 device time per call of ``enqueue(stream, i)`` (i = call number in
     the batch), ``batch`` calls back to back between two CUDA events, ``reps`` batches."""
-    from numba_softmax.launch.driver import Event
     start, end = Event(), Event()
     for i in range(4):
         enqueue(stream, i)
@@ -247,8 +247,6 @@ def time_batches(stream, enqueue, batch=PROBE_BATCH, reps=PROBE_REPS):
 def time_graph(stream, enqueue, batch=PROBE_BATCH, reps=PROBE_REPS):
     """Median / p10 / p90 device time per call of ``enqueue(stream, i)``, ``batch`` calls captured
     once as one CUDA graph, replayed ``reps`` times between two CUDA events."""
-    from numba_softmax.launch.driver import Event, Invocation
-    from numba_softmax.launch.graphs import CapturedGraph
     calls = Invocation("graph batch", [lambda st, i=i: enqueue(st, i) for i in range(batch)])
     graph = CapturedGraph(calls, stream)
     start, end = Event(), Event()

@@ -10,24 +10,22 @@ timed; a twin that differs stops the run like any failed check. The summary puts
 per-round ratios Numba / nvcc of each pair in their own table (:func:`bench.report`).
 
 An Experiment B empty-work floor (``<scheduler>-floor``) has no twin: it is timed, never
-validated, so nothing could check that a twin of it did the same (no) work.
+validated, so nothing could check that a twin of it did the same (no) work. The names
+(``<variant>-nvcc``) are :func:`bench.protocol.twin_name`'s.
 """
 
-TWIN_SUFFIX = "-nvcc"
+import numpy as np
+from numba import cuda
+
+from bench.protocol import TWIN_SUFFIX, twin_name, twin_pairs
+from bench.reference_build import BUILD_DIR, BuildError, NvccNotFound, ensure_built
+from numba_softmax.peers.nvcc_twins import (ReferenceLibrary, reference_fused_launches, reference_invocation,
+                                            reference_stages_launches, reference_tiled_launches)
+from numba_softmax.tiled import TiledBuffers, verify_queue
 
 
 class TwinsUnavailable(RuntimeError):
     """--twins was asked for and the nvcc build cannot be used (no nvcc and no current build, no GPU)."""
-
-
-def twin_name(variant_name):
-    return variant_name + TWIN_SUFFIX
-
-
-def twin_pairs(variant_names):
-    """[(numba variant, its twin)] among ``variant_names`` (both present)."""
-    names = set(variant_names)
-    return [(name, twin_name(name)) for name in sorted(names) if twin_name(name) in names]
 
 
 def load_library(metadata):
@@ -35,9 +33,6 @@ def load_library(metadata):
 
     Reuses a current ``reference_cu/build`` (carried to a GPU machine without nvcc) or builds it with
     nvcc; neither possible -> :class:`TwinsUnavailable` naming both ways out."""
-    from bench.reference_build import BUILD_DIR, BuildError, NvccNotFound, ensure_built
-    from numba_softmax.peers.nvcc_twins import ReferenceLibrary
-
     try:
         build = ensure_built(BUILD_DIR)
     except NvccNotFound as exc:
@@ -76,12 +71,6 @@ def matrix_twins(case, library, variant_class):
 
     ``variant_class(name, invocation, outputs, stream)``: the case's own variant type (the same
     read-back). The stages twin returns the same intermediates as the Numba stages (row max, row sum)."""
-    import numpy as np
-    from numba import cuda
-
-    from numba_softmax.peers.nvcc_twins import (reference_fused_launches, reference_invocation,
-                                                reference_stages_launches)
-
     rows, _ = case.shape
     f32 = np.float32
     present = {v.name for v in case.variants}
@@ -107,9 +96,6 @@ def tiled_twins(case, library, variant_class, stream):
     count (a twin that cannot co-schedule that many workers is an error, not a different comparison).
 
     ``variant_class(name, buffers, invocation, stream, workers)``: the case's scheduler variant type."""
-    from numba_softmax.peers.nvcc_twins import reference_invocation, reference_tiled_launches
-    from numba_softmax.tiled import TiledBuffers, verify_queue
-
     twins = []
     for variant in list(case.variants):
         if getattr(variant, "floor", False) or variant.name.endswith(TWIN_SUFFIX):

@@ -10,8 +10,16 @@ Public API:
 * :class:`NoCudaDeviceError` -- raised, in one line, where there is neither a GPU nor the simulator.
 """
 
-from .api import METHODS, NoCudaDeviceError, clear_plans, softmax
-from .tiled import SCHEDULERS, TiledResult, tiled_softmax
+import importlib
 
-__all__ = ["softmax", "METHODS", "NoCudaDeviceError", "clear_plans", "tiled_softmax", "SCHEDULERS",
-           "TiledResult"]
+#: Public name -> the module that defines it, imported on first use: ``import numba_softmax.cases`` (numpy
+#: only) must not import Numba, which reads NUMBA_ENABLE_CUDASIM once (bench chooses the backend after it).
+_PUBLIC = {"softmax": ".api", "METHODS": ".api", "NoCudaDeviceError": ".api", "clear_plans": ".api",
+           "tiled_softmax": ".tiled", "SCHEDULERS": ".tiled", "TiledResult": ".tiled"}
+__all__ = list(_PUBLIC)
+
+
+def __getattr__(name):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_PUBLIC[name], __name__), name)

@@ -108,16 +108,24 @@ import os
 import sys
 import traceback
 
-
-def log(message):
-    """A progress line on stderr (the report itself goes to stdout and perf.md)."""
-    print(f"[perf] {message}", file=sys.stderr, flush=True)
+from bench.artifacts import default_run_folder
+from bench.environment import (DeviceMismatch, check_expected_device, git_state, gpu_problem, nvidia_smi_record,
+                               package_versions)
+from bench.floors import H200_COPY_TBS, shape_name
+from bench.perf.ceilings import log, measure_copy_ceiling, measure_event_floor
+from bench.perf.goals import evaluate_goals
+from bench.perf.launch_path import measure_api_overhead, measure_graph_completion, measure_launch
+from bench.perf.peers import (DEFAULT_ROUNDS, DEFAULT_SHAPES, L2_TRAFFIC_FACTOR, MIN_INPUT_SETS, MIN_ROUNDS, WARMUPS,
+                              copy_kernels_for, measure_shape)
+from bench.perf.render import floors_markdown, jsonable, render_markdown
+from bench.protocol import BATCH
+from bench.shapes import parse_shapes
+from bench.timing import DELAY_FACTOR, DELAY_MAX_US, DELAY_MIN_US, DelaySampler
+from numba_softmax.kernels.auto_rows import Geometry
+from numba_softmax.launch.driver import device_record
 
 
 def _parser():
-    from bench.floors import H200_COPY_TBS, shape_name
-    from bench.perf.peers import DEFAULT_ROUNDS, DEFAULT_SHAPES, MIN_INPUT_SETS, MIN_ROUNDS
-
     parser = argparse.ArgumentParser(prog="python -m bench perf", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", help="output folder (default runs/<UTC time>-perf)")
@@ -150,9 +158,6 @@ def _parser():
 def _write(out_dir, report):
     """perf.json and perf.md from the report so far; a bug in the goals or the rendering still leaves
     perf.json (with the traceback) behind."""
-    from bench.perf.goals import evaluate_goals
-    from bench.perf.render import jsonable, render_markdown
-
     try:
         report = dict(report, goals=evaluate_goals(report))
         markdown = render_markdown(report)
@@ -173,14 +178,6 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     args = parser.parse_args(argv)
-    from bench.floors import shape_name
-    from bench.perf.ceilings import measure_copy_ceiling, measure_event_floor
-    from bench.perf.launch_path import measure_api_overhead, measure_graph_completion, measure_launch
-    from bench.perf.peers import DEFAULT_SHAPES, L2_TRAFFIC_FACTOR, MIN_INPUT_SETS, MIN_ROUNDS, WARMUPS, \
-        measure_shape, parse_shapes
-    from bench.perf.render import floors_markdown
-    from bench.protocol import BATCH
-    from bench.timing import DELAY_FACTOR, DELAY_MAX_US, DELAY_MIN_US, DelaySampler
 
     if args.floors:
         print(floors_markdown(args.copy_tbs))
@@ -188,10 +185,8 @@ def main(argv=None):
     try:
         shapes = parse_shapes(args.shapes) if args.shapes else list(DEFAULT_SHAPES)
         if args.auto_geometries not in ("table", "none"):
-            from numba_softmax.kernels.auto_rows import Geometry
             for name in args.auto_geometries.split(","):
                 Geometry.parse(name.strip())
-        from bench.perf.peers import copy_kernels_for
         copy_kernels_for(args.copy_kernels)  # a bad name stops the run here, before any GPU work
         if args.rounds < MIN_ROUNDS:
             raise ValueError(f"--rounds {args.rounds}: at least {MIN_ROUNDS} rounds are required")
@@ -205,20 +200,12 @@ def main(argv=None):
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    from bench.environment import (DeviceMismatch, check_expected_device, git_state, gpu_present,
-                                   nvidia_smi_record, package_versions)
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-        print("error: python -m bench perf measures a GPU; NUMBA_ENABLE_CUDASIM=1 is set (the simulator has no "
-              "timings). Unset it and run on a machine with a CUDA GPU.", file=sys.stderr)
-        return 4
-    if not gpu_present():
-        print("error: python -m bench perf needs a CUDA GPU, and none was found (libcuda.so.1 missing, cuInit "
-              "failed or no device). Nothing was measured.", file=sys.stderr)
+    problem = gpu_problem("python -m bench perf")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 4
 
-    from numba_softmax.launch.driver import device_record
-    out_dir = args.out or os.path.join(
-        "runs", datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-perf")
+    out_dir = args.out or default_run_folder("perf")
     os.makedirs(out_dir, exist_ok=True)
     notes, errors = [], []
     report = {"tool": "python -m bench perf", "schema": 1, "argv": argv,

@@ -5,14 +5,24 @@ The device-to-device copy bandwidth of a 1 GiB ``cuMemcpyDtoDAsync`` on the harn
 between the two events (the floor of every event figure; recorded, never subtracted).
 """
 
+import sys
+
 import numpy as np
+from cuda.bindings import driver as cu
+from numba import cuda
 
 from bench.stats import summarize
+from numba_softmax.launch.driver import check
 
 COPY_CEILING_BYTES = 1 << 30
 COPY_CEILING_SAMPLES = 30
 COPY_CEILING_WARMUPS = 5
 EVENT_FLOOR_SAMPLES = 30
+
+
+def log(message):
+    """A progress line of `bench perf` on stderr (the report itself goes to stdout and perf.md)."""
+    print(f"[perf] {message}", file=sys.stderr, flush=True)
 
 
 def logical_bytes(shape):
@@ -33,9 +43,6 @@ def device_ptr(array):
 
 
 def memcpy_submit(dst, src, nbytes):
-    from cuda.bindings import driver as cu
-
-    from numba_softmax.launch.driver import check
     dst_ptr, src_ptr = cu.CUdeviceptr(dst), cu.CUdeviceptr(src)
 
     def submit(stream):
@@ -44,7 +51,6 @@ def memcpy_submit(dst, src, nbytes):
 
 
 def measure_copy_ceiling(sampler):
-    from numba import cuda
     n = COPY_CEILING_BYTES // 4
     src = cuda.device_array(n, dtype=np.float32)
     dst = cuda.device_array(n, dtype=np.float32)

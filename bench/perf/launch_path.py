@@ -23,11 +23,22 @@ import tempfile
 import time
 
 import numpy as np
+from numba import cuda
 
-from bench.perf import log
+from bench.perf.ceilings import log
 from bench.protocol import BATCH
+from bench.reference_build import find_nvcc as find
 from bench.stats import paired_ratios, summarize
 from bench.timing import host_rounds
+from numba_softmax import softmax
+from numba_softmax.fixtures import matrix_fixture
+from numba_softmax.kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches
+from numba_softmax.kernels.fused_row import fused_launches
+from numba_softmax.kernels.tiles import empty_tile_kernel
+from numba_softmax.launch.driver import Invocation
+from numba_softmax.launch.graphs import CapturedGraph
+from numba_softmax.launch_spec import KernelLaunch
+from numba_softmax.oracle import check_matrix
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAUNCH_TIMER_SOURCE = os.path.join(REPO_ROOT, "reference_cu", "launch_timer.cu")
@@ -49,14 +60,12 @@ def _now_us():
 
 
 def empty_kernel():
-    """The empty kernel both launch paths time: the library's (imported on first use, once the backend is chosen)."""
-    from numba_softmax.kernels.tiles import empty_tile_kernel  # numba: not before bench.environment.select_backend
+    """The empty kernel both launch paths time: the library's."""
     return empty_tile_kernel
 
 
 def find_nvcc():
     """nvcc as the reference build finds it ($NVCC, PATH, $CUDA_HOME/bin, ... ; None if absent)."""
-    from bench.reference_build import find_nvcc as find
     return find()
 
 
@@ -257,44 +266,41 @@ def run_launch_timer(binary, batches=LAUNCH_BATCHES, warmup=LAUNCH_WARMUP_BATCHE
 
 
 def measure_launch(sampler, args, report, notes, errors):
-    from numba_softmax.launch.driver import Invocation
-    from numba_softmax.launch.graphs import CapturedGraph
-    from numba_softmax.launch_spec import KernelLaunch
-
     launch = report["launch"] = {"batch": BATCH, "batches_per_block": LAUNCH_BATCHES,
                                  "alternations": LAUNCH_ALTERNATIONS, "kernel": "empty kernel <<<1, 32>>>"}
     empty = Invocation.from_launches("perf_empty", [KernelLaunch("perf_empty", empty_kernel(), (1,), (32,), ())])
     graph = CapturedGraph(empty, sampler.stream)
     launch["graph"] = graph.record()
     python_launch_block(sampler.stream, empty, graph, LAUNCH_WARMUP_BATCHES)  # warm-up
-    nvcc = find_nvcc()
-    binary = None
-    if nvcc is None:
-        launch["cpp_skipped"] = ("nvcc not found ($NVCC, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): the C++ "
-                                 "launch timer (b) was not built, so the launch ratio is not measured")
-        notes.append(launch["cpp_skipped"])
-    else:
-        try:
-            build_dir = tempfile.mkdtemp(prefix="bench-perf-launch-timer-")
-            log(f"building the launch timer with {nvcc}")
-            launch["build"] = build_launch_timer(build_dir, nvcc)
-            binary = launch["build"]["binary"]
-        except Exception as exc:
-            launch["error"] = f"launch timer build failed: {exc}"
-            errors.append(launch["error"])
-    python_blocks, cpp_blocks, cpp_meta = [], [], []
-    for k in range(LAUNCH_ALTERNATIONS):
-        python_blocks.append(python_launch_block(sampler.stream, empty, graph, LAUNCH_BATCHES))
-        if binary:
+    # The launch timer is built in a temporary folder, removed after its runs (perf.json keeps the command).
+    with tempfile.TemporaryDirectory(prefix="bench-perf-launch-timer-") as build_dir:
+        nvcc = find_nvcc()
+        binary = None
+        if nvcc is None:
+            launch["cpp_skipped"] = ("nvcc not found ($NVCC, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): the C++ "
+                                     "launch timer (b) was not built, so the launch ratio is not measured")
+            notes.append(launch["cpp_skipped"])
+        else:
             try:
-                parsed = run_launch_timer(binary)
+                log(f"building the launch timer with {nvcc}")
+                launch["build"] = build_launch_timer(build_dir, nvcc)
+                binary = launch["build"]["binary"]
             except Exception as exc:
-                launch["error"] = f"launch timer run {k} failed: {type(exc).__name__}: {exc}"
+                launch["error"] = f"launch timer build failed: {exc}"
                 errors.append(launch["error"])
-                binary = None
-                continue
-            cpp_blocks.append({m: parsed["metrics"][m]["samples_us"] for m in LAUNCH_METRICS})
-            cpp_meta.append(parsed["meta"])
+        python_blocks, cpp_blocks, cpp_meta = [], [], []
+        for k in range(LAUNCH_ALTERNATIONS):
+            python_blocks.append(python_launch_block(sampler.stream, empty, graph, LAUNCH_BATCHES))
+            if binary:
+                try:
+                    parsed = run_launch_timer(binary)
+                except Exception as exc:
+                    launch["error"] = f"launch timer run {k} failed: {type(exc).__name__}: {exc}"
+                    errors.append(launch["error"])
+                    binary = None
+                    continue
+                cpp_blocks.append({m: parsed["metrics"][m]["samples_us"] for m in LAUNCH_METRICS})
+                cpp_meta.append(parsed["meta"])
     launch["python_blocks"] = python_blocks
     launch["cpp_blocks"] = cpp_blocks
     launch["cpp_meta"] = cpp_meta
@@ -305,15 +311,6 @@ def measure_launch(sampler, args, report, notes, errors):
 
 
 def measure_graph_completion(sampler, args, report, errors):
-    from numba import cuda
-
-    from numba_softmax.fixtures import matrix_fixture
-    from numba_softmax.kernels.fused_row import fused_launches
-    from numba_softmax.launch.driver import Invocation
-    from numba_softmax.launch.graphs import CapturedGraph
-    from numba_softmax.launch_spec import KernelLaunch
-    from numba_softmax.oracle import check_matrix
-
     section = report["graph_completion"] = {"shape": list(GRAPH_COMPLETION_SHAPE), "rounds": GRAPH_COMPLETION_ROUNDS,
                                             "warmups": GRAPH_COMPLETION_WARMUPS}
     host = matrix_fixture("random-0", GRAPH_COMPLETION_SHAPE)
@@ -383,13 +380,6 @@ def measure_api_overhead(sampler, args, report, errors):
 
 
 def _api_overhead_shape(entry, shape, stream, torch, seed, errors):
-    from numba import cuda
-
-    from numba_softmax import softmax
-    from numba_softmax.fixtures import matrix_fixture
-    from numba_softmax.kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches
-    from numba_softmax.launch.driver import Invocation
-
     host = matrix_fixture("random-0", shape)
     d_x = cuda.to_device(host, stream=stream.numba)
     d_y = cuda.device_array(shape, dtype=np.float32, stream=stream.numba)
@@ -427,8 +417,6 @@ def _api_overhead_shape(entry, shape, stream, torch, seed, errors):
 
 def _time_api_calls(entry, calls, read, host, stream, alarm, seed, errors):
     """Check each call's result once, then time them in shuffled paired rounds (host completion)."""
-    from numba_softmax.oracle import check_matrix
-
     shape = host.shape
     entry["variants"] = sorted(calls)
     checks = entry["checks"] = {}

@@ -18,12 +18,22 @@ import functools
 import math
 
 import numpy as np
+from numba import cuda
 
 from bench.floors import shape_name
-from bench.perf import ceilings, log
-from bench.perf.ceilings import bandwidth_tbs, logical_bytes
+from bench.perf import ceilings
+from bench.perf.ceilings import bandwidth_tbs, log, logical_bytes
 from bench.protocol import BATCH, round_orders
 from bench.stats import paired_ratios, summarize
+from numba_softmax.fixtures import matrix_fixture
+from numba_softmax.kernels.auto_rows import CANDIDATES, Geometry, auto_geometry, auto_launches, geometry_launches
+from numba_softmax.kernels.fused_row import MAX_FUSED_COLUMNS, fused_launches
+from numba_softmax.kernels.row_copy import row_copy_launches
+from numba_softmax.kernels.stream_copy import SWEEP, parse, stream_copy_launches
+from numba_softmax.launch.driver import Invocation, device_record
+from numba_softmax.launch.graphs import CapturedGraph
+from numba_softmax.oracle import check_matrix
+from numba_softmax.peers.cudnn import CudnnSoftmax
 
 #: The protocol shapes with >= 4096 rows (the peers' shapes).
 PROTOCOL_PEER_SHAPES = ((4096, 128), (4096, 1024), (4096, 4096), (16384, 1024))
@@ -53,8 +63,6 @@ def is_copy(name):
 
 def copy_kernels_for(option):
     """The copy kernels ``--copy-kernels`` names: "none", "sweep" or comma-separated names (checked)."""
-    from numba_softmax.kernels.stream_copy import SWEEP, parse
-
     if option == "none":
         return []
     names = list(SWEEP) if option == "sweep" else [n.strip() for n in option.split(",") if n.strip()]
@@ -68,25 +76,6 @@ WARMUPS = 10
 MIN_INPUT_SETS = 4
 MAX_INPUT_SETS = 256
 L2_TRAFFIC_FACTOR = 1.5
-
-
-def parse_shape(text):
-    try:
-        rows, cols = (int(v) for v in text.strip().lower().split("x"))
-    except ValueError:
-        raise ValueError(f"bad shape {text!r}: expected ROWSxCOLS, e.g. 4096x1024") from None
-    if rows < 1 or cols < 1:
-        raise ValueError(f"bad shape {text!r}: rows and columns must be >= 1")
-    return rows, cols
-
-
-def parse_shapes(text):
-    shapes = [parse_shape(t) for t in text.split(",") if t.strip()]
-    if not shapes:
-        raise ValueError("--shapes: no shape given")
-    if len(set(shapes)) != len(shapes):
-        raise ValueError(f"--shapes: duplicate shapes in {text!r}")
-    return shapes
 
 
 def input_sets_for(set_bytes, l2_bytes, minimum=MIN_INPUT_SETS, factor=L2_TRAFFIC_FACTOR, maximum=MAX_INPUT_SETS):
@@ -213,7 +202,6 @@ class _Variant:
 
 def _check_variant(sampler, variant, d_out0, host_x0, kind="softmax"):
     """Fill set 0's output with NaN, run the variant once on set 0, check it. Returns a record."""
-    from numba_softmax.oracle import check_matrix
     stream = sampler.stream
     d_out0.copy_to_device(np.full(d_out0.shape, np.nan, dtype=np.float32), stream=stream.numba)
     stream.synchronize()
@@ -319,8 +307,6 @@ def _note_once(notes, message):
 def auto_geometries_for(cols, option="table"):
     """The candidate geometries timed beside ``auto`` at ``cols`` columns: ``option`` "table" (those of
     ``CANDIDATES`` for this width, except the table's own choice), "none", or comma-separated names."""
-    from numba_softmax.kernels.auto_rows import CANDIDATES, Geometry, auto_geometry
-
     if option == "none":
         return []
     if option == "table":
@@ -333,9 +319,6 @@ def auto_geometries_for(cols, option="table"):
 
 def _auto_variants(shape, d_x, d_y, args):
     """``auto`` (the table's geometry) and ``auto:<geometry>`` for each candidate, unchecked builds."""
-    from numba_softmax.kernels.auto_rows import auto_geometry, auto_launches, geometry_launches
-    from numba_softmax.launch.driver import Invocation
-
     cols = shape[1]
     pairs = list(zip(d_x, d_y, strict=True))
     candidates = auto_geometries_for(cols, getattr(args, "auto_geometries", "table"))
@@ -360,10 +343,6 @@ def _auto_variants(shape, d_x, d_y, args):
 
 def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):
     """The variants to check and time at this shape; ``skipped[name]`` = why a peer is absent."""
-    from numba_softmax.kernels.fused_row import MAX_FUSED_COLUMNS, fused_launches
-    from numba_softmax.launch.driver import Invocation
-    from numba_softmax.launch.graphs import CapturedGraph
-
     rows, cols = shape
     variants = []
     if cols <= MAX_FUSED_COLUMNS:
@@ -388,7 +367,6 @@ def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):
         _note_once(notes, "cuDNN peer skipped: --no-cudnn")
     else:
         try:
-            from numba_softmax.peers.cudnn import CudnnSoftmax
             softmax = CudnnSoftmax(rows, cols, sampler.stream.ptr)
             ptrs = [(ceilings.device_ptr(x), ceilings.device_ptr(y)) for x, y in zip(d_x, d_y, strict=True)]
             submits = [lambda s, xp=xp, yp=yp: softmax.forward(xp, yp) for xp, yp in ptrs]
@@ -422,7 +400,6 @@ def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):
             errors.append(f"{shape_name(shape)}: {name} is installed but could not be set up, not timed "
                           f"(pass --no-{name} to skip it): {type(exc).__name__}: {exc}")
     if cols <= MAX_FUSED_COLUMNS:
-        from numba_softmax.kernels.row_copy import row_copy_launches
         launches = [row_copy_launches(x, y) for x, y in zip(d_x, d_y, strict=True)]
         invocations = [Invocation.from_launches(f"row-copy-{i}", ls) for i, ls in enumerate(launches)]
         build = launches[0][0].kernel.py_func.__name__
@@ -437,8 +414,6 @@ def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):
             skipped[COPY_KERNEL_PREFIX + name] = f"{cols} columns: the copy kernels move 16-byte quads"
         copy_kernels = []
     if copy_kernels:
-        from numba_softmax.kernels.stream_copy import stream_copy_launches
-        from numba_softmax.launch.driver import device_record
         sm_count = device_record()["sm_count"]
     for name in copy_kernels:
         launches = [stream_copy_launches(name, x, y, sm_count) for x, y in zip(d_x, d_y, strict=True)]
@@ -457,11 +432,6 @@ def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):
 
 
 def measure_shape(sampler, shape, index, args, notes, errors):
-    from numba import cuda
-
-    from numba_softmax.fixtures import matrix_fixture
-    from numba_softmax.launch.driver import device_record
-
     rows, cols = shape
     l2 = device_record()["l2_cache_bytes"]
     set_bytes = logical_bytes(shape)

@@ -2,6 +2,8 @@
 
 import hashlib
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -87,3 +89,20 @@ def test_manifest_matches_hashlib_and_is_sorted(tmp_path, monkeypatch):
         data = files[e["path"]]
         assert e["bytes"] == len(data)
         assert e["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_every_run_file_gets_the_same_mode_under_the_umask(tmp_path, umask):
+    # summary.md, metadata.json and the plots are written atomically (a temp file replaced); the jsonl
+    # records are appended: all of them must end up 0666 & ~umask, like any file the process creates.
+    previous = os.umask(umask)
+    try:
+        run = RunFolder(tmp_path / "run")
+        run.write_json("metadata.json", {"a": 1})
+        run.write_text("summary.md", "# summary\n")
+        artifacts.atomic_write(run.path_of("plots/a.png"), lambda f: f.write(b"png"))
+        run.append_jsonl("cases.jsonl", {"case": "1x128"})
+    finally:
+        os.umask(previous)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in run.path.rglob("*") if p.is_file()}
+    assert modes == dict.fromkeys(("metadata.json", "summary.md", "a.png", "cases.jsonl"), 0o666 & ~umask)

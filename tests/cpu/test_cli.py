@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 import bench.cli
-from bench.cli import SUBCOMMANDS, main, parse_shapes
+from bench.cli import SUBCOMMANDS, main
+from bench.probe import PROBES
+from bench.shapes import parse_shapes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,6 +35,7 @@ def test_help_lists_every_subcommand_and_what_runs_in_the_simulator(tmp_path):
                      "index"):
         assert expected in SUBCOMMANDS
     assert "Experiment A runs the shapes 1x128, 7x781" in proc.stdout and "sim-mini" in proc.stdout
+    assert f"the measurement probes: {', '.join(PROBES)} (GPU)" in proc.stdout  # bench/probe.py's table
     assert list(tmp_path.iterdir()) == []
 
 
@@ -136,7 +139,7 @@ def test_a_terminated_run_raises_where_it_is_and_the_old_handler_returns():
     import signal
     import time
 
-    from bench.cli import terminate_raises
+    from bench.experiment import terminate_raises
 
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit, match="terminated by SIGTERM"):
@@ -144,3 +147,33 @@ def test_a_terminated_run_raises_where_it_is_and_the_old_handler_returns():
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)  # the handler runs at the next bytecode boundary, long before this ends
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_simulators_wraparound_warning_is_silenced_there_only():
+    # The grid-barrier word wraps around by design; the simulator's numpy add calls that an overflow.
+    import warnings
+
+    from bench.experiment import simulator_wraparound_quiet
+
+    def emit(message):
+        warnings.warn_explicit(message, RuntimeWarning, "kernelapi.py", 157, module="numba.cuda.simulator.kernelapi")
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with simulator_wraparound_quiet(gpu=False):
+            emit("overflow encountered in scalar add")
+            emit("invalid value encountered in divide")
+            warnings.warn("overflow encountered in scalar add", RuntimeWarning, stacklevel=1)  # elsewhere: said
+        with simulator_wraparound_quiet(gpu=True):
+            emit("overflow encountered in scalar add")
+    overflow = "overflow encountered in scalar add"
+    assert [str(w.message) for w in seen] == ["invalid value encountered in divide", overflow, overflow]
+
+
+@pytest.mark.parametrize("command", [["perf"], ["profile", "--experiment", "A"], ["sanitize"]])
+def test_a_command_that_needs_a_gpu_says_so_in_one_line(tmp_path, command):
+    proc = _bench(command, tmp_path, NUMBA_ENABLE_CUDASIM="1")  # the simulator: as without a GPU, nothing runs
+    assert proc.returncode != 0
+    assert proc.stderr.startswith("error: ") and "needs a CUDA GPU" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert list(tmp_path.iterdir()) == []

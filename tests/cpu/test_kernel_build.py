@@ -44,7 +44,7 @@ def test_every_run_kernel_has_ptx_and_an_sm90_cubin(built):
 
 def test_the_gpu_function_would_find_every_kernel_the_run_launches(built, tmp_path):
     out, manifest = built
-    code = ("import json, sys; from bench.kernel_build import run_launch_keys; "
+    code = ("import json, sys; from bench.experiment import run_launch_keys; "
             "print(json.dumps(run_launch_keys(sys.argv[1])))")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))

@@ -24,9 +24,10 @@ from bench.perf.goals import MISS, NOT_MEASURED, PASS, evaluate_goals
 from bench.perf.launch_path import (LAUNCH_METRICS, LaunchTimerOutputError, launch_comparison, nvcc_command,
                                     parse_launch_timer_output)
 from bench.perf.peers import (COPY, CUDNN, FUSED, FUSED_GRAPH, LONG_SHAPES, MAX_INPUT_SETS, ROW_COPY, TORCH, TRITON,
-                              input_sets_for, next_power_of_2, parse_shapes, summarize_shape, triton_num_warps)
+                              input_sets_for, next_power_of_2, summarize_shape, triton_num_warps)
 from bench.perf.render import floors_markdown, jsonable, markdown_table, render_markdown
 from bench.protocol import BATCH
+from bench.shapes import parse_shapes
 from bench.timing import DelaySampler, delay_iterations, delay_target_us, is_starved
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -432,7 +433,7 @@ def test_cli_floors_and_usage_errors():
     proc = _run_perf(["--rounds", "5"])
     assert proc.returncode == 2 and "at least 30 rounds" in proc.stderr
     proc = _run_perf(["--shapes", "4096"])
-    assert proc.returncode == 2 and "bad shape" in proc.stderr
+    assert proc.returncode == 2 and "is not ROWSxCOLUMNS" in proc.stderr
     proc = _run_perf(["--input-sets", "2"])
     assert proc.returncode == 2 and "at least 4" in proc.stderr
     proc = _run_perf(["--copy-kernels", "copy_t256_u4,memcpy"])
@@ -595,17 +596,23 @@ class Cudnn:
 class Delay:
     def enqueue(self, stream): pass
 
-driver.Stream, driver.Event, driver.Invocation = Stream, Event, Invocation
-driver.device_record = lambda: {"name": "NVIDIA H200 (fake)", "l2_cache_bytes": 65536}
-graphs.CapturedGraph = Graph
-cudnn.CudnnSoftmax = Cudnn
-env.gpu_present = lambda: True
-env.nvidia_smi_record = lambda: None
+from bench.perf import peers
+
+def fake(name, value):
+    """Replace ``name`` in every module that defines or imported it."""
+    for module in (driver, graphs, cudnn, env, perf, timing, ceilings, launch_path, peers):
+        if hasattr(module, name):
+            setattr(module, name, value)
+
+for name, value in {"Stream": Stream, "Event": Event, "Invocation": Invocation, "CapturedGraph": Graph,
+                    "device_record": lambda: {"name": "NVIDIA H200 (fake)", "l2_cache_bytes": 65536},
+                    "CudnnSoftmax": Cudnn, "gpu_present": lambda: True, "nvidia_smi_record": lambda: None,
+                    "measure_api_overhead": lambda sampler, args, report, errors: report.__setitem__(
+                        "api_overhead", {"skipped": "GPU faked: softmax() itself runs only on a real device"})}.items():
+    fake(name, value)
 ceilings.device_ptr = lambda a: a._ary.__array_interface__["data"][0]
 ceilings.memcpy_submit = lambda dst, src, nbytes: (lambda stream: ctypes.memmove(dst, src, nbytes))
 timing.DelaySampler.delay = lambda self, iterations: Delay()
-launch_path.measure_api_overhead = lambda sampler, args, report, errors: report.__setitem__(
-    "api_overhead", {"skipped": "GPU faked: softmax() itself runs only on a real device"})
 ceilings.COPY_CEILING_BYTES = 1 << 20
 stub = os.environ.get("FAKE_STUB_DIR")
 if stub:
@@ -624,7 +631,9 @@ sys.exit(perf.main(sys.argv[1:]))
 def _fake_run(tmp_path, env_extra=None, shapes="4096x8,4x64", extra_args=()):
     script = tmp_path / "fake_run.py"
     script.write_text(FAKE_RUN)
-    env = dict(os.environ, PYTHONPATH=REPO, **(env_extra or {}))
+    temp = tmp_path / "temp"  # the run's own temporary folder: it must be left empty
+    temp.mkdir(exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=REPO, TMPDIR=str(temp), **(env_extra or {}))
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(script), "--expect-device", "H200", "--shapes", shapes,
@@ -641,6 +650,7 @@ def test_fake_gpu_run_end_to_end(tmp_path, request):
     proc, report, out = _fake_run(tmp_path, {"FAKE_STUB_DIR": stub} if stub else None)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert report["errors"] == []
+    assert list((tmp_path / "temp").iterdir()) == []  # the launch timer's build folder is removed
     shapes = {s["name"]: s for s in report["shapes"]}
     assert list(shapes) == ["4096x8", "4x64"]
     big = shapes["4096x8"]

@@ -200,10 +200,8 @@ class _Killed(BaseException):
 
 @pytest.fixture
 def fake_bench(monkeypatch):
-    """bench.cli.run_experiment with the experiment plan and run_case replaced; metadata fixed."""
-    import bench.cli
-    import bench.experiment_a
-    import bench.runner
+    """bench.experiment.run_experiment with the experiment plan and run_case replaced; metadata fixed."""
+    import bench.experiment
 
     calls = []
     behaviour = {}
@@ -230,17 +228,18 @@ def fake_bench(monkeypatch):
                 "started_utc": f"session {behaviour.get('session', 1)}", "packages": {},
                 "timing_disabled_reason": "fake"}
 
-    monkeypatch.setattr(bench.experiment_a, "EXPERIMENT_PLAN_A", plan)
-    monkeypatch.setattr(bench.runner, "run_case", run_case)
-    monkeypatch.setattr(bench.cli, "base_metadata", base_metadata)
+    monkeypatch.setattr(bench.experiment, "EXPERIMENT_PLAN_A", plan)
+    monkeypatch.setattr(bench.experiment, "run_case", run_case)
+    monkeypatch.setattr(bench.experiment, "base_metadata", base_metadata)
     return calls, behaviour
 
 
 def _run(argv):
     import bench.cli
+    import bench.experiment
 
     args = bench.cli.experiment_parser().parse_args(argv)
-    return bench.cli.run_experiment(args, False, argv)
+    return bench.experiment.run_experiment(args, False, argv)
 
 
 def test_cli_resume_skips_completed_and_redoes_the_killed_case(fake_bench, tmp_path):
@@ -299,9 +298,10 @@ def test_cli_required_failure_stops_keeps_everything_and_blocks_resume(fake_benc
 
 def test_cli_resume_needs_an_existing_run(tmp_path, capsys):
     import bench.cli
+    import bench.experiment
 
     args = bench.cli.experiment_parser().parse_args(["--experiment", "A", "--resume", str(tmp_path / "none")])
-    assert bench.cli.run_experiment(args, False, []) == 4
+    assert bench.experiment.run_experiment(args, False, []) == 4
     assert "nothing to resume" in capsys.readouterr().err
 
 
@@ -313,13 +313,13 @@ def test_metadata_copy_is_not_mutated_by_merge():
 
 
 def test_cli_a_plan_that_fails_marks_the_folder_with_the_reason(fake_bench, tmp_path, monkeypatch, capsys):
-    import bench.experiment_a
+    import bench.experiment
 
     def plan(args, gpu, metadata, run):
         raise RuntimeError("cuDNN did not load (OSError: libcudnn.so.9)")
 
     plan.ratio_reference = "fused"
-    monkeypatch.setattr(bench.experiment_a, "EXPERIMENT_PLAN_A", plan)
+    monkeypatch.setattr(bench.experiment, "EXPERIMENT_PLAN_A", plan)
     out = tmp_path / "run"
     assert _run(["--experiment", "A", "--shapes", "1x128", "--out", str(out)]) == 1
     metadata = json.loads((out / "metadata.json").read_text())

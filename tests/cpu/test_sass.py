@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from bench import sass
+from bench import sass, sass_parse
 from bench.reference_build import BUILD_DIR, find_nvcc, stale_reason
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -67,34 +67,34 @@ SCALAR_BODY = "\n  ".join([f"ld.global.f32 %f{i + 1}, [%rd3+{4 * i}];" for i in 
 
 def _disassembled(ptx, tmp_path, name):
     cubin = tmp_path / f"{name}.cubin"
-    resources = sass.assemble(ptx, cubin, TOOLS["ptxas"])
-    return sass.only_entry(sass.disassemble(cubin, TOOLS["nvdisasm"]), name), resources
+    resources = sass_parse.assemble(ptx, cubin, TOOLS["ptxas"])
+    return sass_parse.only_entry(sass_parse.disassemble(cubin, TOOLS["nvdisasm"]), name), resources
 
 
 def test_never_executed_filler_is_padding_not_the_operation_it_names():
     """ptxas pads with ``@!PT LDS RZ, [RZ]`` (predicated on never-true): counted as padding like a NOP, not
     as a shared load, so two kernels differing only in filler count the same real instructions."""
     line = "        /*1c20*/              @!PT LDS RZ, [RZ] ;"
-    match = sass._INSTRUCTION.search(line)
+    match = sass_parse._INSTRUCTION.search(line)
     assert (match.group(2) or "").strip() == "@!PT" and match.group(3) == "LDS"
-    instructions = [sass.SassInstruction(0x00, "", "LDS.128", "R4, [R2]"),
-                    sass.SassInstruction(0x10, "@!PT", "LDS", "RZ, [RZ]"),
-                    sass.SassInstruction(0x20, "", "NOP", ""),
-                    sass.SassInstruction(0x30, "@P0", "LDS", "R6, [R3]"),
-                    sass.SassInstruction(0x40, "", "EXIT", "")]
-    counts = sass.class_counts(instructions)
+    instructions = [sass_parse.SassInstruction(0x00, "", "LDS.128", "R4, [R2]"),
+                    sass_parse.SassInstruction(0x10, "@!PT", "LDS", "RZ, [RZ]"),
+                    sass_parse.SassInstruction(0x20, "", "NOP", ""),
+                    sass_parse.SassInstruction(0x30, "@P0", "LDS", "R6, [R3]"),
+                    sass_parse.SassInstruction(0x40, "", "EXIT", "")]
+    counts = sass_parse.class_counts(instructions)
     assert counts["shared load"] == 2 and counts["predicated"] == 1
     assert counts["NOP"] == 2 and counts["instructions (no NOP)"] == 3
-    assert sass.is_padding(instructions[1]) and not sass.is_padding(instructions[3])
+    assert sass_parse.is_padding(instructions[1]) and not sass_parse.is_padding(instructions[3])
 
 
 @needs_tools
 def test_negative_control_load_width_is_named(tmp_path):
     wide, wide_res = _disassembled(_copy_kernel("copy_v4", VECTOR_BODY), tmp_path, "copy_v4")
     narrow, narrow_res = _disassembled(_copy_kernel("copy_f32", SCALAR_BODY), tmp_path, "copy_f32")
-    counts = sass.class_counts(wide.instructions)
+    counts = sass_parse.class_counts(wide.instructions)
     assert counts["global load 128-bit"] == 1 and counts["global store 128-bit"] == 1
-    assert sass.class_counts(narrow.instructions)["global load 32-bit"] == 4
+    assert sass_parse.class_counts(narrow.instructions)["global load 32-bit"] == 4
     cmp = sass.compare_functions("copy", narrow, wide, narrow_res, wide_res)
     named = {d["key"]: d for d in cmp.differences}
     assert named["loads_wide"]["numba"] == {"32-bit": 4} and named["loads_wide"]["nvcc"] == {"128-bit": 1}
@@ -146,8 +146,8 @@ LOOP:
 }
 """
     function, _ = _disassembled(loop, tmp_path, "looped")
-    assert len(sass.loops(function)) == 1
-    loop_range, body = sass.hot_loop(function)
+    assert len(sass_parse.loops(function)) == 1
+    loop_range, body = sass_parse.hot_loop(function)
     assert loop_range is not None
     assert {i.base for i in body} >= {"LDG", "STG", "BRA"}
     assert len(body) < len(function.instructions)
@@ -201,7 +201,7 @@ def test_unknown_kernel_is_refused(tmp_path):
 
 
 def test_missing_nvdisasm_says_how_to_install(tmp_path):
-    code = ("import sys, bench.ptx_report as p, bench.sass as s; p.find_nvdisasm = lambda: None; "
+    code = ("import sys, bench.sass as s; s.find_nvdisasm = lambda: None; "
             "sys.exit(s.main(['--compare', '--out', sys.argv[1]]))")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out")], cwd=REPO,
                           capture_output=True, text=True, timeout=120)

@@ -8,7 +8,8 @@ import sys
 from bench.artifacts import RunFolder
 from bench.protocol import Measurement
 from bench.report import TWIN_PARITY, terminal_verdict, write_summary
-from bench.twins import TWIN_SUFFIX, bitwise_groups, twin_name, twin_pairs
+from bench.protocol import TWIN_SUFFIX, twin_name, twin_pairs
+from bench.twins import bitwise_groups
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CASE = "4096x1024"
