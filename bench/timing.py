@@ -32,7 +32,6 @@ import math
 import statistics
 import time
 
-
 from bench.protocol import BATCH, PER_BATCH, PER_INVOCATION, round_orders
 from numba_softmax.kernels.diagnostics.delay import delay_launch
 from numba_softmax.launch.driver import Event, Invocation, Stream
