@@ -34,7 +34,7 @@ FUSED_SHAPES = {
     "fused_row_softmax_q4": (ROWS, 3001),
 }
 STAGES_SHAPE = (ROWS, 781)
-#: Widths that reach every geometry of ``method="auto"``'s table (numba_softmax.kernels.auto_rows),
+#: Widths that reach every geometry of ``method="auto"``'s table (numba_softmax.kernels.auto_geometry),
 #: the long-row path included, plus one width that is not a multiple of 4 (the scalar builds).
 AUTO_WIDTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 20000, 781, 40000, 131072)
 ROW_COPY_SHAPES = ((ROWS, 128), (ROWS, 1024), (ROWS, 781))
@@ -62,7 +62,8 @@ def _tiled_kernels(scheduler, trace=False):
 
 def _auto_kernels():
     """The builds the ``auto`` target launches: checked (the default) and unchecked, per width."""
-    from numba_softmax.kernels.auto_rows import auto_geometry, auto_kernel
+    from numba_softmax.kernels.auto_geometry import auto_geometry
+    from numba_softmax.kernels.auto_launch import auto_kernel
 
     return tuple(sorted({auto_kernel(auto_geometry(cols, cols % 4 == 0), cols % 4 == 0, checked).py_func.__name__
                          for cols in AUTO_WIDTHS for checked in (True, False)}))

@@ -136,7 +136,7 @@ def _parser():
     parser.add_argument("--no-launch", action="store_true", help="skip the launch-path section (3)")
     parser.add_argument("--auto-geometries", default="table",
                         help="candidate geometries timed beside auto: table (the candidates for each width in "
-                             "numba_softmax/kernels/auto_rows.py), none, or comma-separated names such as "
+                             "numba_softmax/kernels/auto_geometry.py), none, or comma-separated names such as "
                              "rows_l16_q2,long_l512_q4")
     parser.add_argument("--copy-kernels", default="none",
                         help="plain copy kernels timed at every shape beside the copy engine: none, sweep (the "
@@ -188,7 +188,7 @@ def main(argv=None):
     try:
         shapes = parse_shapes(args.shapes) if args.shapes else list(DEFAULT_SHAPES)
         if args.auto_geometries not in ("table", "none"):
-            from numba_softmax.kernels.auto_rows import Geometry
+            from numba_softmax.kernels.auto_geometry import Geometry
             for name in args.auto_geometries.split(","):
                 Geometry.parse(name.strip())
         from bench.perf.peers import copy_kernels_for

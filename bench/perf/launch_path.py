@@ -394,7 +394,8 @@ def _api_overhead_shape(entry, shape, stream, torch, seed, errors):
 
     from numba_softmax import softmax
     from numba_softmax.fixtures import matrix_fixture
-    from numba_softmax.kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches
+    from numba_softmax.kernels.auto_launch import auto_launches
+    from numba_softmax.kernels.auto_parts import STATUS_CLEAR, STATUS_WORDS
     from numba_softmax.launch.driver import Invocation
 
     host = matrix_fixture("random-0", shape)

@@ -3,7 +3,7 @@
 Variants: ``fused`` (one ``cuLaunchKernel`` through the launch layer), ``fused_graph`` (the same
 replayed from a CUDA graph), ``auto`` (``method="auto"``'s kernel for the width, unchecked, one
 ``cuLaunchKernel``) and ``auto:<geometry>`` (the other candidate geometries for the width,
-:data:`numba_softmax.kernels.auto_rows.CANDIDATES`, so that one run can confirm the table), ``cudnn``,
+:data:`numba_softmax.kernels.auto_geometry.CANDIDATES`, so that one run can confirm the table), ``cudnn``,
 ``torch`` and ``triton`` (optional), ``row_copy`` (a copy in the fused kernel's own launch geometry) and
 ``copy`` (``cuMemcpyDtoDAsync`` of the same bytes). Rows longer than the fused kernel holds (the long-row
 shapes) skip ``fused``, ``fused_graph`` and ``row_copy`` with the reason; Triton's tutorial kernel is
@@ -319,7 +319,7 @@ def _note_once(notes, message):
 def auto_geometries_for(cols, option="table"):
     """The candidate geometries timed beside ``auto`` at ``cols`` columns: ``option`` "table" (those of
     ``CANDIDATES`` for this width, except the table's own choice), "none", or comma-separated names."""
-    from numba_softmax.kernels.auto_rows import CANDIDATES, Geometry, auto_geometry
+    from numba_softmax.kernels.auto_geometry import CANDIDATES, Geometry, auto_geometry
 
     if option == "none":
         return []
@@ -333,7 +333,8 @@ def auto_geometries_for(cols, option="table"):
 
 def _auto_variants(shape, d_x, d_y, args):
     """``auto`` (the table's geometry) and ``auto:<geometry>`` for each candidate, unchecked builds."""
-    from numba_softmax.kernels.auto_rows import auto_geometry, auto_launches, geometry_launches
+    from numba_softmax.kernels.auto_geometry import auto_geometry
+    from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
     from numba_softmax.launch.driver import Invocation
 
     cols = shape[1]

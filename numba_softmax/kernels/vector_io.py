@@ -19,9 +19,22 @@ and the element index is a multiple of 4 -- for rows: ``col % 4 == 0`` and a row
 that is a multiple of 4 (the launcher checks); for tiles: a tile start that is a multiple
 of 4 (the tile tasks test it per tile). The simulator has no intrinsics: there the
 callers always take the scalar path and these names are never called.
+``put_quad(values, k, a, b, c, d)`` keeps a loaded quad in a thread's local array (plain stores).
 """
 
-from ..numerics import SIMULATOR
+from numba import cuda
+
+from ..numerics import KERNEL_OPTIONS, SIMULATOR
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def put_quad(values, k, a, b, c, d):
+    """``values[k:k + 4] = (a, b, c, d)``: a loaded quad into a thread's local array (held in registers)."""
+    values[k] = a
+    values[k + 1] = b
+    values[k + 2] = c
+    values[k + 3] = d
+
 
 if SIMULATOR:
 

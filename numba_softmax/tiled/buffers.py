@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import cuda
 
-from ..kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS
+from ..kernels.auto_parts import STATUS_CLEAR, STATUS_WORDS
 from ..kernels.tracing import TRACE_FIELDS
 from ..queue import COUNTER_INITIAL, GRID_BARRIER
 from .layout import TiledLayout
