@@ -31,7 +31,7 @@ from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMUL
 from .auto_geometry import MAX_QUADS
 from .auto_parts import (CLEAR_WORD, POLICY_PARTS, POS_INF, STATUS_MASKED_ROW, STATUS_NONFINITE, U32_ZERO, bad_bit,
                          lowest_bit, record_status, row_reductions)
-from .vector_io import load_quad, put_quad, store_quad
+from .vector_io import load_quad, make_store_quotients, put_quad, store_quad
 
 if not SIMULATOR:
     from .bulk_copy import (bulk_copy_to_shared, fence_mbarrier_init, load_shared_quad, mbarrier_arrive,
@@ -48,6 +48,7 @@ CHECK_BLOCK_THREADS = 256
 CHECK_WARPS = CHECK_BLOCK_THREADS // WARP_SIZE
 
 
+# ---- a thread's quads of a row: loads and the error path -------------------------------------------------
 
 def _make_load_values(lanes, quads, vector):
     """``load_values(x, row, live, offset, lane, values) -> local max``: this lane's register quads."""
@@ -102,7 +103,7 @@ def _make_record_row(lanes, quads):
             if bad != U32_ZERO:
                 k = lowest_bit(bad) + QUAD * first
                 record_status(status, STATUS_NONFINITE,
-                        row * cols + offset + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD, alarm)
+                              row * cols + offset + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD, alarm)
                 break
         if lane == 0 and rank == 0 and row_max == NEG_INF:
             record_status(status, STATUS_MASKED_ROW, np.int64(row), alarm)
@@ -141,6 +142,7 @@ def make_rows_body(geometry, vector, checked, parts=POLICY_PARTS):
     row_max_of, row_sum_of = row_reductions(LANES, BLOCK)
     cluster_fold = parts.cluster_fold(CTAS)
     load_values = _make_load_values(LANES, QUADS, VECTOR)
+    store_quotients = make_store_quotients(QUADS, STRIDE, VECTOR, DIV)
     record_row = _make_record_row(LANES, QUADS)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -182,17 +184,7 @@ def make_rows_body(geometry, vector, checked, parts=POLICY_PARTS):
             row_sum = cluster_fold(row_sum, sums, rank, False)
 
         if live:
-            for q in range(QUADS):
-                base = offset + QUAD * lane + STRIDE * q
-                if VECTOR:
-                    if base < cols:
-                        store_quad(y, row, base,
-                                   DIV(values[QUAD * q], row_sum), DIV(values[QUAD * q + 1], row_sum),
-                                   DIV(values[QUAD * q + 2], row_sum), DIV(values[QUAD * q + 3], row_sum))
-                else:
-                    for j in range(QUAD):
-                        if base + j < cols:
-                            y[uint64(row), uint64(base + j)] = DIV(values[QUAD * q + j], row_sum)
+            store_quotients(y, row, cols, offset + QUAD * lane, values, row_sum)
         if CHECKED:
             # The good path tests the row once: every term exp(x - m) of a row of finite and -inf values
             # lies in [0, 1] and one is exp(0) = 1, so its sum is finite; a NaN, a +inf (m = +inf, a term
@@ -309,6 +301,8 @@ def _make_staged_body(geometry, checked, parts):
     return staged_body, BLOCK
 
 
+# ---- long-row kernels: any length, two passes, the second in reverse ---------------------------------------
+
 def make_long_body(geometry, vector, checked):
     """``(body(x, y, status, alarm), block threads)`` of a ``long`` geometry: one ``geometry.lanes``-thread
     block per row walks it in chunks of ``4 * lanes * quads`` columns, a running (max, sum) per thread
@@ -368,7 +362,7 @@ def make_long_body(geometry, vector, checked):
                 if bad != U32_ZERO:
                     k = lowest_bit(bad)
                     record_status(status, STATUS_NONFINITE,
-                            row * cols + start + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD, alarm)
+                                  row * cols + start + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD, alarm)
             new_max = f32_max(run_max, chunk_max)
             # While every value so far is -inf the sum stays 0 (exp(-inf - (-inf)) would be NaN).
             if new_max != NEG_INF:

@@ -57,7 +57,7 @@ from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNME
                         f32_exp, f32_max, f32_sub, warp_reduce_max, warp_reduce_sum)
 from ..validation import is_16_byte_aligned
 from .prefetch import BLOCKS_PER_SM_WAVE, prefetch_l2, sm_id_bound
-from .vector_io import load_quad, put_quad, store_quad
+from .vector_io import load_quad, make_store_quotients, put_quad, store_quad
 
 VALUES_PER_THREAD = 16
 MAX_FUSED_COLUMNS = BLOCK_THREADS * VALUES_PER_THREAD
@@ -83,6 +83,7 @@ def _make_fused_kernel(quads, vector, prefetch=False):
     VALUES = quads * QUAD
     VECTOR = vector
     PREFETCH = prefetch and vector
+    store_quotients = make_store_quotients(QUADS, QUAD * BLOCK_THREADS, VECTOR, f32_div)
 
     def fused_row_softmax(x, y):
         row = cuda.blockIdx.x
@@ -139,17 +140,7 @@ def _make_fused_kernel(quads, vector, prefetch=False):
         row_sum = block_reduce_sum(local_sum, partials)
 
         # Pass 3: the only global write.
-        for q in range(QUADS):
-            base = QUAD * (tid + q * BLOCK_THREADS)
-            if VECTOR:
-                if base < cols:
-                    store_quad(y, row, base,
-                               f32_div(values[QUAD * q], row_sum), f32_div(values[QUAD * q + 1], row_sum),
-                               f32_div(values[QUAD * q + 2], row_sum), f32_div(values[QUAD * q + 3], row_sum))
-            else:
-                for j in range(QUAD):
-                    if base + j < cols:
-                        y[urow, uint64(base + j)] = f32_div(values[QUAD * q + j], row_sum)
+        store_quotients(y, row, cols, QUAD * tid, values, row_sum)
 
     fused_row_softmax.__name__ = fused_row_softmax.__qualname__ = (
         f"fused_row_softmax_q{quads}{'_v4' if vector else ''}")

@@ -7,10 +7,11 @@ import re
 import numpy as np
 import pytest
 
-from numba_softmax.kernels.auto_controls import shared_span_control_kernel
+from numba_softmax.kernels.auto_controls import cluster_control_kernel, shared_span_control_kernel
 from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, CANDIDATES, FAST_MATH_SUFFIX,
                                                  TABLE_GEOMETRIES, Geometry)
 from numba_softmax.kernels.auto_launch import UNCHECKED_SIGNATURE, auto_kernel, auto_launches, builds
+from numba_softmax.kernels.auto_rows import make_auto_kernel
 from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
 from numba_softmax.ptx import check_policy, ptx_getter, ptxas_resources
 
@@ -187,6 +188,18 @@ def test_a_fast_math_diagnostic_build_is_rejected_by_the_policy_check_and_never_
     assert policy.ok and policy.divisions == {"div.rn.f32": 32}
     assert not any(Geometry.parse(name).fast_math for _, name in AUTO_TABLE)
     assert not any(Geometry.parse(name).fast_math for name in CANDIDATE_GEOMETRIES)
+
+
+def test_controls_and_diagnostics_are_built_apart_from_the_shipped_factory():
+    """The shipped factory refuses a fast-math geometry (auto_controls builds it), each control refuses a geometry
+    it cannot falsify, and no registered build is a control or a diagnostic."""
+    with pytest.raises(ValueError, match="a diagnostic fast-math build"):
+        make_auto_kernel(Geometry.parse("rows_l128_q8" + FAST_MATH_SUFFIX), True, False)
+    with pytest.raises(ValueError, match="the exchange control needs a cluster geometry"):
+        cluster_control_kernel("rows_l512_q8")
+    with pytest.raises(ValueError, match="the span control needs quads in shared memory"):
+        shared_span_control_kernel("rows_l512_q8")
+    assert not [name for name in AUTO_KERNELS if "control" in name or "fastmath" in name]
 
 
 def test_shared_span_control_differs_from_its_build_only_where_the_copy_starts():
