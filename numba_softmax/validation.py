@@ -10,7 +10,6 @@ import numpy as np
 
 from .arrays import DEVICE_KINDS, FLOAT32, NUMPY, array_kind, c_contiguous, kind_error, read_device
 from .backend import SIMULATOR
-from .kernels.auto_parts import STATUS_CLEAR, STATUS_MASKED_ROW, STATUS_NONFINITE, STATUS_WORDS
 
 
 def is_device_array(x):
@@ -104,6 +103,16 @@ def packed_position(flat_index, row_lengths):
 
 
 # ---- the kernel launchers' checks (kernels/auto_launch.py, kernels/fused_row.py) ---------------------------
+
+#: The device status record a checked kernel (kernels/auto_rows.py) fills and :func:`status_error` reads: its
+#: words and the value of a clear word.
+STATUS_WORDS = 2
+STATUS_CLEAR = np.iinfo(np.int64).max
+#: status[0]: smallest flat index of a NaN or +inf (or -inf, in a check that allows no mask).
+STATUS_NONFINITE = 0
+#: status[1]: smallest row index whose entries are all -inf.
+STATUS_MASKED_ROW = 1
+
 
 def is_16_byte_aligned(array):
     """Whether the array's data starts on a 16-byte boundary (a device array, or a host array that only

@@ -395,8 +395,8 @@ def _api_overhead_shape(entry, shape, stream, torch, seed, errors):
     from numba_softmax import softmax
     from numba_softmax.fixtures import matrix_fixture
     from numba_softmax.kernels.auto_launch import auto_launches
-    from numba_softmax.kernels.auto_parts import STATUS_CLEAR, STATUS_WORDS
     from numba_softmax.launch.driver import Invocation
+    from numba_softmax.validation import STATUS_CLEAR, STATUS_WORDS
 
     host = matrix_fixture("random-0", shape)
     d_x = cuda.to_device(host, stream=stream.numba)

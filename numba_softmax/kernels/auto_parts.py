@@ -1,12 +1,13 @@
-"""Device building blocks of ``method="auto"``'s kernels (:mod:`.auto_rows`): the status record, the reductions
-over the L threads of a row, the error records of the checked builds, and the parts a row body is built from.
+"""Device building blocks of ``method="auto"``'s kernels (:mod:`.auto_rows`): the reductions over the L threads
+of a row, the error records of the checked builds, and the parts a row body is built from.
 
 Reductions: an xor butterfly over offsets ``min(L, 32) / 2 .. 1`` (shuffles only, within the group of L lanes),
 then for L > 32 a sequential fold of the warp partials, warp 0 first (``L / 32`` floats of shared memory) -- the
 order of :mod:`numba_softmax.numerics`. A cluster geometry ends each reduction with :func:`make_cluster_fold`:
 every CTA's result goes to a slot of every CTA's shared memory (4 bytes per CTA), folded in rank order.
-Records (checked builds, error path only): ``cuda.atomic.min`` of the first flat index into ``status``, then
-``alarm[0] = 1`` and a system-scope fence (the alarm may live in mapped host memory).
+Records (checked builds, error path only): ``cuda.atomic.min`` of the first flat index into ``status`` (the
+record of ``validation.STATUS_*``), then ``alarm[0] = 1`` and a system-scope fence (the alarm may live in
+mapped host memory).
 """
 
 from dataclasses import dataclass
@@ -16,17 +17,10 @@ from numba import cuda, float32, uint32
 
 from ..numerics import (KERNEL_OPTIONS, SIMULATOR, WARP_SIZE, block_reductions, f32_add, f32_div, f32_exp, f32_max,
                         reduction_pair)
+from ..validation import STATUS_CLEAR
 
 if not SIMULATOR:
     from .cluster import cluster_arrive, cluster_store_f32, cluster_wait
-
-#: Words of the device status record and the value of a clear word.
-STATUS_WORDS = 2
-STATUS_CLEAR = np.iinfo(np.int64).max
-#: status[0]: smallest flat index of a NaN or +inf (or -inf, in a check that allows no mask).
-STATUS_NONFINITE = 0
-#: status[1]: smallest row index whose entries are all -inf.
-STATUS_MASKED_ROW = 1
 
 POS_INF = float32(np.inf)
 U32_ZERO = np.uint32(0)

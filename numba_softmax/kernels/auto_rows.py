@@ -16,7 +16,7 @@ reductions in one fixed order: an xor butterfly, then the warp partials folded w
 
 Bytes: read ``rows * cols * 4`` once (the long path again what L2 no longer holds), write the same once.
 Checked builds (``_checked``) give the same outputs and, on the error path only, record the first NaN or +inf
-and the first row without a finite entry (``status``, :mod:`.auto_parts`) and raise ``alarm``; ``check_values``
+and the first row without a finite entry (``status``: ``validation.STATUS_*``) and raise ``alarm``; ``check_values``
 is a pass that only checks. ``_v4`` builds move 16-byte quads, the others the same quads element by element;
 launch bounds hold every build to <= 64 registers per thread. Negative controls and diagnostic builds:
 :mod:`.auto_controls`; builds and launchers: :mod:`.auto_launch`; the reasons and measurements:
@@ -29,8 +29,9 @@ from numba import cuda, float32, int64, uint64
 from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, bounded_kernel,
                         f32_add, f32_div, f32_exp, f32_max, f32_mul, f32_sub)
 from .auto_geometry import MAX_QUADS
-from .auto_parts import (CLEAR_WORD, POLICY_PARTS, POS_INF, STATUS_MASKED_ROW, STATUS_NONFINITE, U32_ZERO, bad_bit,
-                         lowest_bit, record_status, row_reductions)
+from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE
+from .auto_parts import (CLEAR_WORD, POLICY_PARTS, POS_INF, U32_ZERO, bad_bit, lowest_bit, record_status,
+                         row_reductions)
 from .vector_io import load_quad, make_store_quotients, put_quad, store_quad
 
 if not SIMULATOR:

@@ -19,11 +19,10 @@ from numba_softmax.kernels.auto_controls import cluster_control_kernel, shared_s
 from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, TABLE_GEOMETRIES, Geometry,
                                                  auto_geometry, table_geometry)
 from numba_softmax.kernels.auto_launch import auto_launches, check_launches, geometry_launches
-from numba_softmax.kernels.auto_parts import STATUS_CLEAR, STATUS_WORDS
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.numerics import KERNEL_OPTIONS, NEG_INF, f32_add, f32_div, f32_exp, f32_max, f32_sub
 from numba_softmax.oracle import check_matrix
-from numba_softmax.validation import status_error
+from numba_softmax.validation import STATUS_CLEAR, STATUS_WORDS, status_error
 
 GPU_ONLY = skip_on_cudasim("too slow for the simulator (one Python thread per CUDA thread); a GPU runs it")
 CLUSTERS_ON_GPU = skip_on_cudasim("thread block clusters (distributed shared memory, cluster barriers) need a GPU")
