@@ -29,7 +29,8 @@ from numba_softmax.backend import run_launches
 from numba_softmax.cases import EXPERIMENT_B_SIM_CASES
 from numba_softmax.fixtures import matrix_fixture, packed_fixture
 from numba_softmax.kernels import sanitizer_controls as controls
-from numba_softmax.kernels.auto_rows import auto_geometry, auto_kernel
+from numba_softmax.kernels.auto_geometry import auto_geometry
+from numba_softmax.kernels.auto_launch import auto_kernel
 from numba_softmax.kernels.fused_row import fused_kernel_for
 from numba_softmax.kernels.row_copy import row_copy_launches
 from numba_softmax.oracle import check_matrix, check_packed
@@ -49,7 +50,7 @@ FUSED_SHAPES = {
     "fused_row_softmax_q4": (ROWS, 3001),
 }
 STAGES_SHAPE = (ROWS, 781)
-#: Widths that reach every geometry of ``method="auto"``'s table (numba_softmax.kernels.auto_rows),
+#: Widths that reach every geometry of ``method="auto"``'s table (numba_softmax.kernels.auto_geometry),
 #: the long-row path included, plus one width that is not a multiple of 4 (the scalar builds).
 AUTO_WIDTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 20000, 781, 40000, 131072)
 ROW_COPY_SHAPES = ((ROWS, 128), (ROWS, 1024), (ROWS, 781))

@@ -33,10 +33,10 @@ from numba import cuda
 from . import arrays
 from .arrays import FLOAT32, NUMPY, array_kind, kind_error, new_like, read_device, resolve_stream
 from .backend import SIMULATOR, gpu_present, invocation
-from .kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches, check_launches, status_error
+from .kernels.auto_launch import auto_launches, check_launches
 from .kernels.fused_row import fused_launches
 from .kernels.row_stages import stages_launches
-from .validation import check_matrix_layout, validate_matrix
+from .validation import STATUS_CLEAR, STATUS_WORDS, check_matrix_layout, status_error, validate_matrix
 
 METHODS = ("auto", "fused", "stages")
 #: Launch plans kept (least recently used dropped first): each holds packed arguments and, when

@@ -87,6 +87,20 @@ def bounded_kernel(kernel, threads, min_blocks_per_sm):
     return cuda.jit(launch_bounds=(threads, min_blocks_per_sm), **KERNEL_OPTIONS)(kernel)
 
 
+def reduction_pair(reduce):
+    """``(reduce_max, reduce_sum)(value, partials)`` from one simulator ``reduce(value, partials, is_max)``."""
+
+    @cuda.jit(device=True)
+    def reduce_max(value, partials):
+        return reduce(value, partials, True)
+
+    @cuda.jit(device=True)
+    def reduce_sum(value, partials):
+        return reduce(value, partials, False)
+
+    return reduce_max, reduce_sum
+
+
 if SIMULATOR:
     # ---- simulator bindings: same names, plain float32 arithmetic -------------------
     # Device functions (not plain functions) so the simulator hands them its fake
@@ -156,15 +170,7 @@ if SIMULATOR:
             cuda.syncthreads()
             return result
 
-        @cuda.jit(device=True)
-        def reduce_max(value, partials):
-            return block_reduce(value, partials, True)
-
-        @cuda.jit(device=True)
-        def reduce_sum(value, partials):
-            return block_reduce(value, partials, False)
-
-        return reduce_max, reduce_sum
+        return reduction_pair(block_reduce)
 
     block_reduce_max, block_reduce_sum = _make_sim_reductions(BLOCK_THREADS)
 

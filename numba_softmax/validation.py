@@ -9,6 +9,7 @@ Every check here raises a ``ValueError`` that names what is wrong and where.
 import numpy as np
 
 from .arrays import DEVICE_KINDS, FLOAT32, NUMPY, array_kind, c_contiguous, kind_error, read_device
+from .backend import SIMULATOR
 
 
 def is_device_array(x):
@@ -99,3 +100,64 @@ def packed_position(flat_index, row_lengths):
     starts = np.concatenate(([0], np.cumsum(row_lengths)[:-1]))
     row = int(np.searchsorted(starts, flat_index, side="right") - 1)
     return row, int(flat_index - starts[row])
+
+
+# ---- the kernel launchers' checks (kernels/auto_launch.py, kernels/fused_row.py) ---------------------------
+
+#: The device status record a checked kernel (kernels/auto_rows.py) fills and :func:`status_error` reads: its
+#: words and the value of a clear word.
+STATUS_WORDS = 2
+STATUS_CLEAR = np.iinfo(np.int64).max
+#: status[0]: smallest flat index of a NaN or +inf (or -inf, in a check that allows no mask).
+STATUS_NONFINITE = 0
+#: status[1]: smallest row index whose entries are all -inf.
+STATUS_MASKED_ROW = 1
+
+
+def is_16_byte_aligned(array):
+    """Whether the array's data starts on a 16-byte boundary (a device array, or a host array that only
+    builds launches; never in the simulator, which has no vector builds)."""
+    if SIMULATOR:
+        return False
+    interface = getattr(array, "__cuda_array_interface__", None) or getattr(array, "__array_interface__", None)
+    return interface is not None and interface["data"][0] % 16 == 0
+
+
+def check_launch_matrix(name, array):
+    """A 2-D float32 C-contiguous array with at least one row and one column, as a launcher takes it."""
+    shape = getattr(array, "shape", None)
+    if shape is None or len(shape) != 2 or shape[0] < 1 or shape[1] < 1:
+        raise ValueError(f"{name}: expected a 2-D array with at least one row and one column, got shape {shape}")
+    if np.dtype(array.dtype) != np.float32:
+        raise ValueError(f"{name}: expected float32, got {array.dtype}")
+    strides = getattr(array, "strides", None)
+    # A dimension of length 1 is never stepped over: its stride does not matter (torch may report any).
+    contiguous = (shape[1] * 4, 4)
+    if strides is not None and any(n > 1 and s != c for n, s, c in zip(shape, strides, contiguous, strict=True)):
+        raise ValueError(f"{name}: expected a C-contiguous array, got strides {tuple(strides)} for shape {shape}")
+
+
+def check_status_buffers(status, alarm):
+    """The device record of a checked launch: ``status`` int64[2] and ``alarm`` int32[1]."""
+    if status is None or alarm is None:
+        raise ValueError("a checked launch needs both status (int64[2]) and alarm (int32[1])")
+    if tuple(status.shape) != (STATUS_WORDS,) or np.dtype(status.dtype) != np.int64:
+        raise ValueError(f"status: expected int64[{STATUS_WORDS}], got {status.dtype}{list(status.shape)}")
+    if tuple(alarm.shape) != (1,) or np.dtype(alarm.dtype) != np.int32:
+        raise ValueError(f"alarm: expected int32[1], got {alarm.dtype}{list(alarm.shape)}")
+
+
+def status_error(status_host, shape, what="input"):
+    """The message naming the first offending element (or fully masked row), None when both words are
+    clear. ``status_host``: the two status words on the host; ``shape``: (rows, cols) of the checked array."""
+    words = [int(w) for w in np.asarray(status_host).reshape(-1)]
+    if len(words) != STATUS_WORDS:
+        raise ValueError(f"status: expected {STATUS_WORDS} words, got {len(words)}")
+    cols = int(shape[1])
+    if words[STATUS_NONFINITE] != STATUS_CLEAR:
+        row, col = divmod(words[STATUS_NONFINITE], cols)
+        return f"{what} has a non-finite value (NaN or infinity) at row {row}, column {col}"
+    if words[STATUS_MASKED_ROW] != STATUS_CLEAR:
+        return (f"{what} row {words[STATUS_MASKED_ROW]} has no finite entry (every value is -inf): its softmax "
+                "is undefined (check=False gives NaN for it, as torch.softmax does)")
+    return None

@@ -121,7 +121,7 @@ from bench.perf.render import floors_markdown, jsonable, render_markdown
 from bench.protocol import BATCH
 from bench.shapes import parse_shapes
 from bench.timing import DELAY_FACTOR, DELAY_MAX_US, DELAY_MIN_US, DelaySampler
-from numba_softmax.kernels.auto_rows import Geometry
+from numba_softmax.kernels.auto_geometry import Geometry
 from numba_softmax.launch.driver import device_record
 
 
@@ -144,7 +144,7 @@ def _parser():
     parser.add_argument("--no-launch", action="store_true", help="skip the launch-path section (3)")
     parser.add_argument("--auto-geometries", default="table",
                         help="candidate geometries timed beside auto: table (the candidates for each width in "
-                             "numba_softmax/kernels/auto_rows.py), none, or comma-separated names such as "
+                             "numba_softmax/kernels/auto_geometry.py), none, or comma-separated names such as "
                              "rows_l16_q2,long_l512_q4")
     parser.add_argument("--copy-kernels", default="none",
                         help="plain copy kernels timed at every shape beside the copy engine: none, sweep (the "

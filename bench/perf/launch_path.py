@@ -32,13 +32,14 @@ from bench.stats import paired_ratios, summarize
 from bench.timing import host_rounds
 from numba_softmax import softmax
 from numba_softmax.fixtures import matrix_fixture
-from numba_softmax.kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches
+from numba_softmax.kernels.auto_launch import auto_launches
 from numba_softmax.kernels.fused_row import fused_launches
 from numba_softmax.kernels.tiles import empty_tile_kernel
 from numba_softmax.launch.driver import Invocation
 from numba_softmax.launch.graphs import CapturedGraph
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.oracle import check_matrix
+from numba_softmax.validation import STATUS_CLEAR, STATUS_WORDS
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAUNCH_TIMER_SOURCE = os.path.join(REPO_ROOT, "reference_cu", "launch_timer.cu")

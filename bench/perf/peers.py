@@ -3,7 +3,7 @@
 Variants: ``fused`` (one ``cuLaunchKernel`` through the launch layer), ``fused_graph`` (the same
 replayed from a CUDA graph), ``auto`` (``method="auto"``'s kernel for the width, unchecked, one
 ``cuLaunchKernel``) and ``auto:<geometry>`` (the other candidate geometries for the width,
-:data:`numba_softmax.kernels.auto_rows.CANDIDATES`, so that one run can confirm the table), ``cudnn``,
+:data:`numba_softmax.kernels.auto_geometry.CANDIDATES`, so that one run can confirm the table), ``cudnn``,
 ``torch`` and ``triton`` (optional), ``row_copy`` (a copy in the fused kernel's own launch geometry) and
 ``copy`` (``cuMemcpyDtoDAsync`` of the same bytes). Rows longer than the fused kernel holds (the long-row
 shapes) skip ``fused``, ``fused_graph`` and ``row_copy`` with the reason; Triton's tutorial kernel is
@@ -26,7 +26,8 @@ from bench.perf.ceilings import bandwidth_tbs, log, logical_bytes
 from bench.protocol import BATCH, round_orders
 from bench.stats import paired_ratios, summarize
 from numba_softmax.fixtures import matrix_fixture
-from numba_softmax.kernels.auto_rows import CANDIDATES, Geometry, auto_geometry, auto_launches, geometry_launches
+from numba_softmax.kernels.auto_geometry import CANDIDATES, Geometry, auto_geometry
+from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.kernels.fused_row import MAX_FUSED_COLUMNS, fused_launches
 from numba_softmax.kernels.row_copy import row_copy_launches
 from numba_softmax.kernels.stream_copy import SWEEP, parse, stream_copy_launches

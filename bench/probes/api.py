@@ -39,7 +39,8 @@ from bench.timing import host_rounds
 from numba_softmax import api as api_module
 from numba_softmax import arrays, softmax
 from numba_softmax.fixtures import matrix_fixture
-from numba_softmax.kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches
+from numba_softmax.kernels.auto_launch import auto_launches
+from numba_softmax.validation import STATUS_CLEAR, STATUS_WORDS
 from numba_softmax.launch.driver import Invocation, Stream
 
 #: What the probe writes under --out (never over an existing file).

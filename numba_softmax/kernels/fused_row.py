@@ -52,11 +52,12 @@ from dataclasses import dataclass
 from numba import cuda, float32, uint64
 
 from ..launch_spec import KernelLaunch
-from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARPS_PER_BLOCK,
+from ..numerics import (BLOCK_THREADS, KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, WARPS_PER_BLOCK,
                         block_reduce_max, block_reduce_sum, f32_add, f32_div,
                         f32_exp, f32_max, f32_sub, warp_reduce_max, warp_reduce_sum)
+from ..validation import is_16_byte_aligned
 from .prefetch import BLOCKS_PER_SM_WAVE, prefetch_l2, sm_id_bound
-from .vector_io import load_quad, store_quad
+from .vector_io import load_quad, make_store_quotients, put_quad, store_quad
 
 VALUES_PER_THREAD = 16
 MAX_FUSED_COLUMNS = BLOCK_THREADS * VALUES_PER_THREAD
@@ -82,6 +83,7 @@ def _make_fused_kernel(quads, vector, prefetch=False):
     VALUES = quads * QUAD
     VECTOR = vector
     PREFETCH = prefetch and vector
+    store_quotients = make_store_quotients(QUADS, QUAD * BLOCK_THREADS, VECTOR, f32_div)
 
     def fused_row_softmax(x, y):
         row = cuda.blockIdx.x
@@ -108,10 +110,7 @@ def _make_fused_kernel(quads, vector, prefetch=False):
             if VECTOR:
                 if base < cols:  # cols % 4 == 0: the whole quad is in the row
                     a, b, c, d = load_quad(x, row, base)
-                    values[QUAD * q] = a
-                    values[QUAD * q + 1] = b
-                    values[QUAD * q + 2] = c
-                    values[QUAD * q + 3] = d
+                    put_quad(values, QUAD * q, a, b, c, d)
                     local_max = f32_max(f32_max(f32_max(f32_max(local_max, a), b), c), d)
             else:
                 for j in range(QUAD):
@@ -141,17 +140,7 @@ def _make_fused_kernel(quads, vector, prefetch=False):
         row_sum = block_reduce_sum(local_sum, partials)
 
         # Pass 3: the only global write.
-        for q in range(QUADS):
-            base = QUAD * (tid + q * BLOCK_THREADS)
-            if VECTOR:
-                if base < cols:
-                    store_quad(y, row, base,
-                               f32_div(values[QUAD * q], row_sum), f32_div(values[QUAD * q + 1], row_sum),
-                               f32_div(values[QUAD * q + 2], row_sum), f32_div(values[QUAD * q + 3], row_sum))
-            else:
-                for j in range(QUAD):
-                    if base + j < cols:
-                        y[urow, uint64(base + j)] = f32_div(values[QUAD * q + j], row_sum)
+        store_quotients(y, row, cols, QUAD * tid, values, row_sum)
 
     fused_row_softmax.__name__ = fused_row_softmax.__qualname__ = (
         f"fused_row_softmax_q{quads}{'_v4' if vector else ''}")
@@ -215,17 +204,11 @@ FUSED_KERNELS = {build.name: build.kernel for build in FUSED_BUILDS}
 fused_row_softmax = FUSED_KERNELS["fused_row_softmax_q4"]
 
 
-def _aligned16(array):
-    if SIMULATOR:
-        return False
-    return array.__cuda_array_interface__["data"][0] % 16 == 0
-
-
 def fused_kernel_for(x, y):
     """The build for this shape: the first of ``FUSED_BUILDS`` that holds the row, a vector
     build when the rows are a multiple of 4 long and both arrays 16-byte aligned."""
     cols = x.shape[1]
-    vector = cols % QUAD == 0 and _aligned16(x) and _aligned16(y)
+    vector = cols % QUAD == 0 and is_16_byte_aligned(x) and is_16_byte_aligned(y)
     return next(b.kernel for b in FUSED_BUILDS if cols <= b.max_columns and (vector or not b.vector))
 
 

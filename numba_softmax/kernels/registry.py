@@ -4,7 +4,7 @@ The PTX tools (``python -m bench ptx``) and the policy tests iterate over this t
 so a new kernel is checked as soon as it is registered here.
 """
 
-from .auto_rows import builds as auto_builds
+from .auto_launch import builds as auto_builds
 from .fused_row import FUSED_KERNELS
 from .row_stages import divide_stage, exp_stage, row_max_stage, row_sum_stage
 from .persistent import SIGNATURES as PERSISTENT_SIGNATURES

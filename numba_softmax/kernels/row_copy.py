@@ -32,7 +32,7 @@ from numba import cuda, float32
 from ..launch_spec import KernelLaunch
 from ..numerics import BLOCK_THREADS, KERNEL_OPTIONS, QUAD, WARP_SIZE
 from .fused_row import MAX_FUSED_COLUMNS, QUADS_PER_THREAD, fused_kernel_for
-from .vector_io import load_quad, store_quad
+from .vector_io import load_quad, put_quad, store_quad
 
 
 def _make_row_copy(quads, vector, warp_only=False):
@@ -56,10 +56,7 @@ def _make_row_copy(quads, vector, warp_only=False):
             if VECTOR:
                 if base < cols:
                     a, b, c, d = load_quad(x, row, base)
-                    held[QUAD * q] = a
-                    held[QUAD * q + 1] = b
-                    held[QUAD * q + 2] = c
-                    held[QUAD * q + 3] = d
+                    put_quad(held, QUAD * q, a, b, c, d)
             else:
                 for j in range(QUAD):
                     if base + j < cols:

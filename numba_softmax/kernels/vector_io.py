@@ -19,9 +19,23 @@ and the element index is a multiple of 4 -- for rows: ``col % 4 == 0`` and a row
 that is a multiple of 4 (the launcher checks); for tiles: a tile start that is a multiple
 of 4 (the tile tasks test it per tile). The simulator has no intrinsics: there the
 callers always take the scalar path and these names are never called.
+``put_quad(values, k, a, b, c, d)`` keeps a loaded quad in a thread's local array (plain stores);
+``make_store_quotients`` writes a thread's quads of a row divided by its sum (16-byte or masked scalar stores).
 """
 
-from ..numerics import SIMULATOR
+from numba import cuda, uint64
+
+from ..numerics import KERNEL_OPTIONS, QUAD, SIMULATOR
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def put_quad(values, k, a, b, c, d):
+    """``values[k:k + 4] = (a, b, c, d)``: a loaded quad into a thread's local array (held in registers)."""
+    values[k] = a
+    values[k + 1] = b
+    values[k + 2] = c
+    values[k + 3] = d
+
 
 if SIMULATOR:
 
@@ -165,3 +179,28 @@ else:
             return context.get_dummy_value()
 
         return types.void(y, i, a, b, c, d, policy), codegen
+
+
+def make_store_quotients(quads, stride, vector, div):
+    """``store_quotients(y, row, cols, first, values, divisor)``: a thread's ``quads`` quads divided by ``divisor``
+    into row ``row`` of ``y``, quad ``q`` (``values[4q:4q + 4]``) at column ``first + stride * q``, columns past
+    ``cols`` skipped; 16-byte stores when ``vector`` (rows a multiple of 4), else masked scalar ones."""
+    QUADS = quads
+    STRIDE = stride
+    VECTOR = vector
+    DIV = div
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def store_quotients(y, row, cols, first, values, divisor):
+        for q in range(QUADS):
+            base = first + STRIDE * q
+            if VECTOR:
+                if base < cols:
+                    store_quad(y, row, base, DIV(values[QUAD * q], divisor), DIV(values[QUAD * q + 1], divisor),
+                               DIV(values[QUAD * q + 2], divisor), DIV(values[QUAD * q + 3], divisor))
+            else:
+                for j in range(QUAD):
+                    if base + j < cols:
+                        y[uint64(row), uint64(base + j)] = DIV(values[QUAD * q + j], divisor)
+
+    return store_quotients

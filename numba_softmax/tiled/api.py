@@ -15,10 +15,10 @@ from ..api import require_device
 from ..arrays import NUMPY, device_view, resolve_stream
 from ..backend import SIMULATOR, invocation
 from ..cases import TILE_ELEMENTS
-from ..kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, check_launches
+from ..kernels.auto_launch import check_launches
 from ..kernels.persistent.diagnostics import persistent_trace_kernel
 from ..queue import DEFAULT_MAX_POLLS, verify_queue
-from ..validation import packed_position, validate_packed
+from ..validation import STATUS_CLEAR, STATUS_WORDS, packed_position, validate_packed
 from .buffers import TiledBuffers
 from .launches import SCHEDULERS, tiled_launches, worker_plan
 from .layout import TiledLayout, build_layout

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import cuda
 
-from ..kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS
 from ..kernels.tracing import TRACE_FIELDS
 from ..queue import COUNTER_INITIAL, GRID_BARRIER
+from ..validation import STATUS_CLEAR, STATUS_WORDS
 from .layout import TiledLayout
 
 @dataclass(eq=False)

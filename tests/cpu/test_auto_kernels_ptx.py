@@ -7,8 +7,11 @@ import re
 import numpy as np
 import pytest
 
-from numba_softmax.kernels.auto_rows import (AUTO_TABLE, CANDIDATE_GEOMETRIES, CANDIDATES, TABLE_GEOMETRIES,
-                                             Geometry, builds)
+from numba_softmax.kernels.auto_controls import cluster_control_kernel, shared_span_control_kernel
+from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, CANDIDATES, FAST_MATH_SUFFIX,
+                                                 TABLE_GEOMETRIES, Geometry)
+from numba_softmax.kernels.auto_launch import UNCHECKED_SIGNATURE, auto_kernel, auto_launches, builds
+from numba_softmax.kernels.auto_rows import make_auto_kernel
 from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
 from numba_softmax.ptx import check_policy, ptx_getter, ptxas_resources
 
@@ -155,7 +158,6 @@ def test_auto_launches_pick_the_cluster_for_16_byte_rows_and_the_long_path_other
     """Launch descriptions only (no GPU): 131,072-column rows in 16-byte aligned arrays take the table's cluster
     geometry, one cluster of CTAs per row; the same rows one float off alignment take the long-row path; a host
     array names a shape mismatch instead of failing on its missing device interface."""
-    from numba_softmax.kernels.auto_rows import auto_launches
     buffer = np.zeros(2 * 131072 + 4, dtype=np.float32)
     aligned = buffer[:2 * 131072].reshape(2, 131072)
     if aligned.__array_interface__["data"][0] % 16:
@@ -174,8 +176,6 @@ def test_a_fast_math_diagnostic_build_is_rejected_by_the_policy_check_and_never_
     """The ``*_fastmath`` geometries (Triton's approximate exponential and division, for measuring what the policy
     costs) are a negative control of the PTX policy check: their PTX carries approximate instructions outside
     libdevice ``expf``, which the check must name."""
-    from numba_softmax.kernels.auto_rows import FAST_MATH_SUFFIX, UNCHECKED_SIGNATURE, auto_kernel
-
     geometry = Geometry.parse("rows_l128_q8" + FAST_MATH_SUFFIX)
     kernel = auto_kernel(geometry, True, False)
     fast = ptx_getter({"fast": (kernel, UNCHECKED_SIGNATURE)})("fast")
@@ -190,10 +190,21 @@ def test_a_fast_math_diagnostic_build_is_rejected_by_the_policy_check_and_never_
     assert not any(Geometry.parse(name).fast_math for name in CANDIDATE_GEOMETRIES)
 
 
+def test_controls_and_diagnostics_are_built_apart_from_the_shipped_factory():
+    """The shipped factory refuses a fast-math geometry (auto_controls builds it), each control refuses a geometry
+    it cannot falsify, and no registered build is a control or a diagnostic."""
+    with pytest.raises(ValueError, match="a diagnostic fast-math build"):
+        make_auto_kernel(Geometry.parse("rows_l128_q8" + FAST_MATH_SUFFIX), True, False)
+    with pytest.raises(ValueError, match="the exchange control needs a cluster geometry"):
+        cluster_control_kernel("rows_l512_q8")
+    with pytest.raises(ValueError, match="the span control needs quads in shared memory"):
+        shared_span_control_kernel("rows_l512_q8")
+    assert not [name for name in AUTO_KERNELS if "control" in name or "fastmath" in name]
+
+
 def test_shared_span_control_differs_from_its_build_only_where_the_copy_starts():
     """The negative control the GPU tests show rejected (its bulk copy reads the register columns) obeys the
     numerics policy too, so only the oracle's element-wise comparison can tell it from the real build."""
-    from numba_softmax.kernels.auto_rows import UNCHECKED_SIGNATURE, shared_span_control_kernel
     from numba_softmax.ptx import kernel_ptx
     control = kernel_ptx(shared_span_control_kernel("rows_l512_q8_s8"), UNCHECKED_SIGNATURE)
     assert check_policy("control", control).ok

@@ -1,4 +1,4 @@
-"""method="auto" kernels (numba_softmax/kernels/auto_rows.py), in the simulator and on a GPU, against float64.
+"""method="auto" kernels (numba_softmax/kernels/auto_*.py), in the simulator and on a GPU, against float64.
 
 The simulator runs every geometry's logic on a few rows: each width of the table up to 4096 columns (one
 fixture family), the wider geometries' kernel code with 64 lanes (a block of 512 or 1024 threads is as many
@@ -15,12 +15,14 @@ from numba import cuda, float32
 
 from numba_softmax.backend import SIMULATOR, invocation, run_launches
 from numba_softmax.fixtures import matrix_fixture
-from numba_softmax.kernels.auto_rows import (AUTO_TABLE, CANDIDATE_GEOMETRIES, STATUS_CLEAR, STATUS_WORDS,
-                                             TABLE_GEOMETRIES, Geometry, auto_geometry, auto_launches,
-                                             check_launches, geometry_launches, status_error, table_geometry)
+from numba_softmax.kernels.auto_controls import cluster_control_kernel, shared_span_control_kernel
+from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, TABLE_GEOMETRIES, Geometry,
+                                                 auto_geometry, table_geometry)
+from numba_softmax.kernels.auto_launch import auto_launches, check_launches, geometry_launches
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.numerics import KERNEL_OPTIONS, NEG_INF, f32_add, f32_div, f32_exp, f32_max, f32_sub
 from numba_softmax.oracle import check_matrix
+from numba_softmax.validation import STATUS_CLEAR, STATUS_WORDS, status_error
 
 GPU_ONLY = skip_on_cudasim("too slow for the simulator (one Python thread per CUDA thread); a GPU runs it")
 CLUSTERS_ON_GPU = skip_on_cudasim("thread block clusters (distributed shared memory, cluster barriers) need a GPU")
@@ -527,7 +529,6 @@ def test_negative_control_giving_minus_inf_a_weight_is_rejected():
 def test_negative_control_a_cluster_without_its_exchange_is_rejected():
     """Each CTA of a 2-CTA cluster normalizing its own half of the row: every row sums to about 2, which the
     oracle must reject; the same launch through the real build passes."""
-    from numba_softmax.kernels.auto_rows import cluster_control_kernel
     x = matrix_fixture("random", (ROWS, 32768))
     d_y = cuda.to_device(np.full(x.shape, np.nan, dtype=np.float32))
     launch, = geometry_launches("cluster_l512_q8_c2", _device(x), d_y)
@@ -547,7 +548,6 @@ def test_negative_control_a_shared_span_copied_from_the_register_columns_is_reje
     get the register columns' weights, so every row still sums to 1 (its sum counts each register value
     twice, and so do its outputs) and only the element-wise comparison can reject it; the same launch
     through the real build passes."""
-    from numba_softmax.kernels.auto_rows import shared_span_control_kernel
     g = Geometry.parse(geometry)
     registers = 4 * g.lanes * g.quads
     x = matrix_fixture("random", (ROWS, g.max_columns))

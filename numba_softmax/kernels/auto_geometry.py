@@ -1,0 +1,180 @@
+"""``method="auto"``'s geometries: the :class:`Geometry` of one build, its name parser, and the width table.
+
+Host code only, apart from the kernels (as QuACK keeps geometry and shared-memory sizing apart from its
+kernels): which threads own which columns of a row, how many rows a block holds, how many bytes of dynamic
+shared memory a block takes, which geometry ``auto`` runs for each row length (:data:`AUTO_TABLE`), and the
+alternatives one GPU run times beside it (:data:`CANDIDATES`). The kernels that realize a geometry are in
+:mod:`.auto_rows`; docs/auto_kernels.md gives the table's reasons and measurements.
+"""
+
+from dataclasses import dataclass
+
+from ..numerics import QUAD, SIMULATOR, WARP_SIZE
+
+#: The kinds of geometry: a row in one block's registers, in a thread block cluster's, or any length.
+GEOMETRY_KINDS = ("rows", "cluster", "long")
+#: Most quads per thread of any build: a checked build keeps one bit per value in a 32-bit mask.
+MAX_QUADS = 8
+#: Threads per block of the row kernels whose rows take at most a warp (256 / L rows per block).
+GROUP_BLOCK_THREADS = 256
+#: Name suffix of a diagnostic fast-math geometry (:attr:`Geometry.fast_math`).
+FAST_MATH_SUFFIX = "_fastmath"
+#: Most CTAs of a cluster geometry: the portable cluster size (larger ones need an opt-in attribute).
+MAX_CLUSTER_CTAS = 8
+#: Most quads per thread in shared memory: 16 KiB per 256 lanes (two 512-lane blocks hold 128 KiB).
+MAX_SHARED_QUADS = 16
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One selectable geometry: ``kind`` ``rows`` (a row in registers), ``cluster`` (a row in the registers
+    of the ``ctas`` CTAs of a thread block cluster) or ``long`` (any length)."""
+    kind: str
+    lanes: int      # threads per row (per CTA of the cluster)
+    quads: int      # quads (4 values) per thread: per row (rows, cluster) or per chunk (long)
+    ctas: int = 1   # CTAs per row (cluster only)
+    #: A diagnostic build with Triton's approximate exponential and division (name suffix ``_fastmath``):
+    #: never in the table, it measures what the numerics policy costs (``bench perf --auto-geometries``).
+    fast_math: bool = False
+    #: Quads per thread held in dynamic shared memory after the register ones (``rows`` only, name suffix
+    #: ``_s{S}``): a block holds twice the row its registers allow, so an SM keeps two such rows in flight.
+    shared_quads: int = 0
+
+    def __post_init__(self):
+        if self.kind not in GEOMETRY_KINDS:
+            raise ValueError(f"geometry kind {self.kind!r}: expected one of {sorted(GEOMETRY_KINDS)}")
+        if self.lanes & (self.lanes - 1) or not 1 <= self.lanes <= 1024:
+            raise ValueError(f"geometry {self.name}: lanes must be a power of two from 1 to 1024")
+        if not 1 <= self.quads <= MAX_QUADS:
+            # A checked build keeps one bit per value in a 32-bit mask.
+            raise ValueError(f"geometry {self.name}: quads must be 1 to {MAX_QUADS} (at most 32 values per thread)")
+        if self.kind == "cluster" and not (2 <= self.ctas <= MAX_CLUSTER_CTAS and self.lanes > WARP_SIZE):
+            raise ValueError(f"geometry {self.name}: a cluster holds 2 to {MAX_CLUSTER_CTAS} CTAs (the portable "
+                             f"cluster size) of more than {WARP_SIZE} lanes")
+        if self.kind != "cluster" and self.ctas != 1:
+            raise ValueError(f"geometry {self.name}: only a cluster geometry spreads a row over several CTAs")
+        if self.shared_quads and not (self.kind in ("rows", "cluster") and self.lanes > WARP_SIZE
+                                      and 1 <= self.shared_quads <= MAX_SHARED_QUADS):
+            raise ValueError(f"geometry {self.name}: quads in shared memory (1 to {MAX_SHARED_QUADS}) are for a rows "
+                             f"or cluster geometry of more than {WARP_SIZE} lanes")
+        if self.fast_math and self.kind == "long":
+            raise ValueError(f"geometry {self.name}: the fast-math diagnostic builds are row and cluster geometries")
+
+    @property
+    def name(self):
+        return (f"{self.kind}_l{self.lanes}_q{self.quads}" + (f"_c{self.ctas}" if self.kind == "cluster" else "")
+                + (f"_s{self.shared_quads}" if self.shared_quads else "")
+                + (FAST_MATH_SUFFIX if self.fast_math else ""))
+
+    @property
+    def max_columns(self):
+        """Widest row it takes (``None``: any)."""
+        return None if self.kind == "long" else QUAD * self.lanes * (self.quads + self.shared_quads) * self.ctas
+
+    @property
+    def shared_bytes(self):
+        """Dynamic shared memory per block (the ``_s{S}`` geometries' quads)."""
+        return 4 * QUAD * self.lanes * self.shared_quads
+
+    @property
+    def block_threads(self):
+        return max(self.lanes, GROUP_BLOCK_THREADS) if self.kind == "rows" and self.lanes <= WARP_SIZE \
+            else self.lanes
+
+    @property
+    def rows_per_block(self):
+        return self.block_threads // self.lanes
+
+    @property
+    def vector_only(self):
+        """A cluster or ``_s{S}`` geometry has 16-byte builds only (rows of a multiple of 4 columns, 16-byte
+        aligned: the copy engine's rule), on a GPU only."""
+        return self.kind == "cluster" or self.shared_quads > 0
+
+    @classmethod
+    def parse(cls, name):
+        fast_math = name.endswith(FAST_MATH_SUFFIX)
+        try:
+            kind, lanes, quads, *rest = name.removesuffix(FAST_MATH_SUFFIX).split("_")
+            extra = {"c": "ctas", "s": "shared_quads"}
+            options = {extra[part[0]]: int(part[1:]) for part in rest}
+            if len(options) != len(rest):
+                raise ValueError(name)
+            geometry = cls(kind, int(lanes.removeprefix("l")), int(quads.removeprefix("q")), fast_math=fast_math,
+                           **options)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            if "geometry" in str(exc):
+                raise
+            geometry = None
+        if geometry is None or geometry.name != name:
+            raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q>[_s<S>], "
+                             f"cluster_l<L>_q<Q>_c<C> or long_l<L>_q<Q> (a row or cluster one with "
+                             f"{FAST_MATH_SUFFIX!r}: a diagnostic fast-math build), e.g. {AUTO_TABLE[0][1]!r}; "
+                             f"candidates: {sorted(CANDIDATE_GEOMETRIES)}")
+        return geometry
+
+
+#: Which geometry ``auto`` runs for a row of up to ``max_columns`` (first match); wider rows: the last.
+#: Narrow rows: a group of L <= 32 lanes per row, several rows per block, shuffles only; wide rows: more
+#: threads per row, 16-32 values per thread in registers; from 16,385 columns half of them in shared memory,
+#: to 262,144 the row in the 2-8 CTAs of a thread block cluster (both 16-byte rows on a GPU), beyond (and
+#: otherwise) the long-row path (docs/auto_kernels.md).
+AUTO_TABLE = (
+    (16, "rows_l4_q1"),
+    (32, "rows_l8_q1"),
+    (64, "rows_l16_q1"),
+    (128, "rows_l32_q1"),
+    (256, "rows_l32_q2"),
+    (512, "rows_l32_q4"),
+    (1024, "rows_l128_q2"),  # measured: 11.86 / 35.06 us vs rows_l32_q8 12.18 / 36.29 (4096 / 16384 rows)
+    (2048, "rows_l128_q4"),
+    (4096, "rows_l128_q8"),
+    # 32 values per thread and fewer lanes: two or more blocks per SM, one's reductions under another's loads.
+    (8192, "rows_l256_q8"),  # measured: 68.2 / 51.8 us vs rows_l512_q4 72.3 / 63.1 (4096x8192 / 4096x6144)
+    (16384, "rows_l512_q8"),  # measured: 132.8 / 100.2 us vs rows_l1024_q4 175.2 / 154.9 (4096x16384 / 12288)
+    # Half of each thread's quads in shared memory (16-byte rows on a GPU; else the long path): two rows per SM
+    # where their registers alone would hold one.
+    (32768, "rows_l512_q8_s8"),  # measured: 268.4 us vs rows_l1024_q8 274.3 (4096 rows)
+    (65536, "rows_l1024_q8_s8"),  # measured: 279.0 us vs cluster_l512_q8_c4 314.2 (2048 rows)
+    # Beyond, the row in a thread block cluster, half of each thread's quads in shared memory too:
+    (131072, "cluster_l512_q8_c4_s8"),  # measured: 291.6 us vs cluster_l512_q8_c8 324.7 (1024 rows)
+    (262144, "cluster_l512_q8_c8_s8"),  # measured: 301.0 us vs cluster_l1024_q8_c8 368.6 (512 rows)
+    (None, "long_l1024_q4"),
+)
+#: The registers-only geometry a 16-byte-only entry gives way to where it cannot run (see :func:`auto_geometry`).
+SCALAR_FALLBACK = {"rows_l512_q8_s8": "rows_l1024_q8"}
+#: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
+#: by the widths they are meant for. docs/auto_kernels.md gives the prediction for each.
+CANDIDATES = {
+    128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
+    1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
+    4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l64_q8_s8"),
+    8192: ("rows_l512_q4", "rows_l1024_q2", "rows_l128_q8_s8"),
+    16384: ("rows_l1024_q4", "rows_l256_q8_s8"),
+    32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8", "cluster_l512_q8_c2"),
+    65536: ("long_l1024_q4", "cluster_l1024_q8_c2", "cluster_l512_q8_c4", "cluster_l512_q8_c2_s8"),
+    131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4", "cluster_l512_q8_c8", "cluster_l1024_q8_c2_s8"),
+    262144: ("long_l1024_q4", "cluster_l1024_q8_c8", "cluster_l1024_q8_c4_s8"),
+}
+#: Every geometry that has builds: the table's and the candidates'.
+CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {n for names in CANDIDATES.values() for n in names})
+
+#: The geometries ``auto`` launches (the table's).
+TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | set(SCALAR_FALLBACK.values()))
+
+def table_geometry(cols):
+    """The geometry :data:`AUTO_TABLE` names for rows of ``cols`` columns."""
+    return next(name for limit, name in AUTO_TABLE if limit is None or cols <= limit)
+
+
+def auto_geometry(cols, vector=True):
+    """The geometry ``auto`` runs for rows of ``cols`` columns: the table's, except that a 16-byte-only
+    geometry (cluster, ``_s{S}``: GPU only) gives way, for rows that are not 16-byte quads
+    (``vector=False``) and in the simulator, to its :data:`SCALAR_FALLBACK` or else the long-row path (the
+    table's last entry)."""
+    name = table_geometry(cols)
+    if Geometry.parse(name).vector_only and (SIMULATOR or not vector):
+        return SCALAR_FALLBACK.get(name, AUTO_TABLE[-1][1])
+    return name
+
+
