@@ -84,7 +84,7 @@ def _invocation_factory(gpu):
     if gpu:
         from numba_softmax.launch.driver import Invocation
         return Invocation.from_launches
-    from numba_softmax.launch.plan import DispatcherInvocation
+    from numba_softmax.backend import DispatcherInvocation
     return DispatcherInvocation
 
 
@@ -127,7 +127,7 @@ def _plan(args, gpu, metadata, run):
         from numba_softmax.launch.driver import Stream
         stream = Stream()
     else:
-        from numba_softmax.launch.plan import SimulatorStream
+        from numba_softmax.backend import SimulatorStream
         stream = SimulatorStream()
         chosen = "the shapes given" if args.shapes else "the simulator's small shapes (the protocol's need a GPU)"
         notes.append(f"simulator: {chosen} {shapes}; graph mode, timings and cuDNN need a GPU")

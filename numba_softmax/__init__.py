@@ -8,10 +8,30 @@ Public API:
 * :func:`tiled_softmax` -- Experiment B, tiled A -> B -> C under one of three schedulers
   ("separate", "phased", "dag"), returning the output and every intermediate;
 * :class:`NoCudaDeviceError` -- raised, in one line, where there is neither a GPU nor the simulator.
+
+The package root imports none of them until one is asked for: Numba reads ``NUMBA_ENABLE_CUDASIM``
+once, when it is first imported, so a harness imports :mod:`numba_softmax.device` or
+:mod:`numba_softmax.cases` (neither imports Numba) before it chooses the simulator or the GPU.
 """
 
-from .api import METHODS, NoCudaDeviceError, clear_plans, softmax
-from .tiled import SCHEDULERS, TiledResult, tiled_softmax
+import importlib
 
-__all__ = ["softmax", "METHODS", "NoCudaDeviceError", "clear_plans", "tiled_softmax", "SCHEDULERS",
-           "TiledResult"]
+#: Each public name and the module that defines it.
+_HOMES = {"softmax": "api", "METHODS": "api", "NoCudaDeviceError": "api", "clear_plans": "api",
+          "tiled_softmax": "tiled", "SCHEDULERS": "tiled", "TiledResult": "tiled"}
+
+__all__ = list(_HOMES)
+
+
+def __getattr__(name):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # Imported on first use, not at the top: importing Numba must wait for the simulator switch (above).
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -32,7 +32,8 @@ from numba import cuda
 
 from . import arrays
 from .arrays import FLOAT32, NUMPY, array_kind, kind_error, new_like, read_device, resolve_stream
-from .backend import SIMULATOR, gpu_present, invocation
+from .backend import SIMULATOR, invocation
+from .device import gpu_present
 from .kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches, check_launches, status_error
 from .kernels.fused_row import fused_launches
 from .kernels.row_stages import stages_launches

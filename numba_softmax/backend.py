@@ -13,21 +13,16 @@ asks this module rather than reading Numba's config itself.
 
 A harness that has to choose the backend for a fresh process does so before Numba is
 imported (``bench.environment.select_backend``); this module reports what was chosen.
-This module imports only Numba at import time; the launch layer is imported on first use.
+Whether a GPU is there at all is asked of the driver, before Numba is imported
+(:func:`numba_softmax.device.gpu_present`).
 """
 
 from numba import config
 
+from .launch.driver import Invocation, Stream
+
 #: True when this process runs kernels in the Numba CUDA simulator.
 SIMULATOR = bool(config.ENABLE_CUDASIM)
-
-
-def gpu_present():
-    """True when this process runs kernels on a CUDA GPU (not the simulator, and a device is there)."""
-    if SIMULATOR:
-        return False
-    from numba import cuda
-    return cuda.is_available()
 
 
 def run_launches_with_dispatcher(launches, stream=0):
@@ -71,7 +66,6 @@ def stream():
     """A new stream for a harness or a test: the launch layer's Stream, or SimulatorStream."""
     if SIMULATOR:
         return SimulatorStream()
-    from .launch.driver import Stream
     return Stream()
 
 
@@ -79,7 +73,6 @@ def invocation(name, launches):
     """One invocation of a list of launches, prepared once: ``enqueue(stream)`` submits it."""
     if SIMULATOR:
         return DispatcherInvocation(name, launches)
-    from .launch.driver import Invocation
     return Invocation.from_launches(name, launches)
 
 
@@ -90,7 +83,6 @@ def launch_stream(stream=None):
     """The launch-layer stream for one call (GPU only): ``stream`` itself, a wrapped Numba stream,
     or a stream shared by every call that passes none."""
     global _default_stream
-    from .launch.driver import Stream
     if isinstance(stream, Stream):
         return stream
     if stream is not None:
@@ -115,5 +107,5 @@ def run_launches(launches, stream=None, name="launches"):
     target.synchronize()
 
 
-__all__ = ["SIMULATOR", "gpu_present", "stream", "invocation", "launch_stream", "run_launches",
+__all__ = ["SIMULATOR", "stream", "invocation", "launch_stream", "run_launches",
            "run_launches_with_dispatcher", "DispatcherInvocation", "SimulatorStream"]

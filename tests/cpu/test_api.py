@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from numba_softmax import arrays
-from numba_softmax.backend import gpu_present
+from numba_softmax.device import gpu_present
 from numba_softmax.validation import is_device_array, validate_matrix
 
 
