@@ -1,8 +1,8 @@
 """Simulator or GPU: the one place that decides, for the package, the harness and the tests.
 
 Numba reads ``NUMBA_ENABLE_CUDASIM`` once, when it is first imported, so the backend is
-fixed for the life of a process: :data:`SIMULATOR` is read here once and everything else
-asks this module rather than reading Numba's config itself.
+fixed for the life of a process: :data:`SIMULATOR` is read once (:mod:`.simulator`, below the
+kernels, which read it too) and everything above the launch layer asks this module.
 
 * On a GPU, launches go through the cuda-python launch layer (:mod:`numba_softmax.launch`):
   :func:`stream` is a :class:`~numba_softmax.launch.driver.Stream`, :func:`invocation` a
@@ -19,12 +19,8 @@ Whether a GPU is there at all is asked of the driver, before Numba is imported
 
 import warnings
 
-from numba import config
-
 from .launch.driver import Invocation, Stream
-
-#: True when this process runs kernels in the Numba CUDA simulator.
-SIMULATOR = bool(config.ENABLE_CUDASIM)
+from .simulator import SIMULATOR
 
 #: numpy's floating-point warnings ("overflow encountered in scalar add", "invalid value encountered
 #: in scalar subtract"), as the simulator reports them from a thread ("tid=[..] ctaid=[..]: ...").
