@@ -38,7 +38,7 @@ from .device import gpu_present
 from .kernels.auto_rows import STATUS_CLEAR, STATUS_WORDS, auto_launches, check_launches, status_error
 from .kernels.fused_row import fused_launches
 from .kernels.row_stages import stages_launches
-from .validation import OVERLAP_MESSAGE, check_separate, validate_matrix, validate_out
+from .validation import check_separate, check_separate_host, validate_matrix, validate_out
 
 METHODS = ("auto", "fused", "stages")
 #: Launch plans kept (least recently used dropped first): each holds packed arguments and, when
@@ -300,8 +300,7 @@ def _softmax_host(x, method, out, stream, check):
     shape = source.shape
     if out is not None:
         validate_out(out, source)
-        if np.shares_memory(x, out):
-            raise ValueError(OVERLAP_MESSAGE)
+        check_separate_host(x, out)
     target = resolve_stream(stream, x, NUMPY, None)
     plan = cached_plan((method, check, NUMPY, shape), lambda: LaunchPlan(
         method, check, cuda.device_array(shape, dtype=np.float32), cuda.device_array(shape, dtype=np.float32)))

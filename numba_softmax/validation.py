@@ -13,7 +13,7 @@ import numpy as np
 from .arrays import DEVICE_KINDS, FLOAT32, NUMPY, array_kind, kind_error, read_device
 from .contiguity import c_contiguous
 
-OVERLAP_MESSAGE = "out overlaps the input: softmax never writes its input; pass a separate out"
+_OVERLAP = "out overlaps the input: softmax never writes its input; pass a separate out"
 
 
 class Matrix(NamedTuple):
@@ -92,7 +92,13 @@ def check_separate(x_pointer, y_pointer, shape):
     """Raise unless the float32 matrices of ``shape`` at these two device addresses are apart."""
     nbytes = shape[0] * shape[1] * 4
     if x_pointer < y_pointer + nbytes and y_pointer < x_pointer + nbytes:
-        raise ValueError(OVERLAP_MESSAGE)
+        raise ValueError(_OVERLAP)
+
+
+def check_separate_host(x, out):
+    """Raise if two numpy arrays share memory."""
+    if np.shares_memory(x, out):
+        raise ValueError(_OVERLAP)
 
 
 def validate_row_lengths(row_lengths):
