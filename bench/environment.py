@@ -4,7 +4,6 @@
 ``NUMBA_ENABLE_CUDASIM`` once, at import time.
 """
 
-import ctypes
 import datetime
 import importlib.metadata
 import os
@@ -13,6 +12,8 @@ import shutil
 import subprocess
 import sys
 
+from numba_softmax.device import gpu_present
+
 SIMULATOR_BANNER = """
 ################################################################################
 #  NO CUDA GPU FOUND: running in the Numba CUDA SIMULATOR.                      #
@@ -20,18 +21,6 @@ SIMULATOR_BANNER = """
 #  nothing here says anything about GPU performance or float32 GPU bit patterns.#
 ################################################################################
 """
-
-
-def gpu_present():
-    """True when the CUDA driver loads and reports at least one device."""
-    try:
-        libcuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    if libcuda.cuInit(0) != 0:
-        return False
-    count = ctypes.c_int(0)
-    return libcuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
 
 
 def gpu_problem(command):

@@ -8,18 +8,30 @@ Public API:
 * :func:`tiled_softmax` -- Experiment B, tiled A -> B -> C under one of three schedulers
   ("separate", "phased", "dag"), returning the output and every intermediate;
 * :class:`NoCudaDeviceError` -- raised, in one line, where there is neither a GPU nor the simulator.
+
+The package root imports none of them until one is asked for: Numba reads ``NUMBA_ENABLE_CUDASIM``
+once, when it is first imported, so a harness imports :mod:`numba_softmax.device` or
+:mod:`numba_softmax.cases` (neither imports Numba) before it chooses the simulator or the GPU.
 """
 
 import importlib
 
-#: Public name -> the module that defines it, imported on first use: ``import numba_softmax.cases`` (numpy
-#: only) must not import Numba, which reads NUMBA_ENABLE_CUDASIM once (bench chooses the backend after it).
-_PUBLIC = {"softmax": ".api", "METHODS": ".api", "NoCudaDeviceError": ".api", "clear_plans": ".api",
-           "tiled_softmax": ".tiled", "SCHEDULERS": ".tiled", "TiledResult": ".tiled"}
-__all__ = list(_PUBLIC)
+#: Each public name and the module that defines it.
+_HOMES = {"softmax": "api", "METHODS": "api", "NoCudaDeviceError": "api", "clear_plans": "api",
+          "tiled_softmax": "tiled", "SCHEDULERS": "tiled", "TiledResult": "tiled"}
+
+__all__ = list(_HOMES)
 
 
 def __getattr__(name):
-    if name not in _PUBLIC:
+    home = _HOMES.get(name)
+    if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_PUBLIC[name], __name__), name)
+    # Imported on first use, not at the top: importing Numba must wait for the simulator switch (above).
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

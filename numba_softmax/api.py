@@ -4,7 +4,8 @@ One call:
 
 1. read the input where it lives (:mod:`.arrays`: numpy, Numba, torch, CuPy, any
    ``__cuda_array_interface__`` or DLPack object) and check kind, dtype, rank, layout and shape on
-   the host (:mod:`.validation`; nothing is copied);
+   the host, once, into a :class:`~.validation.Matrix` the rest of the call uses (nothing is copied);
+   ``out=`` (or the new result) the same way;
 2. pick the launch stream (the caller's, else the input's own, else the legacy default stream);
 3. take the cached :class:`LaunchPlan` for (method, check, input pointer, output pointer, shape):
    compiled kernels, arguments packed once, the status words and the alarm of the device-side
@@ -31,12 +32,14 @@ import numpy as np
 from numba import cuda
 
 from . import arrays
-from .arrays import FLOAT32, NUMPY, array_kind, kind_error, new_like, read_device, resolve_stream
-from .backend import SIMULATOR, gpu_present, invocation
+from .arrays import NUMPY, array_kind, new_like, resolve_stream
+from .backend import SIMULATOR, invocation
+from .device import gpu_present
 from .kernels.auto_launch import auto_launches, check_launches
 from .kernels.fused_row import fused_launches
 from .kernels.row_stages import stages_launches
-from .validation import STATUS_CLEAR, STATUS_WORDS, check_matrix_layout, status_error, validate_matrix
+from .validation import (STATUS_CLEAR, STATUS_WORDS, check_separate, check_separate_host, status_error,
+                         validate_matrix, validate_out)
 
 METHODS = ("auto", "fused", "stages")
 #: Launch plans kept (least recently used dropped first): each holds packed arguments and, when
@@ -253,26 +256,14 @@ def softmax(x, method="auto", out=None, stream=None, check=True):
     if not _gpu_confirmed:
         require_device()
     kind = array_kind(x)
-    if kind is None:
-        raise kind_error(x, "input")
     if kind == NUMPY:
         return _softmax_host(x, method, out, stream, check)
     handle = arrays.stream_handle(stream) if stream is not None and kind == arrays.DLPACK else None
-    x_pointer, shape, dtype, contiguous, array_stream = read_device(x, kind, handle)
-    if not (contiguous and dtype is FLOAT32 and len(shape) == 2 and shape[0] and shape[1]):
-        shape = check_matrix_layout(shape, dtype, contiguous, "input")   # raises, naming the reason
-    target = resolve_stream(stream, x, kind, array_stream)
-    result = new_like(x, kind, shape, target.numba) if out is None else out
-    out_kind = array_kind(result)
-    if out_kind == NUMPY:
-        raise ValueError("out must be a device array for a device input (the result stays on the device)")
-    if out_kind is None:
-        raise kind_error(result, "out")
-    y_pointer, out_shape, dtype, contiguous, _ = read_device(result, out_kind)
-    if not (contiguous and dtype is FLOAT32 and len(out_shape) == 2 and out_shape[0] and out_shape[1]):
-        out_shape = check_matrix_layout(out_shape, dtype, contiguous, "out")
-    if out_shape != shape:
-        raise ValueError(f"out must have the input's shape {shape}, got {out_shape}")
+    source = validate_matrix(x, "input", handle, kind)
+    target = resolve_stream(stream, x, kind, source.stream)
+    result = new_like(x, kind, source.shape, target.numba) if out is None else out
+    dest = validate_out(result, source)
+    x_pointer, y_pointer, shape = source.pointer, dest.pointer, source.shape
     if SIMULATOR:
         # No device pointers there: the plan holds the arrays, keyed by their host buffers.
         x_pointer, y_pointer = _simulated_address(x), _simulated_address(result)
@@ -282,9 +273,9 @@ def softmax(x, method="auto", out=None, stream=None, check=True):
         plan = cached_plan(key, lambda: _device_plan(method, check, x, result, x_pointer, y_pointer, shape))
     else:
         _plans.move_to_end(key)
-    if kind == arrays.NUMBA and out_kind == arrays.NUMBA:
+    if kind == arrays.NUMBA and dest.kind == arrays.NUMBA:
         _remember(x, result, stream, method, check, key, plan, target)
-    elif kind == arrays.TORCH and out_kind == arrays.TORCH and out is not None:
+    elif kind == arrays.TORCH and dest.kind == arrays.TORCH and out is not None:
         device = x.get_device()
         current = None if stream is not None else arrays.torch_current_stream(device)
         _remember(x, result, stream, method, check, key, plan, target,
@@ -298,10 +289,7 @@ def _simulated_address(array):
 
 
 def _device_plan(method, check, x, y, x_pointer, y_pointer, shape):
-    rows, cols = shape
-    nbytes = rows * cols * 4
-    if x_pointer < y_pointer + nbytes and y_pointer < x_pointer + nbytes:
-        raise ValueError("out overlaps the input: softmax never writes its input; pass a separate out")
+    check_separate(x_pointer, y_pointer, shape)
     if SIMULATOR:
         return LaunchPlan(method, check, x, y)
     return LaunchPlan(method, check, arrays.device_view(x_pointer, shape), arrays.device_view(y_pointer, shape))
@@ -309,16 +297,12 @@ def _device_plan(method, check, x, y, x_pointer, y_pointer, shape):
 
 def _softmax_host(x, method, out, stream, check):
     """A numpy input: copied into the plan's own device arrays, the result copied back; synchronizes."""
-    kind, _, shape, _ = validate_matrix(x, "input")
+    source = validate_matrix(x, "input", kind=NUMPY)
+    shape = source.shape
     if out is not None:
-        out_kind, _, out_shape, _ = validate_matrix(out, "out")
-        if out_kind != NUMPY:
-            raise ValueError("out must be a numpy array for a numpy input (the result comes back to the host)")
-        if out_shape != shape:
-            raise ValueError(f"out must have the input's shape {shape}, got {out_shape}")
-        if np.shares_memory(x, out):
-            raise ValueError("out overlaps the input: softmax never writes its input; pass a separate out")
-    target = resolve_stream(stream, x, kind, None)
+        validate_out(out, source)
+        check_separate_host(x, out)
+    target = resolve_stream(stream, x, NUMPY, None)
     plan = cached_plan((method, check, NUMPY, shape), lambda: LaunchPlan(
         method, check, cuda.device_array(shape, dtype=np.float32), cuda.device_array(shape, dtype=np.float32)))
     plan.x.copy_to_device(x, stream=target.numba)

@@ -29,6 +29,8 @@ import numpy as np
 from numba import cuda
 
 from .backend import SIMULATOR, SimulatorStream
+from .contiguity import c_contiguous
+from .launch.driver import Stream
 
 FLOAT32 = np.dtype(np.float32)
 
@@ -72,18 +74,6 @@ def kind_error(x, what):
 
 
 # ---- reading a device array in place ---------------------------------------------------------------
-
-def c_contiguous(shape, strides, itemsize):
-    """C order, ignoring the strides of extent-1 dimensions (as numpy, Numba and torch do)."""
-    if len(shape) == 2 and strides[1] == itemsize and strides[0] == shape[1] * itemsize:
-        return True          # the common case, without the loop (this runs on every call)
-    step = itemsize
-    for extent, stride in zip(reversed(shape), reversed(strides), strict=True):
-        if extent > 1 and stride != step:
-            return False
-        step *= extent
-    return True
-
 
 _typestr_dtype = {}
 
@@ -249,7 +239,6 @@ def launch_stream_for(handle):
         return _SIMULATOR_STREAM
     stream = _wrapped_streams.get(handle)
     if stream is None:
-        from .launch.driver import Stream
         numba_stream = cuda.default_stream() if handle == 0 else cuda.external_stream(handle)
         stream = _wrapped_streams[handle] = Stream.wrap(numba_stream)
     return stream
@@ -264,7 +253,7 @@ def resolve_stream(stream, x, kind, array_stream):
             stream_handle(stream)
         return _SIMULATOR_STREAM
     if stream is not None:
-        if isinstance(stream, _launch_stream_class()):
+        if isinstance(stream, Stream):
             return stream
         return launch_stream_for(stream_handle(stream))
     if kind == TORCH:
@@ -285,13 +274,3 @@ def torch_current_stream(device_index):
             lambda index: torch.cuda.current_stream(index).cuda_stream)
     return _raw_torch_stream(device_index)
 
-
-_launch_stream = None
-
-
-def _launch_stream_class():
-    global _launch_stream
-    if _launch_stream is None:
-        from .launch.driver import Stream
-        _launch_stream = Stream
-    return _launch_stream

@@ -1,8 +1,8 @@
 """Simulator or GPU: the one place that decides, for the package, the harness and the tests.
 
 Numba reads ``NUMBA_ENABLE_CUDASIM`` once, when it is first imported, so the backend is
-fixed for the life of a process: :data:`SIMULATOR` is read here once and everything else
-asks this module rather than reading Numba's config itself.
+fixed for the life of a process: :data:`SIMULATOR` is read once (:mod:`.simulator`, below the
+kernels, which read it too) and everything above the launch layer asks this module.
 
 * On a GPU, launches go through the cuda-python launch layer (:mod:`numba_softmax.launch`):
   :func:`stream` is a :class:`~numba_softmax.launch.driver.Stream`, :func:`invocation` a
@@ -13,31 +13,33 @@ asks this module rather than reading Numba's config itself.
 
 A harness that has to choose the backend for a fresh process does so before Numba is
 imported (``bench.environment.select_backend``); this module reports what was chosen.
-This module imports only Numba at import time; the launch layer is imported on first use.
+Whether a GPU is there at all is asked of the driver, before Numba is imported
+(:func:`numba_softmax.device.gpu_present`).
 """
 
-from numba import config
+import warnings
 
-#: True when this process runs kernels in the Numba CUDA simulator.
-SIMULATOR = bool(config.ENABLE_CUDASIM)
+from .launch.driver import Invocation, Stream
+from .simulator import SIMULATOR
 
-
-def gpu_present():
-    """True when this process runs kernels on a CUDA GPU (not the simulator, and a device is there)."""
-    if SIMULATOR:
-        return False
-    from numba import cuda
-    return cuda.is_available()
+#: numpy's floating-point warnings ("overflow encountered in scalar add", "invalid value encountered
+#: in scalar subtract"), as the simulator reports them from a thread ("tid=[..] ctaid=[..]: ...").
+_NUMPY_FLOAT_WARNING = r".*(overflow|invalid value|divide by zero|underflow) encountered in"
 
 
 def run_launches_with_dispatcher(launches, stream=0):
     """Submit through Numba's dispatcher (simulator, and reference checks only).
 
     This path costs ~31 us of host time per launch on the H200 (docs/machine.md); nothing
-    timed goes through it.
+    timed goes through it. In the simulator a kernel's float arithmetic is numpy's, which warns
+    where a GPU computes inf or NaN silently (``inf - inf`` in a row holding +inf): those warnings
+    are not shown; the device-side checks report such inputs.
     """
-    for launch in launches:
-        launch.kernel[launch.grid, launch.block, stream, launch.shared_bytes](*launch.args)
+    with warnings.catch_warnings():
+        if SIMULATOR:
+            warnings.filterwarnings("ignore", message=_NUMPY_FLOAT_WARNING, category=RuntimeWarning)
+        for launch in launches:
+            launch.kernel[launch.grid, launch.block, stream, launch.shared_bytes](*launch.args)
 
 
 class DispatcherInvocation:
@@ -71,7 +73,6 @@ def stream():
     """A new stream for a harness or a test: the launch layer's Stream, or SimulatorStream."""
     if SIMULATOR:
         return SimulatorStream()
-    from .launch.driver import Stream
     return Stream()
 
 
@@ -79,7 +80,6 @@ def invocation(name, launches):
     """One invocation of a list of launches, prepared once: ``enqueue(stream)`` submits it."""
     if SIMULATOR:
         return DispatcherInvocation(name, launches)
-    from .launch.driver import Invocation
     return Invocation.from_launches(name, launches)
 
 
@@ -90,7 +90,6 @@ def launch_stream(stream=None):
     """The launch-layer stream for one call (GPU only): ``stream`` itself, a wrapped Numba stream,
     or a stream shared by every call that passes none."""
     global _default_stream
-    from .launch.driver import Stream
     if isinstance(stream, Stream):
         return stream
     if stream is not None:
@@ -115,5 +114,5 @@ def run_launches(launches, stream=None, name="launches"):
     target.synchronize()
 
 
-__all__ = ["SIMULATOR", "gpu_present", "stream", "invocation", "launch_stream", "run_launches",
+__all__ = ["SIMULATOR", "stream", "invocation", "launch_stream", "run_launches",
            "run_launches_with_dispatcher", "DispatcherInvocation", "SimulatorStream"]

@@ -52,7 +52,7 @@ import math
 import numpy as np
 from numba import cuda, float32, int32, uint32
 
-from .backend import SIMULATOR
+from .simulator import SIMULATOR
 
 #: Threads per block of every row kernel (the protocol's 256); tile tasks use 128 (kernels/tiles.py).
 BLOCK_THREADS = 256

@@ -31,7 +31,12 @@ import types as pytypes
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
+import numba.cuda.compiler as compiler_module
+import numba.cuda.dispatcher as dispatcher_module
 from numba import cuda
+from numba.core import sigutils
+
+from .launch.entry import slim_entry
 
 TARGET_CC = (9, 0)
 
@@ -42,9 +47,6 @@ def fixed_compute_capability(cc=TARGET_CC):
     if cuda.is_available():
         yield
         return
-    import numba.cuda.compiler as compiler_module
-    import numba.cuda.dispatcher as dispatcher_module
-
     fake = pytypes.SimpleNamespace(compute_capability=cc)
     saved = dispatcher_module.get_current_device, compiler_module.get_current_device
     dispatcher_module.get_current_device = compiler_module.get_current_device = lambda: fake
@@ -57,10 +59,6 @@ def fixed_compute_capability(cc=TARGET_CC):
 def kernel_ptx(dispatcher, signature, cc=TARGET_CC):
     """PTX text of one kernel for ``signature`` (a Numba signature string or tuple), as the launch
     layer launches it: the kernel's code behind its slim entry (:mod:`.launch.entry`)."""
-    from numba.core import sigutils
-
-    from .launch.entry import slim_entry
-
     argtypes = sigutils.normalize_signature(signature)[0] if isinstance(signature, str) else tuple(signature)
     with fixed_compute_capability(cc):
         entry, parameters = slim_entry(dispatcher, argtypes)

@@ -6,10 +6,29 @@ what the device recorded into a ``ValueError`` naming the first offending row an
 Every check here raises a ``ValueError`` that names what is wrong and where.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
-from .arrays import DEVICE_KINDS, FLOAT32, NUMPY, array_kind, c_contiguous, kind_error, read_device
-from .backend import SIMULATOR
+from .arrays import DEVICE_KINDS, FLOAT32, NUMPY, array_kind, kind_error, read_device
+from .contiguity import c_contiguous
+from .simulator import SIMULATOR
+
+_OVERLAP = "out overlaps the input: softmax never writes its input; pass a separate out"
+
+
+class Matrix(NamedTuple):
+    """A matrix argument read and checked once, at the API boundary: what the rest of the call uses.
+
+    Its dtype and strides are not kept: a ``Matrix`` is float32 and C-contiguous, or was refused.
+    (A named tuple rather than a frozen dataclass: it is built on every call that misses the repeated-call
+    shortcut, and a named tuple costs half as much to build.)
+    """
+
+    kind: str            # one of the kinds of :mod:`.arrays`
+    pointer: int | None  # the device address; None for a numpy array (it is copied to the device)
+    shape: tuple         # (rows, cols), both >= 1
+    stream: int | None   # the stream the array names (its __cuda_array_interface__), or None
 
 
 def is_device_array(x):
@@ -34,26 +53,53 @@ def check_matrix_layout(shape, dtype, contiguous, what="input"):
     return rows, cols
 
 
-def _layout_of_host(x, what):
-    if not isinstance(x, np.ndarray):
-        raise kind_error(x, what)
-    return x.shape, x.dtype, c_contiguous(x.shape, x.strides, x.dtype.itemsize)
-
-
-def validate_matrix(x, what="input", stream_handle=None):
-    """Kind and layout of a matrix of any kind softmax() takes (values are checked on the device).
-
-    Returns ``(kind, pointer, (rows, cols), stream the array names or None)``; a numpy array's
-    pointer is None (it is copied to the device). ``stream_handle``: the launch stream, for a
-    DLPack producer to order its work before."""
-    kind = array_kind(x)
+def _read(x, kind, what, stream_handle=None):
+    """``(pointer or None, shape, dtype, c_contiguous, stream or None)`` of an array of any kind, read in place."""
     if kind is None:
         raise kind_error(x, what)
     if kind == NUMPY:
-        shape, dtype, contiguous = _layout_of_host(x, what)
-        return kind, None, check_matrix_layout(shape, dtype, contiguous, what), None
-    pointer, shape, dtype, contiguous, array_stream = read_device(x, kind, stream_handle)
-    return kind, pointer, check_matrix_layout(shape, dtype, contiguous, what), array_stream
+        return None, x.shape, x.dtype, c_contiguous(x.shape, x.strides, x.dtype.itemsize), None
+    return read_device(x, kind, stream_handle)
+
+
+def validate_matrix(x, what="input", stream_handle=None, kind=None):
+    """Read and check a matrix of any kind softmax() takes (its values are checked on the device).
+
+    Returns a :class:`Matrix`. ``stream_handle``: the launch stream, for a DLPack producer to order its
+    work before; ``kind``: :func:`~.arrays.array_kind` of ``x`` where the caller has it already."""
+    if kind is None:
+        kind = array_kind(x)
+    pointer, shape, dtype, contiguous, stream = _read(x, kind, what, stream_handle)
+    if not (contiguous and dtype is FLOAT32 and len(shape) == 2 and shape[0] and shape[1]):
+        shape = check_matrix_layout(shape, dtype, contiguous, what)   # raises, naming the reason
+    return Matrix(kind, pointer, shape, stream)
+
+
+def validate_out(out, source):
+    """``out=`` of a call whose input is ``source`` (a :class:`Matrix`): the same kind of memory (host for
+    a numpy input, any device kind for a device input) and the same shape. Returns its :class:`Matrix`."""
+    kind = array_kind(out)
+    if source.kind != NUMPY and kind == NUMPY:
+        raise ValueError("out must be a device array for a device input (the result stays on the device)")
+    matrix = validate_matrix(out, "out", kind=kind)
+    if source.kind == NUMPY and kind != NUMPY:
+        raise ValueError("out must be a numpy array for a numpy input (the result comes back to the host)")
+    if matrix.shape != source.shape:
+        raise ValueError(f"out must have the input's shape {source.shape}, got {matrix.shape}")
+    return matrix
+
+
+def check_separate(x_pointer, y_pointer, shape):
+    """Raise unless the float32 matrices of ``shape`` at these two device addresses are apart."""
+    nbytes = shape[0] * shape[1] * 4
+    if x_pointer < y_pointer + nbytes and y_pointer < x_pointer + nbytes:
+        raise ValueError(_OVERLAP)
+
+
+def check_separate_host(x, out):
+    """Raise if two numpy arrays share memory."""
+    if np.shares_memory(x, out):
+        raise ValueError(_OVERLAP)
 
 
 def validate_row_lengths(row_lengths):
@@ -76,13 +122,7 @@ def validate_packed(values, row_lengths, what="values"):
     Returns ``(kind, pointer or None for numpy, int64 row lengths)``; the values are checked on
     the device."""
     kind = array_kind(values)
-    if kind is None:
-        raise kind_error(values, what)
-    if kind == NUMPY:
-        pointer = None
-        shape, dtype, contiguous = _layout_of_host(values, what)
-    else:
-        pointer, shape, dtype, contiguous, _stream = read_device(values, kind)
+    pointer, shape, dtype, contiguous, _stream = _read(values, kind, what)
     if dtype != FLOAT32:
         raise ValueError(f"{what} must be float32, got {dtype}")
     if len(shape) != 1:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from numba_softmax import backend
+from numba_softmax import backend, device
 
 TESTS = Path(__file__).resolve().parent
 #: Set in the simulator child: where it writes its test reports (one JSON object per line).
@@ -75,7 +75,7 @@ class _BackendSelection:
                 if _kind(item) != "simulator":
                     item.add_marker(skip)
             return
-        if not backend.gpu_present():
+        if not device.gpu_present():
             skip = pytest.mark.skip(reason="no CUDA GPU/driver on this machine")
             for item in items:
                 if _kind(item) == "gpu":

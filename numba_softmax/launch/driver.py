@@ -30,32 +30,11 @@ import numpy as np
 from cuda.bindings import driver as cu
 from numba import cuda, types
 
-
-class CudaDriverError(RuntimeError):
-    pass
-
+from .context import LoadedKernel, check, ensure_context
+from .entry import array_members, slim_entry
+from .prebuilt import active_store
 
 _SUCCESS = cu.CUresult.CUDA_SUCCESS
-
-
-def check(result):
-    """Unwrap a cuda-python ``(CUresult, *values)`` tuple, raising on error."""
-    if isinstance(result, tuple):
-        err, values = result[0], result[1:]
-    else:
-        err, values = result, ()
-    if err != cu.CUresult.CUDA_SUCCESS:
-        _, name = cu.cuGetErrorName(err)
-        _, text = cu.cuGetErrorString(err)
-        raise CudaDriverError(f"{name.decode() if name else err}: {text.decode() if text else ''}")
-    if not values:
-        return None
-    return values[0] if len(values) == 1 else values
-
-
-def ensure_context():
-    """Make Numba's primary context current in this thread and return it."""
-    return cuda.current_context()
 
 
 class Stream:
@@ -103,12 +82,10 @@ class Event:
         return 1e3 * check(cu.cuEventElapsedTime(start.handle, self.handle))
 
 
-class CompiledKernel:
+class CompiledKernel(LoadedKernel):
     """One compiled specialization of a dispatcher, bound to the current context."""
 
     def __init__(self, dispatcher, argtypes):
-        from .entry import slim_entry
-
         ensure_context()
         self.dispatcher = dispatcher
         self.argtypes = tuple(argtypes)  # the kernel's own; the entry takes pointer + shape per array
@@ -125,20 +102,6 @@ class CompiledKernel:
         self.static_shared_bytes = attrs.shared
         self.max_threads_per_block = attrs.maxthreads
 
-    def active_blocks_per_sm(self, block_threads, dynamic_shared_bytes=0):
-        return check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-            self.function, block_threads, dynamic_shared_bytes))
-
-    def resources(self):
-        return {
-            "entry": self.name,
-            "cooperative": self.cooperative,
-            "registers_per_thread": self.registers_per_thread,
-            "local_bytes_per_thread": self.local_bytes_per_thread,
-            "static_shared_bytes": self.static_shared_bytes,
-            "max_threads_per_block": self.max_threads_per_block,
-        }
-
 
 _compiled_cache = {}
 
@@ -146,8 +109,6 @@ _compiled_cache = {}
 def compiled(dispatcher, args):
     """Compile (once per dispatcher and argument types) for these arguments; where a folder of
     prebuilt kernels is active (:mod:`.prebuilt`), load its cubin instead and never compile."""
-    from .prebuilt import active_store
-
     argtypes = tuple(numba.typeof(a) for a in args)
     key = (id(dispatcher), argtypes)
     kernel = _compiled_cache.get(key)
@@ -164,8 +125,6 @@ def flatten_argument(ty, value, out):
     if isinstance(ty, types.Array):
         if not cuda.is_cuda_array(value):
             raise TypeError(f"kernel array argument must live on the device, got {type(value)}")
-        from .entry import array_members
-
         data, shape = array_members(value)
         out.append(ctypes.c_void_p(data))
         out.extend(ctypes.c_int64(extent) for extent in shape)
@@ -245,7 +204,7 @@ DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
 
 
 class PreparedLaunch:
-    """A :class:`~numba_softmax.launch.plan.KernelLaunch` packed once for fixed pointers."""
+    """A :class:`~numba_softmax.launch_spec.KernelLaunch` packed once for fixed pointers."""
 
     def __init__(self, launch):
         self.launch = launch

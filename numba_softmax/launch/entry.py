@@ -30,6 +30,8 @@ import numpy as np
 from numba import cuda, types
 from numba.cuda.np.arrayobj import get_cfarray_intrinsic
 
+from ..contiguity import c_contiguous
+
 #: Compile options a generated entry keeps from its kernel (the others describe a kernel being a kernel).
 KEPT_OPTIONS = ("fastmath", "debug", "lineinfo", "opt", "link", "launch_bounds", "lto", "max_registers")
 
@@ -105,8 +107,6 @@ def slim_entry(dispatcher, argtypes):
 
 def array_members(value):
     """``(data pointer, shape)`` of a C-contiguous device array: what the entry takes for it."""
-    from ..arrays import c_contiguous
-
     iface = value.__cuda_array_interface__
     shape = tuple(int(extent) for extent in iface["shape"])
     strides = iface.get("strides")

@@ -28,6 +28,8 @@ import os
 
 from cuda.bindings import driver as cu
 
+from .context import LoadedKernel, check, ensure_context
+
 MANIFEST_NAME = "kernels.json"
 
 
@@ -55,12 +57,10 @@ def kernel_key(dispatcher, argtypes) -> str:
     return f"{function.__module__}.{function.__name__}({', '.join(str(t) for t in argtypes)})"
 
 
-class PrebuiltKernel:
+class PrebuiltKernel(LoadedKernel):
     """A cubin's kernel, loaded with the driver; the interface of ``driver.CompiledKernel``."""
 
     def __init__(self, record, function, argtypes):
-        from .driver import check
-
         self.argtypes = tuple(argtypes)
         self.name = record["entry"]
         self.key = record["key"]
@@ -76,16 +76,9 @@ class PrebuiltKernel:
         self.static_shared_bytes = get("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
         self.max_threads_per_block = get("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK")
 
-    def active_blocks_per_sm(self, block_threads, dynamic_shared_bytes=0):
-        from .driver import check
-
-        return check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(self.function, block_threads,
-                                                                     dynamic_shared_bytes))
-
     def resources(self):
         # The same record as a run-time compiled kernel's (the attributes have the same names).
-        from .driver import CompiledKernel
-        return dict(CompiledKernel.resources(self), prebuilt=True)
+        return dict(super().resources(), prebuilt=True)
 
 
 class KernelStore:
@@ -122,8 +115,6 @@ class KernelStore:
         return image
 
     def _function(self, record):
-        from .driver import check, ensure_context
-
         ensure_context()
         module = self._modules.get(record["key"])
         if module is None:
@@ -153,8 +144,6 @@ class KernelStore:
     def verify(self):
         """Check the source and the device, and load every module now (before the run allocates
         anything); return how many."""
-        from .driver import ensure_context
-
         self.check_source()
         context = ensure_context()
         self.check_device(context.device.compute_capability)

@@ -29,8 +29,17 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+from cuda.bindings import driver as cu
 
-from ..queue import TILES_PER_CLAIM
+from ..contiguity import c_contiguous
+from ..kernels import fused_row
+from ..kernels.fused_row import MAX_FUSED_COLUMNS
+from ..kernels.persistent import INIT_MAX_BLOCKS, MODE_DAG, MODE_PHASED
+from ..kernels.tiles import TILE_THREADS, separate_launches
+from ..launch.context import check, ensure_context
+from ..launch.driver import ExtendedLaunchConfig, Invocation, device_sm_count, numba_array_members
+from ..numerics import BLOCK_THREADS
+from ..queue import DEFAULT_MAX_POLLS, TILES_PER_CLAIM
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_BUILD_DIR = os.path.join(REPO_ROOT, "reference_cu", "build")
@@ -172,7 +181,6 @@ def pack_arguments(kernel, values):
 
 
 def _require_c_contiguous(kernel, name, iface, dtype):
-    from ..arrays import c_contiguous
 
     strides = iface.get("strides")
     if strides is not None and not c_contiguous(tuple(iface["shape"]), tuple(strides), dtype.itemsize):
@@ -182,7 +190,6 @@ def _require_c_contiguous(kernel, name, iface, dtype):
 def _pack_numba_array(kernel, name, kind, value):
     """One struct parameter holding exactly the members of Numba's own array ABI
     (:func:`~numba_softmax.launch.driver.numba_array_members`), in Numba's order."""
-    from ..launch.driver import numba_array_members
 
     dtype, ndim = _NUMBA_ARRAY_KINDS[kind]
     iface = getattr(value, "__cuda_array_interface__", None)
@@ -213,9 +220,7 @@ class ReferenceLibrary:
     ``image="ptx"`` the PTX of the same build, compiled by the driver."""
 
     def __init__(self, build_dir=DEFAULT_BUILD_DIR, image="cubin"):
-        from cuda.bindings import driver as cu
 
-        from ..launch.driver import check, ensure_context
         if image not in IMAGES:
             raise ValueError(f"image must be one of {IMAGES}, not {image!r}")
         ensure_context()
@@ -253,9 +258,7 @@ class ReferenceLibrary:
 
     def attributes(self, name):
         """Registers, local bytes, static shared bytes of the loaded entry (from the driver)."""
-        from cuda.bindings import driver as cu
 
-        from ..launch.driver import check
         attr = cu.CUfunction_attribute
         fn = self._functions[name]
         return {
@@ -267,19 +270,14 @@ class ReferenceLibrary:
         }
 
     def active_blocks_per_sm(self, name, block_threads, dynamic_shared_bytes=0):
-        from cuda.bindings import driver as cu
 
-        from ..launch.driver import check
         return check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
             self._functions[name], block_threads, dynamic_shared_bytes))
 
     def cooperative_limit(self, name="persistent_tiles"):
-        from ..kernels.tiles import TILE_THREADS
-        from ..launch.driver import device_sm_count
         return int(self.active_blocks_per_sm(name, TILE_THREADS)) * int(device_sm_count())
 
     def close(self):
-        from cuda.bindings import driver as cu
         for handle in self._modules.values():
             cu.cuModuleUnload(handle)
         self._modules.clear()
@@ -306,7 +304,6 @@ class ReferenceLaunch:
     """One reference kernel launch, packed once for fixed device pointers."""
 
     def __init__(self, library, name, grid, block, args, label=None, programmatic=False):
-        from cuda.bindings import driver as cu
 
         self.name = name
         self.spec = reference_spec(name)
@@ -335,7 +332,6 @@ class ReferenceLaunch:
         self._extended = self._stream = None
 
     def enqueue(self, stream):
-        from ..launch.driver import ExtendedLaunchConfig, check
         if self.programmatic:
             if stream is not self._stream:
                 self._stream = stream
@@ -354,20 +350,17 @@ class ReferenceLaunch:
 
 def reference_invocation(name, launches):
     """An :class:`~numba_softmax.launch.driver.Invocation` of reference launches."""
-    from ..launch.driver import Invocation
     return Invocation(name, [launch.enqueue for launch in launches], launches)
 
 
 # ---- launch lists (same geometry as the Numba launch lists) -----------------------------
 
 def _elementwise_blocks(rows, cols):
-    from ..numerics import BLOCK_THREADS
     return (rows * cols + BLOCK_THREADS - 1) // BLOCK_THREADS
 
 
 def reference_stages_launches(library, x, y, row_max, exps, row_sum):
     """The four stages on device arrays (Numba: ``kernels.row_stages.stages_launches``)."""
-    from ..numerics import BLOCK_THREADS
     rows, cols = x.shape
     block = (BLOCK_THREADS,)
     blocks = _elementwise_blocks(rows, cols)
@@ -382,7 +375,6 @@ def reference_stages_launches(library, x, y, row_max, exps, row_sum):
 def numba_fused_kernel_name(x, y):
     """Name of the fused build Numba's launcher picks for these arrays (``fused_row_softmax``
     where the kernel module has a single build)."""
-    from ..kernels import fused_row
     chooser = getattr(fused_row, "fused_kernel_for", None)
     if chooser is None:
         return "fused_row_softmax"
@@ -394,8 +386,6 @@ def reference_fused_launches(library, x, y, name=None):
 
     ``name``: the build to run; default the one Numba's launcher picks for ``x``, ``y``.
     """
-    from ..kernels.fused_row import MAX_FUSED_COLUMNS
-    from ..numerics import BLOCK_THREADS
     rows, cols = x.shape
     if cols > MAX_FUSED_COLUMNS:
         raise ValueError(f"row too long for the fused kernel: {cols} columns > {MAX_FUSED_COLUMNS}")
@@ -406,7 +396,6 @@ def reference_fused_launches(library, x, y, name=None):
 def reference_separate_launches(library, buffers):
     """The separate scheduler's three launches over :class:`numba_softmax.tiled.TiledBuffers`,
     with the grids and blocks of the Numba launches (``kernels.tiles.separate_launches``)."""
-    from ..kernels.tiles import separate_launches
     b = buffers
     geometry = {launch.name: (launch.grid, launch.block) for launch in separate_launches(buffers)}
     args = {
@@ -438,9 +427,6 @@ def reference_worker_count(library, buffers, workers=None):
 
 
 def reference_phased_launches(library, buffers, workers, max_polls=None):
-    from ..kernels.persistent import MODE_PHASED
-    from ..queue import DEFAULT_MAX_POLLS
-    from ..kernels.tiles import TILE_THREADS
     polls = DEFAULT_MAX_POLLS if max_polls is None else max_polls
     return [ReferenceLaunch(library, "persistent_tiles", (workers,), (TILE_THREADS,),
                             reference_persistent_args(MODE_PHASED, buffers, polls),
@@ -448,8 +434,6 @@ def reference_phased_launches(library, buffers, workers, max_polls=None):
 
 
 def reference_init_queue_launch(library, buffers):
-    from ..kernels.persistent.launch import INIT_MAX_BLOCKS
-    from ..numerics import BLOCK_THREADS
     b = buffers
     capacity = b.layout.fifo_capacity
     blocks = min(max(1, (capacity + BLOCK_THREADS - 1) // BLOCK_THREADS), INIT_MAX_BLOCKS)
@@ -458,9 +442,6 @@ def reference_init_queue_launch(library, buffers):
 
 
 def reference_dag_launches(library, buffers, workers, max_polls=None):
-    from ..kernels.persistent import MODE_DAG
-    from ..queue import DEFAULT_MAX_POLLS
-    from ..kernels.tiles import TILE_THREADS
     polls = DEFAULT_MAX_POLLS if max_polls is None else max_polls
     return [reference_init_queue_launch(library, buffers),
             ReferenceLaunch(library, "persistent_tiles", (workers,), (TILE_THREADS,),

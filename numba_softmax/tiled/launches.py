@@ -12,6 +12,7 @@ from ..kernels.persistent import MODE_PHASED, dag_launches, persistent_args, per
 from ..kernels.persistent.diagnostics import persistent_trace_kernel
 from ..kernels.tiles import TILE_THREADS, separate_floor_launches, separate_launches
 from ..backend import SIMULATOR
+from ..launch.driver import compiled, device_sm_count
 from ..queue import DEFAULT_MAX_POLLS
 
 SCHEDULERS = EXPERIMENT_B_SCHEDULERS  # ("separate", "phased", "dag")
@@ -45,7 +46,6 @@ def worker_plan(buffers, workers=None, kernel=None):
         limit = dispatcher.overloads[None].max_cooperative_grid_blocks(TILE_THREADS)
         blocks_per_sm, sm_count, source = limit, 1, "simulator"
     else:
-        from ..launch.driver import compiled, device_sm_count
         kernel = compiled(dispatcher, persistent_args(MODE_PHASED, buffers))
         blocks_per_sm = int(kernel.active_blocks_per_sm(TILE_THREADS, 0))
         sm_count = int(device_sm_count())

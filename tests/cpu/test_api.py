@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from numba_softmax import arrays
-from numba_softmax.backend import gpu_present
+from numba_softmax.contiguity import c_contiguous
+from numba_softmax.device import gpu_present
 from numba_softmax.validation import is_device_array, validate_matrix
 
 
@@ -110,10 +111,10 @@ def test_stream_kinds_give_their_handle():
 
 
 def test_c_contiguous():
-    assert arrays.c_contiguous((3, 4), (16, 4), 4)
-    assert not arrays.c_contiguous((3, 4), (32, 8), 4)
-    assert arrays.c_contiguous((1, 4), (999, 4), 4)
-    assert not arrays.c_contiguous((3, 4), (4, 12), 4)
+    assert c_contiguous((3, 4), (16, 4), 4)
+    assert not c_contiguous((3, 4), (32, 8), 4)
+    assert c_contiguous((1, 4), (999, 4), 4)
+    assert not c_contiguous((3, 4), (4, 12), 4)
 
 
 @pytest.mark.skipif(gpu_present(), reason="this machine has a GPU: the no-GPU message cannot show here")
@@ -134,3 +135,19 @@ def test_without_a_gpu_the_readme_example_ends_in_one_clear_line():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env=dict(env, NUMBA_ENABLE_CUDASIM="1"), timeout=300)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_in_the_simulator_a_positive_infinity_prints_the_value_error_alone():
+    script = textwrap.dedent("""
+        import numpy as np
+        from numba_softmax import softmax
+        x = np.ones((2, 8), np.float32)
+        x[1, 3] = np.inf
+        softmax(x)
+    """)
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode != 0
+    assert "Warning" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == "ValueError: input has a non-finite value (NaN or infinity) at row 1, column 3"

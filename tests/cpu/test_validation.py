@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from numba_softmax.validation import validate_matrix, validate_packed
+from numba_softmax.validation import Matrix, check_separate, validate_matrix, validate_out, validate_packed
 
 
 def good(rows=3, cols=5):
@@ -45,3 +45,33 @@ def test_packed_rows_validation():
         validate_packed(values.reshape(2, 5), [3, 7])
     with pytest.raises(ValueError, match="must be contiguous"):
         validate_packed(np.arange(20, dtype=np.float32)[::2], [3, 7])
+
+
+class _DeviceMatrix:
+    """A device array as its ``__cuda_array_interface__`` describes it (never dereferenced here)."""
+
+    def __init__(self, shape, pointer=0x7F0000000000):
+        self.__cuda_array_interface__ = {"shape": shape, "strides": None, "typestr": "<f4",
+                                         "data": (pointer, False), "version": 3}
+
+
+def test_out_is_checked_against_the_input():
+    host = validate_matrix(good())
+    assert isinstance(host, Matrix) and host.shape == (3, 5)
+    assert validate_out(good(), host) == ("numpy", None, (3, 5), None)
+    with pytest.raises(ValueError, match=r"out must have the input's shape \(3, 5\), got \(4, 5\)"):
+        validate_out(good(4, 5), host)
+    with pytest.raises(ValueError, match="out must be a numpy array for a numpy input"):
+        validate_out(_DeviceMatrix((3, 5)), host)
+    device = validate_matrix(_DeviceMatrix((3, 5)))
+    assert device == ("cuda_array_interface", 0x7F0000000000, (3, 5), None)
+    with pytest.raises(ValueError, match="out must be a device array for a device input"):
+        validate_out(good(), device)
+    with pytest.raises(ValueError, match="out must be a numpy array, a Numba device array"):
+        validate_out([[1.0]], device)
+
+
+def test_out_overlapping_the_input_is_refused():
+    check_separate(0x1000, 0x1000 + 3 * 5 * 4, (3, 5))            # back to back: apart
+    with pytest.raises(ValueError, match="out overlaps the input"):
+        check_separate(0x1000, 0x1000 + 3 * 5 * 4 - 4, (3, 5))

@@ -6,6 +6,8 @@ float64, fully masked rows, ``check=False``, cached plans, streams. The same sem
 with CuPy and PyTorch inputs too: tests/gpu/test_api_gpu.py.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -126,6 +128,17 @@ def test_the_device_check_names_the_first_offending_row_and_column(kind, method,
     assert np.array_equal(x, original, equal_nan=True)
 
 
+@pytest.mark.parametrize("method", ["auto", "fused", "stages"])
+def test_a_non_finite_input_raises_the_value_error_and_warns_nothing(method):
+    """The simulator's numpy arithmetic would warn on ``inf - inf``; the caller sees the ValueError only."""
+    x = np.ones((2, 8), np.float32)
+    x[1, 3] = np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")             # any warning fails the test (it would be raised instead)
+        with pytest.raises(ValueError, match=r"at row 1, column 3$"):
+            softmax(x, method=method)
+
+
 def test_after_a_reported_error_the_same_plan_runs_clean_again():
     """The status words and the alarm are cleared after a report: the next clean call passes
     (and a second bad one is reported again, at its own position)."""
@@ -241,7 +254,7 @@ def test_the_plan_cache_is_bounded(monkeypatch):
 
 
 def test_an_evicted_plan_ends_the_shortcut_of_its_remembered_call(monkeypatch):
-    from numba_softmax import arrays
+    from numba_softmax import arrays, validation
     monkeypatch.setattr(api, "PLAN_CACHE_SIZE", 2)
     api.clear_plans()
     x = matrix_fixture("random", (2, 8))
@@ -254,7 +267,7 @@ def test_an_evicted_plan_ends_the_shortcut_of_its_remembered_call(monkeypatch):
     assert not first.cached and all(plan.cached for plan in api._plans.values())
     reads = []
     real_read = arrays.read_device
-    monkeypatch.setattr(api, "read_device", lambda *a, **k: reads.append(1) or real_read(*a, **k))
+    monkeypatch.setattr(validation, "read_device", lambda *a, **k: reads.append(1) or real_read(*a, **k))
     dy.copy_to_device(np.zeros((2, 8), np.float32))
     softmax(dx, out=dy)
     assert reads == [1, 1]                                # the full path: both arrays read again
@@ -318,14 +331,14 @@ def _only_repeat():
 
 
 def test_a_repeated_call_skips_the_checks_and_still_writes_the_right_out(monkeypatch):
-    from numba_softmax import arrays
+    from numba_softmax import arrays, validation
     api.clear_plans()
     x = matrix_fixture("random", SHAPE)
     dx, dy = _device(x), _device(np.zeros(SHAPE, np.float32))
     softmax(dx, out=dy)
     reads = []
     real_read = arrays.read_device
-    monkeypatch.setattr(api, "read_device", lambda *a, **k: reads.append(1) or real_read(*a, **k))
+    monkeypatch.setattr(validation, "read_device", lambda *a, **k: reads.append(1) or real_read(*a, **k))
     dy.copy_to_device(np.zeros(SHAPE, np.float32))
     assert softmax(dx, out=dy) is dy
     assert reads == []                                   # the same call again: no array read
