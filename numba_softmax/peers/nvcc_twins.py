@@ -34,7 +34,8 @@ from cuda.bindings import driver as cu
 from ..contiguity import c_contiguous
 from ..kernels import fused_row
 from ..kernels.fused_row import MAX_FUSED_COLUMNS
-from ..kernels.persistent import INIT_MAX_BLOCKS, MODE_DAG, MODE_PHASED
+from ..kernels.persistent import MODE_DAG, MODE_PHASED
+from ..kernels.persistent.launch import INIT_MAX_BLOCKS
 from ..kernels.tiles import TILE_THREADS, separate_launches
 from ..launch.context import check, ensure_context
 from ..launch.driver import ExtendedLaunchConfig, Invocation, device_sm_count, numba_array_members
