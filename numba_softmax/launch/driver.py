@@ -144,8 +144,10 @@ _compiled_cache = {}
 
 
 def compiled(dispatcher, args):
-    """Compile (once per dispatcher and argument types) for these arguments; where a folder of
-    prebuilt kernels is active (:mod:`.prebuilt`), load its cubin instead and never compile."""
+    """Compile (once per dispatcher and argument types) for these arguments, through the on-disk cache
+    (:mod:`.cached_kernel`); where a folder of prebuilt kernels is active (:mod:`.prebuilt`), load its
+    cubin instead and never compile."""
+    from .cached_kernel import cached_compile  # it imports this module: here, not at the top
     from .prebuilt import active_store
 
     argtypes = tuple(numba.typeof(a) for a in args)
@@ -154,7 +156,7 @@ def compiled(dispatcher, args):
     if kernel is None:
         store = active_store()
         kernel = (store.kernel(dispatcher, argtypes) if store is not None
-                  else CompiledKernel(dispatcher, argtypes))
+                  else cached_compile(dispatcher, argtypes))
         _compiled_cache[key] = kernel
     return kernel
 

@@ -26,7 +26,8 @@ import hashlib
 import json
 import os
 
-from cuda.bindings import driver as cu
+from .cached_kernel import LoadedKernel, load_module
+from .kernel_cache import kernel_name as kernel_key  # ``module.name(argument types)``: a manifest's key
 
 MANIFEST_NAME = "kernels.json"
 
@@ -49,38 +50,14 @@ def source_digest() -> str:
     return digest.hexdigest()
 
 
-def kernel_key(dispatcher, argtypes) -> str:
-    """``module.name(argument types)``: what identifies one compiled specialization."""
-    function = dispatcher.py_func
-    return f"{function.__module__}.{function.__name__}({', '.join(str(t) for t in argtypes)})"
+class PrebuiltKernel(LoadedKernel):
+    """A cubin's kernel, loaded with the driver as the kernel cache's are; the interface of
+    ``driver.CompiledKernel``."""
 
-
-class PrebuiltKernel:
-    """A cubin's kernel, loaded with the driver; the interface of ``driver.CompiledKernel``."""
-
-    def __init__(self, record, function, argtypes):
-        from .driver import check
-
-        self.argtypes = tuple(argtypes)
-        self.name = record["entry"]
+    def __init__(self, record, module, argtypes):
+        # Numba marks a kernel cooperative only for cooperative-groups grid sync, which no prebuilt one uses
+        super().__init__(module, record["entry"], argtypes, cooperative=False, origin="prebuilt")
         self.key = record["key"]
-        self.cooperative = False  # Numba marks a kernel cooperative only for cooperative-groups grid sync
-        self.function = function
-        attribute = cu.CUfunction_attribute
-
-        def get(name):
-            return check(cu.cuFuncGetAttribute(getattr(attribute, name), function))
-
-        self.registers_per_thread = get("CU_FUNC_ATTRIBUTE_NUM_REGS")
-        self.local_bytes_per_thread = get("CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES")
-        self.static_shared_bytes = get("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
-        self.max_threads_per_block = get("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK")
-
-    def active_blocks_per_sm(self, block_threads, dynamic_shared_bytes=0):
-        from .driver import check
-
-        return check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(self.function, block_threads,
-                                                                     dynamic_shared_bytes))
 
     def resources(self):
         # The same record as a run-time compiled kernel's (the attributes have the same names).
@@ -121,14 +98,11 @@ class KernelStore:
                                       "(its SHA-256 differs)")
         return image
 
-    def _function(self, record):
-        from .driver import check, ensure_context
-
-        ensure_context()
+    def _module(self, record):
         module = self._modules.get(record["key"])
         if module is None:
-            module = self._modules[record["key"]] = check(cu.cuModuleLoadData(self._image(record)))
-        return check(cu.cuModuleGetFunction(module, record["entry"].encode()))
+            module = self._modules[record["key"]] = load_module(self._image(record))
+        return module
 
     def kernel(self, dispatcher, argtypes) -> PrebuiltKernel:
         key = kernel_key(dispatcher, argtypes)
@@ -137,7 +111,7 @@ class KernelStore:
             raise PrebuiltKernelError(f"{key} is not among the {len(self.records)} kernels built in {self.folder}; "
                                       "the run launches a kernel the build step did not compile "
                                       "(bench/kernel_build.py RUN_KERNELS)")
-        return PrebuiltKernel(record, self._function(record), argtypes)
+        return PrebuiltKernel(record, self._module(record), argtypes)
 
     def check_source(self):
         built_from = self.manifest.get("source_sha256")
@@ -159,7 +133,7 @@ class KernelStore:
         context = ensure_context()
         self.check_device(context.device.compute_capability)
         for record in self.records.values():
-            self._function(record)
+            PrebuiltKernel(record, self._module(record), ())
         return len(self.records)
 
 

@@ -1,0 +1,90 @@
+"""Kernels made ready through the on-disk cache (:mod:`.kernel_cache`), and the one loader of cubins.
+
+:func:`cached_compile` is what the launch layer's ``compiled()`` calls on the GPU: it looks the kernel up
+by its key; on a hit it loads the stored cubin with the driver (:class:`LoadedKernel`), on a miss it
+compiles the slim entry with Numba as always (:class:`~.driver.CompiledKernel`) and stores the cubin
+Numba linked for this device. Either way the time it took and the outcome go to the cache's log.
+A prebuilt folder (:mod:`.prebuilt`) loads its cubins with the same :class:`LoadedKernel`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from cuda.bindings import driver as cu
+
+from . import kernel_cache
+from .driver import CompiledKernel, check, ensure_context
+
+
+def load_module(image):
+    """``cuModuleLoadData`` of a cubin in the current (Numba's primary) context."""
+    ensure_context()
+    return check(cu.cuModuleLoadData(image))
+
+
+class LoadedKernel:
+    """A kernel of a cubin loaded with the driver; the interface of ``driver.CompiledKernel``."""
+
+    def __init__(self, module, entry, argtypes, cooperative=False, origin="cache"):
+        self.module = module  # kept: the function lives as long as its module
+        self.function = check(cu.cuModuleGetFunction(module, entry.encode()))
+        self.argtypes = tuple(argtypes)
+        self.name = entry
+        self.cooperative = bool(cooperative)
+        self.origin = origin
+        attribute = cu.CUfunction_attribute
+
+        def get(name):
+            return check(cu.cuFuncGetAttribute(getattr(attribute, name), self.function))
+
+        self.registers_per_thread = get("CU_FUNC_ATTRIBUTE_NUM_REGS")
+        self.local_bytes_per_thread = get("CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES")
+        self.static_shared_bytes = get("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
+        self.max_threads_per_block = get("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK")
+
+    def active_blocks_per_sm(self, block_threads, dynamic_shared_bytes=0):
+        return CompiledKernel.active_blocks_per_sm(self, block_threads, dynamic_shared_bytes)
+
+    def resources(self):
+        # The same record as a run-time compiled kernel's (the attributes have the same names).
+        return dict(CompiledKernel.resources(self), loaded_from=self.origin)
+
+
+def _compile_and_store(cache, key, dispatcher, argtypes, compute_capability):
+    kernel = CompiledKernel(dispatcher, argtypes)
+    image = kernel.numba_kernel._codelibrary.get_cubin(cc=compute_capability)  # the code Numba loaded
+    record = {"kernel": kernel_cache.kernel_name(dispatcher, argtypes), "entry": kernel.name,
+              "cooperative": kernel.cooperative, "compute_capability": list(compute_capability),
+              "driver_version": check(cu.cuDriverGetVersion()), "toolchain": kernel_cache.toolchain_versions()}
+    cache.store(key, record, image)
+    return kernel
+
+
+def cached_compile(dispatcher, argtypes):
+    """The kernel for ``argtypes``, from the process's cache where it holds it, else compiled (and stored)."""
+    start = time.perf_counter()
+    name = kernel_cache.kernel_name(dispatcher, argtypes)
+    cache = kernel_cache.active_cache()
+    if cache is None:
+        kernel = CompiledKernel(dispatcher, argtypes)
+        kernel_cache.record_compile(name, "off", time.perf_counter() - start)
+        return kernel
+    compute_capability = tuple(ensure_context().device.compute_capability)
+    try:
+        key = kernel_cache.cache_key(dispatcher, argtypes, compute_capability)
+    except kernel_cache.Uncacheable as exc:
+        kernel = CompiledKernel(dispatcher, argtypes)
+        kernel_cache.record_compile(name, "uncacheable", time.perf_counter() - start, reason=str(exc))
+        return kernel
+    found = cache.load(key)
+    if found is not None:
+        record, image = found
+        kernel = LoadedKernel(load_module(image), record["entry"], argtypes, record["cooperative"])
+        kernel_cache.record_compile(name, "hit", time.perf_counter() - start, key)
+        return kernel
+    if cache.read_only:
+        raise kernel_cache.CacheMiss(f"{name} is not in the read-only kernel cache {cache.folder} (key {key})")
+    kernel = _compile_and_store(cache, key, dispatcher, argtypes, compute_capability)
+    kernel_cache.record_compile(name, "miss", time.perf_counter() - start, key)
+    return kernel
