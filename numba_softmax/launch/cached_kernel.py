@@ -51,12 +51,17 @@ class LoadedKernel:
         return dict(CompiledKernel.resources(self), loaded_from=self.origin)
 
 
+def driver_version():
+    """The CUDA driver's version (its PTX assembler linked a cubin Numba compiled here): recorded, not keyed."""
+    return check(cu.cuDriverGetVersion())
+
+
 def _compile_and_store(cache, key, dispatcher, argtypes, compute_capability):
     kernel = CompiledKernel(dispatcher, argtypes)
     image = kernel.numba_kernel._codelibrary.get_cubin(cc=compute_capability)  # the code Numba loaded
     record = {"kernel": kernel_cache.kernel_name(dispatcher, argtypes), "entry": kernel.name,
               "cooperative": kernel.cooperative, "compute_capability": list(compute_capability),
-              "driver_version": check(cu.cuDriverGetVersion()), "toolchain": kernel_cache.toolchain_versions()}
+              "driver_version": driver_version(), "toolchain": kernel_cache.toolchain_versions()}
     cache.store(key, record, image)
     return kernel
 

@@ -233,9 +233,13 @@ def cache_key(dispatcher, argtypes, compute_capability, toolchain=None) -> str:
 
 # --- the store -----------------------------------------------------------------------------------
 
-def _warn_once(message, _said=set()):  # noqa: B006 - the set is the memory of what was said
-    if message not in _said:
-        _said.add(message)
+_warned = set()
+
+
+def _warn_once(topic, message):
+    """One warning per ``topic`` (a folder that cannot be written, a corrupt entry) per process."""
+    if topic not in _warned:
+        _warned.add(topic)
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
@@ -269,7 +273,7 @@ class KernelCache:
             record = json.loads(body[8:8 + length])
             return record, body[8 + length:]
         except (ValueError, UnicodeDecodeError):
-            _warn_once(f"kernel cache: {path} is truncated or corrupt; "
+            _warn_once(("corrupt", path), f"kernel cache: {path} is truncated or corrupt; "
                        + ("it is not used" if self.read_only else "compiling the kernel again"))
             if not self.read_only:
                 self._remove(path)
@@ -290,8 +294,8 @@ class KernelCache:
                 self._remove(temporary)
                 raise
         except OSError as exc:
-            _warn_once(f"kernel cache: cannot write to {self.folder} ({exc.strerror or exc}); "
-                       "this process compiles without the cache")
+            _warn_once(("unwritable", self.folder), f"kernel cache: cannot write to {self.folder} "
+                       f"({exc.strerror or exc}); this process compiles without the cache")
             return False
         return True
 
@@ -302,8 +306,8 @@ class KernelCache:
             with tempfile.TemporaryFile(prefix=_TEMP_PREFIX, dir=self.folder):
                 pass
         except OSError as exc:
-            _warn_once(f"kernel cache: {self.folder} is not writable ({exc.strerror or exc}); "
-                       "this process compiles without the cache")
+            _warn_once(("unwritable", self.folder), f"kernel cache: {self.folder} is not writable "
+                       f"({exc.strerror or exc}); this process compiles without the cache")
             return False
         return True
 
