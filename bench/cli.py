@@ -20,7 +20,7 @@ import signal
 import sys
 import traceback
 
-from bench.environment import (PROTOCOL_DEVICE, DeviceMismatch, NoGpu, base_metadata, check_device,
+from bench.environment import (PROTOCOL_DEVICE, DeviceMismatch, NoGpu, base_metadata, check_device, compile_record,
                                select_backend)
 
 DEFAULT_SEED = 20261019
@@ -34,6 +34,8 @@ SUBCOMMANDS = {
     "build-reference": ("bench.reference_build", "nvcc: reference_cu/*.cu -> PTX + cubin (needs a checkout and nvcc)"),
     "build-kernels": ("bench.kernel_build", "every kernel the main job launches -> PTX, cubin, SASS, on a CPU "
                                             "(for --prebuilt)"),
+    "cache": ("bench.cache", "the on-disk cache of compiled kernels: info, clear, warm (compile an experiment's "
+                             "kernels in parallel processes; GPU)"),
     "report": ("bench.report", "rebuild summary.md and the plots of a run folder (never overwrites recorded files)"),
     "bundle": ("bench.bundle", "manifest.json (sha256 of every file) and a compact review tar.gz of a run folder"),
     "profile": ("bench.profile", "Nsight Compute / Nsight Systems profiles of the experiments' variants (GPU)"),
@@ -487,6 +489,7 @@ def _run_in_folder(args, gpu, run, metadata, stored, after_case):
     if status == 0 and args.trace:
         status = _run_trace_step(args, run, stream, gpu, metadata)
     metadata["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    metadata["kernel_compiles"] = compile_record()
     run.write_json("metadata.json", metadata)
     print(terminal_verdict(run))
     if args.no_summary:
