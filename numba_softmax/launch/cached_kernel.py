@@ -4,7 +4,8 @@
 by its key; on a hit it loads the stored cubin with the driver (:class:`LoadedKernel`), on a miss it
 compiles the slim entry with Numba as always (:class:`~.driver.CompiledKernel`) and stores the cubin
 Numba linked for this device. Either way the time it took and the outcome go to the cache's log.
-A prebuilt folder (:mod:`.prebuilt`) loads its cubins with the same :class:`LoadedKernel`.
+A prebuilt folder (:mod:`.prebuilt`) is such a cache, filled ahead of time and read-only: a kernel it does
+not hold stops the run (:class:`~.kernel_cache.CacheMiss`) instead of compiling.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class LoadedKernel:
 
     def resources(self):
         # The same record as a run-time compiled kernel's (the attributes have the same names).
-        return dict(CompiledKernel.resources(self), loaded_from=self.origin)
+        return dict(CompiledKernel.resources(self), loaded_from=self.origin, prebuilt=self.origin == "prebuilt")
 
 
 def driver_version():
@@ -56,14 +57,28 @@ def driver_version():
     return check(cu.cuDriverGetVersion())
 
 
+def linked_image(kernel):
+    """The cubin Numba linked and loaded for ``kernel`` (a ``driver.CompiledKernel``), as bytes, or None where
+    loading it alone would not reproduce the kernel (its module has load-time setup callbacks)."""
+    library = kernel.numba_kernel._codelibrary
+    if library._setup_functions or library._teardown_functions:
+        return None
+    # No cc: the same architecture get_cufunc() linked for (sm_90a on Hopper), from Numba's own cache.
+    cubin = library.get_cubin()
+    return bytes(getattr(cubin, "code", cubin))  # numba-cuda 0.30 links with cuda.core: an ObjectCode
+
+
 def _compile_and_store(cache, key, dispatcher, argtypes, compute_capability):
+    """Compile as the launch layer always has, and store the cubin; the outcome for the log."""
     kernel = CompiledKernel(dispatcher, argtypes)
-    image = kernel.numba_kernel._codelibrary.get_cubin(cc=compute_capability)  # the code Numba loaded
+    image = linked_image(kernel)
+    if image is None:
+        return kernel, "uncacheable"
     record = {"kernel": kernel_cache.kernel_name(dispatcher, argtypes), "entry": kernel.name,
               "cooperative": kernel.cooperative, "compute_capability": list(compute_capability),
               "driver_version": driver_version(), "toolchain": kernel_cache.toolchain_versions()}
     cache.store(key, record, image)
-    return kernel
+    return kernel, "miss"
 
 
 def cached_compile(dispatcher, argtypes):
@@ -79,17 +94,22 @@ def cached_compile(dispatcher, argtypes):
     try:
         key = kernel_cache.cache_key(dispatcher, argtypes, compute_capability)
     except kernel_cache.Uncacheable as exc:
+        if cache.read_only:
+            raise kernel_cache.CacheMiss(f"{name} cannot be taken from the read-only kernel cache {cache.folder}: "
+                                         f"{exc}") from exc
         kernel = CompiledKernel(dispatcher, argtypes)
         kernel_cache.record_compile(name, "uncacheable", time.perf_counter() - start, reason=str(exc))
         return kernel
     found = cache.load(key)
     if found is not None:
         record, image = found
-        kernel = LoadedKernel(load_module(image), record["entry"], argtypes, record["cooperative"])
+        kernel = LoadedKernel(load_module(image), record["entry"], argtypes, record["cooperative"],
+                              origin="prebuilt" if cache.read_only else "cache")
         kernel_cache.record_compile(name, "hit", time.perf_counter() - start, key)
         return kernel
     if cache.read_only:
-        raise kernel_cache.CacheMiss(f"{name} is not in the read-only kernel cache {cache.folder} (key {key})")
-    kernel = _compile_and_store(cache, key, dispatcher, argtypes, compute_capability)
-    kernel_cache.record_compile(name, "miss", time.perf_counter() - start, key)
+        raise kernel_cache.CacheMiss(f"{name} is not in the read-only kernel cache {cache.folder} (key {key}): the run "
+                                     "launches a kernel the build step did not compile (python -m bench build-kernels)")
+    kernel, outcome = _compile_and_store(cache, key, dispatcher, argtypes, compute_capability)
+    kernel_cache.record_compile(name, outcome, time.perf_counter() - start, key)
     return kernel

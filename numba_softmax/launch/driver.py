@@ -144,20 +144,16 @@ _compiled_cache = {}
 
 
 def compiled(dispatcher, args):
-    """Compile (once per dispatcher and argument types) for these arguments, through the on-disk cache
-    (:mod:`.cached_kernel`); where a folder of prebuilt kernels is active (:mod:`.prebuilt`), load its
-    cubin instead and never compile."""
+    """Compile (once per dispatcher and argument types) for these arguments, through the on-disk kernel
+    cache (:mod:`.cached_kernel`); where a folder of prebuilt kernels is active (:mod:`.prebuilt`), that
+    folder is the cache, read-only: its cubin is loaded and nothing compiles."""
     from .cached_kernel import cached_compile  # it imports this module: here, not at the top
-    from .prebuilt import active_store
 
     argtypes = tuple(numba.typeof(a) for a in args)
     key = (id(dispatcher), argtypes)
     kernel = _compiled_cache.get(key)
     if kernel is None:
-        store = active_store()
-        kernel = (store.kernel(dispatcher, argtypes) if store is not None
-                  else cached_compile(dispatcher, argtypes))
-        _compiled_cache[key] = kernel
+        kernel = _compiled_cache[key] = cached_compile(dispatcher, argtypes)
     return kernel
 
 

@@ -27,9 +27,12 @@ import json
 import os
 
 from .cached_kernel import LoadedKernel, load_module
+from .kernel_cache import KernelCache, use
 from .kernel_cache import kernel_name as kernel_key  # ``module.name(argument types)``: a manifest's key
 
 MANIFEST_NAME = "kernels.json"
+#: The folder of a prebuilt folder that holds its cubins as kernel cache entries (:mod:`.kernel_cache`).
+CACHE_FOLDER = "cache"
 
 
 class PrebuiltKernelError(RuntimeError):
@@ -59,10 +62,6 @@ class PrebuiltKernel(LoadedKernel):
         super().__init__(module, record["entry"], argtypes, cooperative=False, origin="prebuilt")
         self.key = record["key"]
 
-    def resources(self):
-        # The same record as a run-time compiled kernel's (the attributes have the same names).
-        from .driver import CompiledKernel
-        return dict(CompiledKernel.resources(self), prebuilt=True)
 
 
 class KernelStore:
@@ -141,10 +140,12 @@ _active = None
 
 
 def activate(folder) -> KernelStore:
-    """Take every kernel of this process from ``folder`` (checked against the device, every module loaded)."""
+    """Take every kernel of this process from ``folder`` (checked against the device, every module loaded):
+    its cache entries become the process's kernel cache, read-only, where a kernel it lacks stops the run."""
     global _active
     store = KernelStore(folder)
     store.verify()
+    use(KernelCache(os.path.join(store.folder, CACHE_FOLDER), read_only=True))
     _active = store
     return store
 
