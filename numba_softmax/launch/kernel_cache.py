@@ -168,6 +168,9 @@ class _KeyWalk:
             return ["module", value.__name__]
         if hasattr(value, "py_func") and hasattr(value, "targetoptions"):  # a Numba dispatcher
             self.function(value.py_func)
+            for path in value.targetoptions.get("link") or ():  # files linked in: their bytes, not their names
+                if isinstance(path, str) and os.path.isfile(path):
+                    self.modules[f"link:{os.path.abspath(path)}"] = file_digest(path)
             return ["dispatcher", value.py_func.__module__, value.py_func.__qualname__,
                     self.value(dict(value.targetoptions))]
         if isinstance(value, (pytypes.FunctionType, pytypes.BuiltinFunctionType)):
@@ -294,10 +297,13 @@ class KernelCache:
                 self._remove(temporary)
                 raise
         except OSError as exc:
-            _warn_once(("unwritable", self.folder), f"kernel cache: cannot write to {self.folder} "
-                       f"({exc.strerror or exc}); this process compiles without the cache")
+            self._unwritable(exc)
             return False
         return True
+
+    def _unwritable(self, exc):
+        _warn_once(("unwritable", self.folder), f"kernel cache: {self.folder} is not writable "
+                   f"({exc.strerror or exc}); this process compiles without the cache")
 
     def writable(self) -> bool:
         """Create the folder if needed; False (one warning per process) where that or a write fails."""
@@ -306,8 +312,7 @@ class KernelCache:
             with tempfile.TemporaryFile(prefix=_TEMP_PREFIX, dir=self.folder):
                 pass
         except OSError as exc:
-            _warn_once(("unwritable", self.folder), f"kernel cache: {self.folder} is not writable "
-                       f"({exc.strerror or exc}); this process compiles without the cache")
+            self._unwritable(exc)
             return False
         return True
 

@@ -8,12 +8,13 @@ layer will see, NVVM -> PTX for sm_90) and assembles each PTX with ptxas into a 
 the PTX entry name, the files and their SHA-256, the compute capability, and the SHA-256 of
 the package source it was compiled from.
 
-:func:`activate` installs such a folder for this process. From then on the launch layer
-(:func:`numba_softmax.launch.driver.compiled`) takes every kernel from it: ``cuModuleLoadData``
-of the cubin and ``cuModuleGetFunction`` of the recorded entry, exactly as the nvcc twins are
-loaded (:mod:`numba_softmax.peers.nvcc_twins`), and never compiles. A kernel the folder does not
-hold, a cubin whose bytes are not the recorded ones, a folder built for another compute
-capability or from other source stops the run with :class:`PrebuiltKernelError` naming it.
+:func:`activate` installs such a folder for this process. The folder's ``cache/`` holds the same
+cubins as entries of the kernel cache (:mod:`.kernel_cache`), and it becomes the process's cache,
+read-only: the launch layer (:func:`numba_softmax.launch.driver.compiled`) takes every kernel from it
+(``cuModuleLoadData`` of the cubin and ``cuModuleGetFunction`` of the recorded entry, exactly as the
+nvcc twins are loaded) and never compiles. A cubin whose bytes are not the recorded ones, a folder
+built for another compute capability or from other source stops the run with
+:class:`PrebuiltKernelError` naming it; a kernel the folder does not hold, with ``CacheMiss``.
 
 The arguments are packed by the launch layer the same way for both paths: the cubin is the same
 slim entry (:mod:`.entry`) Numba compiles at run time for the same types, so its parameters are a
@@ -136,19 +137,10 @@ class KernelStore:
         return len(self.records)
 
 
-_active = None
-
-
 def activate(folder) -> KernelStore:
     """Take every kernel of this process from ``folder`` (checked against the device, every module loaded):
     its cache entries become the process's kernel cache, read-only, where a kernel it lacks stops the run."""
-    global _active
     store = KernelStore(folder)
     store.verify()
     use(KernelCache(os.path.join(store.folder, CACHE_FOLDER), read_only=True))
-    _active = store
     return store
-
-
-def active_store() -> KernelStore | None:
-    return _active
