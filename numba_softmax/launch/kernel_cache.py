@@ -61,13 +61,14 @@ def _library_folders():
 
 
 def _followed_file(module):
-    """The source file of ``module`` when it is project code (not the standard library or an installed
-    package, whose versions the key holds instead); else None."""
+    """The source file of ``module`` when it is project code: this package wherever it is installed, or any
+    module outside the standard library and the installed packages (whose versions the key holds); else None."""
     path = getattr(module, "__file__", None)
     if not path or not path.endswith(".py"):
         return None
     path = os.path.realpath(path)
-    return None if path.startswith(_library_folders()) else path
+    ours = module.__name__.split(".")[0] == __name__.split(".")[0]
+    return path if ours or not path.startswith(_library_folders()) else None
 
 
 @functools.cache

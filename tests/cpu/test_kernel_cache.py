@@ -328,3 +328,12 @@ def test_a_read_only_cache_refuses_a_miss_and_no_cache_compiles(no_gpu, toy):
     kernel_cache.use(None)
     assert isinstance(cached_kernel.cached_compile(toy().make(5), MATRIX), FakeCompiled)
     assert kernel_cache.compile_log()[-1]["outcome"] == "off" and not no_gpu.exists()
+
+
+def test_this_package_is_followed_even_when_installed_among_the_packages(monkeypatch):
+    from numba_softmax.kernels.registry import KERNELS
+
+    monkeypatch.setattr(kernel_cache, "_library_folders", lambda: (str(ROOT) + os.sep,))  # as if pip-installed
+    walk = kernel_cache._KeyWalk()
+    walk.value(KERNELS["fused_row_softmax_q1"][0])
+    assert {"numba_softmax.numerics", "numba_softmax.kernels.fused_row"} <= set(walk.modules)
