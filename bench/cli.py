@@ -30,6 +30,8 @@ SUBCOMMANDS = {
     "build-reference": ("bench.reference_build", "nvcc: reference_cu/*.cu -> PTX + cubin (needs a checkout and nvcc)"),
     "build-kernels": ("bench.kernel_build", "every kernel the main job launches -> PTX, cubin, SASS, on a CPU "
                                             "(for --prebuilt)"),
+    "cache": ("bench.cache", "the on-disk cache of compiled kernels: info, clear, warm (compile an experiment's "
+                             "kernels in parallel processes; GPU)"),
     "report": ("bench.report", "rebuild summary.md and the plots of a run folder (never overwrites recorded files)"),
     "bundle": ("bench.bundle", "manifest.json (sha256 of every file) and a compact review tar.gz of a run folder"),
     "profile": ("bench.profile", "Nsight Compute / Nsight Systems profiles of the experiments' variants (GPU)"),

@@ -87,27 +87,47 @@ def package_versions():
     return versions
 
 
-def git_state():
+def git_state(root=None):
     """The commit the run's code came from.
 
     ``NUMBA_SOFTMAX_COMMIT`` wins when set: a launcher that copied a working tree onto
     another machine knows the commit it sent, while the copy's own
     ``.git`` may still point at an older HEAD with the changes applied on top. What git
-    says there is recorded beside it.
+    says there is recorded beside it. A tree that is not itself a git checkout (an unpacked copy inside
+    another repository) has the commit "unknown": the enclosing repository's would be another project's.
+    ``source_sha256`` (the package source's content hash) identifies the code either way.
     """
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from numba_softmax.launch.prebuilt import source_digest  # noqa: PLC0415 - numba must not be imported before the simulator switch is read
+
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sent = os.environ.get("NUMBA_SOFTMAX_COMMIT")
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                                text=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                                    capture_output=True, text=True).stdout.strip())
+        commit = _git(root, "rev-parse", "HEAD")
+        dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no"))
+        if os.path.realpath(_git(root, "rev-parse", "--show-toplevel")) != os.path.realpath(root):
+            commit, dirty = "unknown", None
     except (OSError, subprocess.CalledProcessError):
         commit = dirty = None
     if sent:
         return {"commit": sent, "dirty": None, "source": "NUMBA_SOFTMAX_COMMIT", "git_head": commit,
-                "git_dirty": dirty}
-    return {"commit": commit, "dirty": dirty, "source": "git" if commit else None}
+                "git_dirty": dirty, "source_sha256": source_digest()}
+    return {"commit": commit, "dirty": dirty, "source": "git" if commit not in (None, "unknown") else None,
+            "source_sha256": source_digest()}
+
+
+def _git(root, *args):
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def compile_record():
+    """What this process compiled or loaded for the GPU, kernel by kernel: seconds, and cache hit or miss."""
+    from numba_softmax.launch import kernel_cache  # noqa: PLC0415 - numba must not be imported before the simulator switch is read
+
+    log = kernel_cache.compile_log()
+    return {"cache": kernel_cache.default_folder() if not kernel_cache.disabled() else None,
+            "seconds": round(sum(entry["seconds"] for entry in log), 3),
+            "hits": sum(entry["outcome"] == "hit" for entry in log),
+            "misses": sum(entry["outcome"] == "miss" for entry in log), "kernels": log}
 
 
 def nvidia_smi_record():

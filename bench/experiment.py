@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from bench import resume as resuming
 from bench.artifacts import ProtectedFiles, RunFolder, default_run_folder, recorded_files
-from bench.environment import DeviceMismatch, base_metadata, check_device
+from bench.environment import DeviceMismatch, base_metadata, check_device, compile_record
 from bench.experiment_a import EXPERIMENT_PLAN_A
 from bench.experiment_b import EXPERIMENT_PLAN_B
 from bench.report import terminal_verdict, write_summary
@@ -242,6 +242,7 @@ def _run_in_folder(args, gpu, run, metadata, stored, after_case):
     if status == 0 and args.trace:
         status = _run_trace_step(args, run, stream, gpu, metadata)
     metadata["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    metadata["kernel_compiles"] = compile_record()
     run.write_json("metadata.json", metadata)
     print(terminal_verdict(run))
     if args.no_summary:

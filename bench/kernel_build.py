@@ -7,7 +7,8 @@ empty-work floor), with the argument types the launch layer will see: Numba's ow
 writes the kernel's slim entry, as the launch layer compiles it (:mod:`numba_softmax.launch.entry`), to
 ``DIR/ptx/<name>.ptx``; ptxas (on PATH or from the ``nvidia-cuda-nvcc`` wheel) assembles it into
 ``DIR/cubin/<name>.cubin``; nvdisasm, where installed, writes ``DIR/sass/<name>.sass``.
-``DIR/kernels.json`` records each kernel's key, PTX entry, files and SHA-256, and the tools.
+``DIR/kernels.json`` records each kernel's key, PTX entry, files and SHA-256, and the tools; ``DIR/cache/`` holds
+the cubins again as entries of the kernel cache (docs/cache.md), which ``--prebuilt DIR`` reads, read-only.
 
 ``python -m bench --experiment X --prebuilt DIR`` then loads these cubins with the driver
 (:mod:`numba_softmax.launch.prebuilt`) and compiles nothing: the Modal app builds them while
@@ -33,7 +34,7 @@ from numba_softmax.kernels import tiles
 from numba_softmax.kernels.persistent import SIGNATURES as PERSISTENT_SIGNATURES
 from numba_softmax.kernels.persistent.diagnostics import persistent_trace_kernel
 from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
-from numba_softmax.launch.prebuilt import MANIFEST_NAME, kernel_key, source_digest
+from numba_softmax.launch.prebuilt import CACHE_FOLDER, MANIFEST_NAME, kernel_key, source_digest
 from numba_softmax.ptx import find_ptxas, kernel_ptx, run_ptxas
 
 DEFAULT_ARCH = "sm_90"
@@ -59,6 +60,21 @@ def expected_key(dispatcher, signature) -> str:
 def expected_keys() -> list[str]:
     """The key of every kernel of :func:`run_kernels`: what ``--prebuilt`` requires of a folder."""
     return sorted(expected_key(dispatcher, signature) for dispatcher, signature in run_kernels())
+
+
+def store_in_cache(cache_folder, dispatcher, signature, cc, record, cubin) -> str:
+    """Write one built cubin as an entry of the kernel cache in ``cache_folder`` (what ``--prebuilt`` reads,
+    read-only: :mod:`numba_softmax.launch.kernel_cache`); return its key."""
+    from numba.core import sigutils
+
+    from numba_softmax.launch.kernel_cache import KernelCache, cache_key, toolchain_versions
+
+    key = cache_key(dispatcher, sigutils.normalize_signature(signature)[0], cc)
+    entry = {"kernel": record["key"], "entry": record["entry"], "cooperative": False,
+             "compute_capability": list(cc), "assembler": "ptxas", "toolchain": toolchain_versions()}
+    if not KernelCache(cache_folder).store(key, entry, cubin):
+        raise RuntimeError(f"cannot write the kernel cache entries into {cache_folder}")
+    return key
 
 
 def _tool_version(path):
@@ -108,6 +124,8 @@ def build(out, arch=DEFAULT_ARCH) -> dict:
             if sass.returncode != 0:
                 raise RuntimeError(f"{name}: nvdisasm failed:\n{sass.stderr}")
             record["sass"] = str(folder.write_text(f"sass/{name}.sass", sass.stdout).relative_to(folder.path))
+        record["cache_key"] = store_in_cache(folder.path_of(CACHE_FOLDER), dispatcher, signature, cc, record,
+                                             cubin_path.read_bytes())
         records.append(record)
     manifest = {
         "arch": arch, "compute_capability": list(cc), "source_sha256": source_digest(),

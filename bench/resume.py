@@ -133,7 +133,7 @@ def check_compatible(stored: dict | None, current: dict) -> None:
         raise ResumeRefused("the folder has no metadata.json: nothing to resume")
     problems = []
     commit = _get(current, "git.commit")
-    if commit in (None, _MISSING):
+    if commit in (None, _MISSING, "unknown"):
         problems.append("the current git commit is unknown (no .git and no NUMBA_SOFTMAX_COMMIT), so the code "
                         "cannot be shown to be the one that wrote the folder")
     if _get(current, "git.dirty") is True or _get(stored, "git.dirty") is True:

@@ -5,8 +5,9 @@ re-packs every argument on every call: about 31 us of host time per launch on th
 H200 against about 4 us for a raw ``cuLaunchKernel`` (docs/machine.md). A benchmark of
 kernels whose runtime is a few microseconds would measure Python. So:
 
-1. :class:`CompiledKernel` compiles a ``@cuda.jit`` dispatcher once for the exact
-   argument types, loads the module in Numba's context and takes its ``CUfunction``.
+1. :func:`compiled` (:mod:`.cached_kernel`) gives a ``@cuda.jit`` dispatcher's kernel once for the
+   exact argument types: from the on-disk kernel cache, or compiled by Numba
+   (:class:`.compiled_kernel.CompiledKernel`) and stored there; its ``CUfunction`` in Numba's context.
    What it compiles is the kernel's slim entry (:mod:`.entry`): the kernel's own code
    behind a parameter block of a pointer and a shape per array argument instead of
    Numba's whole array struct (a smaller block is a faster launch on short kernels).
@@ -25,14 +26,13 @@ Works with cuda-bindings 12.x (this project's pin) and 13.x (the H200 image).
 import ctypes
 import time
 
-import numba
 import numpy as np
 from cuda.bindings import driver as cu
 from numba import cuda, types
 
-from .context import LoadedKernel, check, ensure_context
-from .entry import array_members, slim_entry
-from .prebuilt import active_store
+from .cached_kernel import compiled
+from .context import check, ensure_context
+from .entry import array_members
 
 _SUCCESS = cu.CUresult.CUDA_SUCCESS
 
@@ -80,44 +80,6 @@ class Event:
 
     def elapsed_us_since(self, start):
         return 1e3 * check(cu.cuEventElapsedTime(start.handle, self.handle))
-
-
-class CompiledKernel(LoadedKernel):
-    """One compiled specialization of a dispatcher, bound to the current context."""
-
-    def __init__(self, dispatcher, argtypes):
-        ensure_context()
-        self.dispatcher = dispatcher
-        self.argtypes = tuple(argtypes)  # the kernel's own; the entry takes pointer + shape per array
-        entry, parameters = slim_entry(dispatcher, self.argtypes)
-        self.numba_kernel = entry.compile(parameters)
-        self.numba_kernel.bind()
-        cufunc = self.numba_kernel._codelibrary.get_cufunc()
-        self.name = self.numba_kernel.entry_name
-        self.cooperative = bool(self.numba_kernel.cooperative)
-        self.function = check(cu.cuKernelGetFunction(cufunc.handle))
-        attrs = cufunc.attrs
-        self.registers_per_thread = attrs.regs
-        self.local_bytes_per_thread = attrs.local
-        self.static_shared_bytes = attrs.shared
-        self.max_threads_per_block = attrs.maxthreads
-
-
-_compiled_cache = {}
-
-
-def compiled(dispatcher, args):
-    """Compile (once per dispatcher and argument types) for these arguments; where a folder of
-    prebuilt kernels is active (:mod:`.prebuilt`), load its cubin instead and never compile."""
-    argtypes = tuple(numba.typeof(a) for a in args)
-    key = (id(dispatcher), argtypes)
-    kernel = _compiled_cache.get(key)
-    if kernel is None:
-        store = active_store()
-        kernel = (store.kernel(dispatcher, argtypes) if store is not None
-                  else CompiledKernel(dispatcher, argtypes))
-        _compiled_cache[key] = kernel
-    return kernel
 
 
 def flatten_argument(ty, value, out):

@@ -8,12 +8,13 @@ layer will see, NVVM -> PTX for sm_90) and assembles each PTX with ptxas into a 
 the PTX entry name, the files and their SHA-256, the compute capability, and the SHA-256 of
 the package source it was compiled from.
 
-:func:`activate` installs such a folder for this process. From then on the launch layer
-(:func:`numba_softmax.launch.driver.compiled`) takes every kernel from it: ``cuModuleLoadData``
-of the cubin and ``cuModuleGetFunction`` of the recorded entry, exactly as the nvcc twins are
-loaded (:mod:`numba_softmax.peers.nvcc_twins`), and never compiles. A kernel the folder does not
-hold, a cubin whose bytes are not the recorded ones, a folder built for another compute
-capability or from other source stops the run with :class:`PrebuiltKernelError` naming it.
+:func:`activate` installs such a folder for this process. The folder's ``cache/`` holds the same
+cubins as entries of the kernel cache (:mod:`.kernel_cache`), and it becomes the process's cache,
+read-only: the launch layer (:func:`numba_softmax.launch.driver.compiled`) takes every kernel from it
+(``cuModuleLoadData`` of the cubin and ``cuModuleGetFunction`` of the recorded entry, exactly as the
+nvcc twins are loaded) and never compiles. A cubin whose bytes are not the recorded ones, a folder
+built for another compute capability or from other source stops the run with
+:class:`PrebuiltKernelError` naming it; a kernel the folder does not hold, with ``CacheMiss``.
 
 The arguments are packed by the launch layer the same way for both paths: the cubin is the same
 slim entry (:mod:`.entry`) Numba compiles at run time for the same types, so its parameters are a
@@ -26,11 +27,14 @@ import hashlib
 import json
 import os
 
-from cuda.bindings import driver as cu
-
-from .context import LoadedKernel, check, ensure_context
+from .cached_kernel import CubinKernel, load_module
+from .context import ensure_context
+from .kernel_cache import KernelCache, use
+from .kernel_cache import kernel_name as kernel_key  # ``module.name(argument types)``: a manifest's key
 
 MANIFEST_NAME = "kernels.json"
+#: The folder of a prebuilt folder that holds its cubins as kernel cache entries (:mod:`.kernel_cache`).
+CACHE_FOLDER = "cache"
 
 
 class PrebuiltKernelError(RuntimeError):
@@ -51,34 +55,15 @@ def source_digest() -> str:
     return digest.hexdigest()
 
 
-def kernel_key(dispatcher, argtypes) -> str:
-    """``module.name(argument types)``: what identifies one compiled specialization."""
-    function = dispatcher.py_func
-    return f"{function.__module__}.{function.__name__}({', '.join(str(t) for t in argtypes)})"
+class PrebuiltKernel(CubinKernel):
+    """A cubin's kernel, loaded with the driver as the kernel cache's are; the interface of
+    ``driver.CompiledKernel``."""
 
-
-class PrebuiltKernel(LoadedKernel):
-    """A cubin's kernel, loaded with the driver; the interface of ``driver.CompiledKernel``."""
-
-    def __init__(self, record, function, argtypes):
-        self.argtypes = tuple(argtypes)
-        self.name = record["entry"]
+    def __init__(self, record, module, argtypes):
+        # Numba marks a kernel cooperative only for cooperative-groups grid sync, which no prebuilt one uses
+        super().__init__(module, record["entry"], argtypes, cooperative=False, origin="prebuilt")
         self.key = record["key"]
-        self.cooperative = False  # Numba marks a kernel cooperative only for cooperative-groups grid sync
-        self.function = function
-        attribute = cu.CUfunction_attribute
 
-        def get(name):
-            return check(cu.cuFuncGetAttribute(getattr(attribute, name), function))
-
-        self.registers_per_thread = get("CU_FUNC_ATTRIBUTE_NUM_REGS")
-        self.local_bytes_per_thread = get("CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES")
-        self.static_shared_bytes = get("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
-        self.max_threads_per_block = get("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK")
-
-    def resources(self):
-        # The same record as a run-time compiled kernel's (the attributes have the same names).
-        return dict(super().resources(), prebuilt=True)
 
 
 class KernelStore:
@@ -114,12 +99,11 @@ class KernelStore:
                                       "(its SHA-256 differs)")
         return image
 
-    def _function(self, record):
-        ensure_context()
+    def _module(self, record):
         module = self._modules.get(record["key"])
         if module is None:
-            module = self._modules[record["key"]] = check(cu.cuModuleLoadData(self._image(record)))
-        return check(cu.cuModuleGetFunction(module, record["entry"].encode()))
+            module = self._modules[record["key"]] = load_module(self._image(record))
+        return module
 
     def kernel(self, dispatcher, argtypes) -> PrebuiltKernel:
         key = kernel_key(dispatcher, argtypes)
@@ -128,7 +112,7 @@ class KernelStore:
             raise PrebuiltKernelError(f"{key} is not among the {len(self.records)} kernels built in {self.folder}; "
                                       "the run launches a kernel the build step did not compile "
                                       "(bench/kernel_build.py RUN_KERNELS)")
-        return PrebuiltKernel(record, self._function(record), argtypes)
+        return PrebuiltKernel(record, self._module(record), argtypes)
 
     def check_source(self):
         built_from = self.manifest.get("source_sha256")
@@ -148,21 +132,14 @@ class KernelStore:
         context = ensure_context()
         self.check_device(context.device.compute_capability)
         for record in self.records.values():
-            self._function(record)
+            PrebuiltKernel(record, self._module(record), ())
         return len(self.records)
 
 
-_active = None
-
-
 def activate(folder) -> KernelStore:
-    """Take every kernel of this process from ``folder`` (checked against the device, every module loaded)."""
-    global _active
+    """Take every kernel of this process from ``folder`` (checked against the device, every module loaded):
+    its cache entries become the process's kernel cache, read-only, where a kernel it lacks stops the run."""
     store = KernelStore(folder)
     store.verify()
-    _active = store
+    use(KernelCache(os.path.join(store.folder, CACHE_FOLDER), read_only=True))
     return store
-
-
-def active_store() -> KernelStore | None:
-    return _active

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.kernel_build import build, run_kernels
-from numba_softmax.launch.prebuilt import MANIFEST_NAME, KernelStore, PrebuiltKernelError, kernel_key
+from numba_softmax.launch.prebuilt import CACHE_FOLDER, MANIFEST_NAME, KernelStore, PrebuiltKernelError, kernel_key
 
 ROOT = Path(__file__).resolve().parents[2]
 EM_CUDA = 190  # ELF machine of a cubin
@@ -135,3 +135,18 @@ def test_kernels_built_from_other_source_are_refused(built, tmp_path):
     (copy / MANIFEST_NAME).write_text(json.dumps(dict(manifest, source_sha256="0" * 64)))
     with pytest.raises(PrebuiltKernelError, match="built from other source than this numba_softmax"):
         KernelStore(copy).check_source()
+
+
+def test_the_cubins_are_kernel_cache_entries_under_the_launch_layers_keys(built):
+    from numba.core import sigutils
+
+    from numba_softmax.launch.kernel_cache import KernelCache, cache_key
+
+    out, manifest = built
+    cache = KernelCache(out / CACHE_FOLDER, read_only=True)  # what --prebuilt makes the process's cache
+    records = {record["key"]: record for record in manifest["kernels"]}
+    for dispatcher, signature in run_kernels():
+        argtypes = sigutils.normalize_signature(signature)[0]
+        record = records[kernel_key(dispatcher, argtypes)]
+        entry, cubin = cache.load(cache_key(dispatcher, argtypes, (9, 0)))
+        assert cubin == (out / record["cubin"]).read_bytes() and entry["entry"] == record["entry"]
