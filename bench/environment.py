@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 from numba_softmax.device import gpu_present
+from numba_softmax.source import source_digest
 
 SIMULATOR_BANNER = """
 ################################################################################
@@ -97,7 +98,6 @@ def git_state(root=None):
     another repository) has the commit "unknown": the enclosing repository's would be another project's.
     ``source_sha256`` (the package source's content hash) identifies the code either way.
     """
-    from numba_softmax.launch.prebuilt import source_digest  # noqa: PLC0415 - numba must not be imported before the simulator switch is read
 
     root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sent = os.environ.get("NUMBA_SOFTMAX_COMMIT")
@@ -121,7 +121,7 @@ def _git(root, *args):
 
 def compile_record():
     """What this process compiled or loaded for the GPU, kernel by kernel: seconds, and cache hit or miss."""
-    from numba_softmax.launch import kernel_cache  # noqa: PLC0415 - numba must not be imported before the simulator switch is read
+    from numba_softmax.launch import kernel_cache  # numba: not before the simulator switch is read
 
     log = kernel_cache.compile_log()
     return {"cache": kernel_cache.default_folder() if not kernel_cache.disabled() else None,

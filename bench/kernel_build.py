@@ -34,7 +34,9 @@ from numba_softmax.kernels import tiles
 from numba_softmax.kernels.persistent import SIGNATURES as PERSISTENT_SIGNATURES
 from numba_softmax.kernels.persistent.diagnostics import persistent_trace_kernel
 from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
-from numba_softmax.launch.prebuilt import CACHE_FOLDER, MANIFEST_NAME, kernel_key, source_digest
+from numba_softmax.launch.kernel_cache import KernelCache, cache_key, toolchain_versions
+from numba_softmax.launch.prebuilt import CACHE_FOLDER, MANIFEST_NAME, kernel_key
+from numba_softmax.source import source_digest
 from numba_softmax.ptx import find_ptxas, kernel_ptx, run_ptxas
 
 DEFAULT_ARCH = "sm_90"
@@ -65,10 +67,6 @@ def expected_keys() -> list[str]:
 def store_in_cache(cache_folder, dispatcher, signature, cc, record, cubin) -> str:
     """Write one built cubin as an entry of the kernel cache in ``cache_folder`` (what ``--prebuilt`` reads,
     read-only: :mod:`numba_softmax.launch.kernel_cache`); return its key."""
-    from numba.core import sigutils
-
-    from numba_softmax.launch.kernel_cache import KernelCache, cache_key, toolchain_versions
-
     key = cache_key(dispatcher, sigutils.normalize_signature(signature)[0], cc)
     entry = {"kernel": record["key"], "entry": record["entry"], "cooperative": False,
              "compute_capability": list(cc), "assembler": "ptxas", "toolchain": toolchain_versions()}

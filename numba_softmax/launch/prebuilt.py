@@ -28,6 +28,7 @@ import json
 import os
 
 from .cached_kernel import CubinKernel, load_module
+from ..source import source_digest
 from .context import ensure_context
 from .kernel_cache import KernelCache, use
 from .kernel_cache import kernel_name as kernel_key  # ``module.name(argument types)``: a manifest's key
@@ -39,20 +40,6 @@ CACHE_FOLDER = "cache"
 
 class PrebuiltKernelError(RuntimeError):
     """A prebuilt kernel is missing, altered, built for another device or from other source."""
-
-
-def source_digest() -> str:
-    """SHA-256 over this package's Python source (relative paths and bytes, in path order): the
-    kernels in a folder are this code's only if the digest it records is this one."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    digest = hashlib.sha256()
-    paths = sorted(os.path.relpath(os.path.join(folder, name), root)
-                   for folder, _dirs, names in os.walk(root) for name in names if name.endswith(".py"))
-    for relative in paths:
-        digest.update(relative.replace(os.sep, "/").encode() + b"\0")
-        with open(os.path.join(root, relative), "rb") as f:
-            digest.update(f.read() + b"\0")
-    return digest.hexdigest()
 
 
 class PrebuiltKernel(CubinKernel):

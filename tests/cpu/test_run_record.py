@@ -10,7 +10,7 @@ import pytest
 
 from bench.environment import compile_record, git_state
 from numba_softmax.launch import kernel_cache
-from numba_softmax.launch.prebuilt import source_digest
+from numba_softmax.source import source_digest
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
