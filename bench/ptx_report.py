@@ -52,7 +52,7 @@ from dataclasses import asdict, dataclass, field
 
 from tabulate import tabulate
 
-from bench.ptx_parse import (NAMED_DIFFERENCES, aligned_diff, arithmetic_tokens, contraction_candidates,
+from numba_softmax.ptx_read import (NAMED_DIFFERENCES, aligned_diff, arithmetic_tokens, contraction_candidates,
                              defined_functions, ordering_tokens, parse_instructions, standalone_entry)
 from bench.reference_build import (BUILD_DIR, BuildError, NvccNotFound, build_failure_exit, ensure_built,
                                    find_nvdisasm)

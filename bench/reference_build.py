@@ -29,6 +29,7 @@ import nvidia
 from tabulate import tabulate
 
 from numba_softmax import numerics
+from numba_softmax.ptx import parse_ptxas_verbose
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE_DIR = os.path.join(REPO_ROOT, "reference_cu")
@@ -117,32 +118,6 @@ def source_hashes(reference_dir=REFERENCE_DIR):
     """SHA-256 of every source and header the build reads."""
     names = [f"{m}.cu" for m in MODULES] + list(HEADERS)
     return {name: _sha256(os.path.join(reference_dir, name)) for name in names}
-
-
-_PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
-_PTXAS_USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
-_PTXAS_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-
-
-def parse_ptxas_verbose(text):
-    """``ptxas -v`` output -> {entry: {registers, barriers, shared_bytes, stack/spill bytes}}."""
-    resources, current = {}, None
-    for line in text.splitlines():
-        entry = _PTXAS_ENTRY.search(line)
-        if entry:
-            current = resources.setdefault(entry.group(1), {})
-            continue
-        if current is None:
-            continue
-        stack = _PTXAS_STACK.search(line)
-        if stack:
-            current.update(stack_frame_bytes=int(stack.group(1)), spill_store_bytes=int(stack.group(2)),
-                           spill_load_bytes=int(stack.group(3)))
-        used = _PTXAS_USED.search(line)
-        if used:
-            current.update(registers=int(used.group(1)), barriers=int(used.group(2) or 0),
-                           shared_bytes=int(used.group(3) or 0))
-    return resources
 
 
 @dataclass

@@ -34,14 +34,14 @@ from dataclasses import asdict, dataclass
 from tabulate import tabulate
 
 from bench.artifacts import RunFolder
-from bench.ptx_parse import aligned_diff
-from bench.sass_parse import (ARCH, SassFunction, assemble, class_counts, disassemble, hot_loop, is_padding, loops,
-                               only_entry, token)
 from bench.reference_build import (BUILD_DIR, BuildError, NvccNotFound, build_failure_exit, ensure_built,
                                    find_nvdisasm)
 from numba_softmax.kernels.registry import KERNELS
 from numba_softmax.peers.nvcc_twins import REFERENCE_KERNELS
 from numba_softmax.ptx import find_ptxas, kernel_ptx
+from numba_softmax.ptx_read import aligned_diff
+from numba_softmax.sass_read import (ARCH, SassFunction, assemble, class_counts, disassemble, hot_loop, is_padding,
+                                     loops, only_entry, token)
 
 INSTALL_HINT = ('pip install -e ".[sass]" (the nvidia-cuda-nvdisasm wheel), or put a CUDA toolkit\'s nvdisasm '
                 "on PATH or in $NVDISASM")

@@ -176,8 +176,30 @@ def find_ptxas():
         return None
 
 
-_PTXAS_USED = re.compile(r"Used (\d+) registers")
+_PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_PTXAS_USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
 _PTXAS_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def parse_ptxas_verbose(text):
+    """``ptxas -v`` output -> {entry: {registers, barriers, shared_bytes, stack/spill bytes}}."""
+    resources, current = {}, None
+    for line in text.splitlines():
+        entry = _PTXAS_ENTRY.search(line)
+        if entry:
+            current = resources.setdefault(entry.group(1), {})
+            continue
+        if current is None:
+            continue
+        stack = _PTXAS_STACK.search(line)
+        if stack:
+            current.update(stack_frame_bytes=int(stack.group(1)), spill_store_bytes=int(stack.group(2)),
+                           spill_load_bytes=int(stack.group(3)))
+        used = _PTXAS_USED.search(line)
+        if used:
+            current.update(registers=int(used.group(1)), barriers=int(used.group(2) or 0),
+                           shared_bytes=int(used.group(3) or 0))
+    return resources
 
 
 def run_ptxas(ptx, out_path, ptxas, arch="sm_90"):
@@ -204,12 +226,6 @@ def ptxas_resources(ptx, arch="sm_90"):
     text = proc.stdout + proc.stderr
     if proc.returncode != 0:
         return {"error": text.strip()}
-    used = _PTXAS_USED.search(text)
-    stack = _PTXAS_STACK.search(text)
-    return {
-        "ptxas": ptxas,
-        "registers": int(used.group(1)) if used else None,
-        "stack_frame_bytes": int(stack.group(1)) if stack else None,
-        "spill_store_bytes": int(stack.group(2)) if stack else None,
-        "spill_load_bytes": int(stack.group(3)) if stack else None,
-    }
+    figures = next(iter(parse_ptxas_verbose(text).values()), {})
+    return {"ptxas": ptxas, **{name: figures.get(name) for name in
+                               ("registers", "stack_frame_bytes", "spill_store_bytes", "spill_load_bytes")}}

@@ -137,6 +137,17 @@ else:
         element = context.get_value_type(array_type.dtype)
         return builder.addrspacecast(ptr, element.as_pointer(_GLOBAL_ADDRSPACE))
 
+    def _check_word_value(name, array, index, value):
+        _check_word_array(name, array, index)
+        if not isinstance(value, types.Integer):
+            raise TypingError(f"{name}: expected an integer value, got {value}")
+
+    def _pointer_and_word(context, builder, sig, args):
+        """The global pointer to ``array[index]`` and ``value`` as the array's word type (a store's or an add's)."""
+        array_type, index_type, value_type = sig.args
+        ptr = _global_pointer(context, builder, array_type, args[0], index_type, args[1])
+        return ptr, context.cast(builder, args[2], value_type, array_type.dtype)
+
     def _word_type():
         return ir.IntType(32)
 
@@ -159,14 +170,10 @@ else:
     def _make_store(name, ptx):
         @intrinsic
         def store(typingctx, array, index, value):
-            _check_word_array(name, array, index)
-            if not isinstance(value, types.Integer):
-                raise TypingError(f"{name}: expected an integer value, got {value}")
+            _check_word_value(name, array, index, value)
 
             def codegen(context, builder, sig, args):
-                array_type, index_type, value_type = sig.args
-                ptr = _global_pointer(context, builder, array_type, args[0], index_type, args[1])
-                word = context.cast(builder, args[2], value_type, array_type.dtype)
+                ptr, word = _pointer_and_word(context, builder, sig, args)
                 fnty = ir.FunctionType(ir.VoidType(), [ptr.type, _word_type()])
                 asm = ir.InlineAsm(fnty, f"{ptx} [$0], $1;", "l,r,~{memory}", side_effect=True)
                 builder.call(asm, [ptr, word])
@@ -179,14 +186,10 @@ else:
     def _make_atomic_add(name, ptx):
         @intrinsic
         def atomic_add(typingctx, array, index, value):
-            _check_word_array(name, array, index)
-            if not isinstance(value, types.Integer):
-                raise TypingError(f"{name}: expected an integer value, got {value}")
+            _check_word_value(name, array, index, value)
 
             def codegen(context, builder, sig, args):
-                array_type, index_type, value_type = sig.args
-                ptr = _global_pointer(context, builder, array_type, args[0], index_type, args[1])
-                word = context.cast(builder, args[2], value_type, array_type.dtype)
+                ptr, word = _pointer_and_word(context, builder, sig, args)
                 fnty = ir.FunctionType(_word_type(), [ptr.type, _word_type()])
                 asm = ir.InlineAsm(fnty, f"{ptx} $0, [$1], $2;", "=r,l,r,~{memory}",
                                    side_effect=True)

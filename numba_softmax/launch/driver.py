@@ -24,7 +24,6 @@ Works with cuda-bindings 12.x (this project's pin) and 13.x (the H200 image).
 """
 
 import ctypes
-import time
 
 import numpy as np
 from cuda.bindings import driver as cu
@@ -284,7 +283,3 @@ def device_record():
         "free_memory_bytes_at_start": int(free),
         "driver_version": check(cu.cuDriverGetVersion()),
     }
-
-
-def host_time_us():
-    return time.perf_counter_ns() / 1e3

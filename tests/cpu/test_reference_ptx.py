@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from bench.ptx_parse import (arithmetic_tokens, contraction_candidates, extract_entry, ordering_tokens,
+from numba_softmax.ptx_read import (arithmetic_tokens, contraction_candidates, extract_entry, ordering_tokens,
                              parse_instructions)
 from bench.ptx_report import compare_ptx
 from bench.reference_build import (BUILD_DIR, MODULES, NVCC_FLAGS, REFERENCE_DIR, find_nvcc, nvcc_flags,

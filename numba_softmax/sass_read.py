@@ -7,8 +7,7 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 
-from bench.reference_build import parse_ptxas_verbose
-from numba_softmax.ptx import run_ptxas
+from .ptx import parse_ptxas_verbose, run_ptxas
 
 ARCH = "sm_90"
 
