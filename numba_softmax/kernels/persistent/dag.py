@@ -156,7 +156,7 @@ def make_c_entry(trace_build):
 
 
 def make_dag_worker(trace_build, next_task, claim_size, before_a_claim, arrive):
-    """The DAG mode's worker (every thread of a block): ``trace_build`` a closure constant, the others
+    """The DAG mode's worker (every thread ``tid`` of a block): ``trace_build`` a closure constant, the others
     device functions: thread 0's decision, the tiles per claim (``claim_size(n_tiles)``),
     ``before_a_claim(index, row_first_tile, tile_row)`` (a no-op but in a control) and the row arrival."""
     TRACE = trace_build
@@ -166,8 +166,7 @@ def make_dag_worker(trace_build, next_task, claim_size, before_a_claim, arrive):
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def dag_worker(mode, values, out, tile_row, tile_start, tile_len, row_first_tile, row_tile_count, tile_max,
                    tile_sum, row_max, row_sum, counters, row_arrivals, fifo_slots, paired_entries,
-                   max_polls, trace, partials, n_tiles, rows):
-        tid = cuda.threadIdx.x
+                   max_polls, trace, partials, tid, n_tiles, rows):
         # The worker is the reset's programmatic dependent (dag_launches): it may become resident while the
         # reset still runs, and waits here for the reset's writes, before its first access to the queue.
         wait_for_prerequisite_grid()
