@@ -14,7 +14,6 @@ each round times one invocation of every variant behind a delay kernel
 (:mod:`bench.perf`) gives the whole protocol.
 """
 
-import functools
 import math
 
 import numpy as np
@@ -34,6 +33,7 @@ from numba_softmax.kernels.stream_copy import SWEEP, parse, stream_copy_launches
 from numba_softmax.launch.driver import Invocation, device_record
 from numba_softmax.launch.graphs import CapturedGraph
 from numba_softmax.oracle import check_matrix
+from numba_softmax.peers import triton_softmax
 from numba_softmax.peers.cudnn import CudnnSoftmax
 
 #: The protocol shapes with >= 4096 rows (the peers' shapes).
@@ -85,21 +85,6 @@ def input_sets_for(set_bytes, l2_bytes, minimum=MIN_INPUT_SETS, factor=L2_TRAFFI
         raise ValueError("input_sets_for: sizes must be positive")
     needed = 1 + math.ceil(factor * l2_bytes / set_bytes)
     return int(min(maximum, max(minimum, needed)))
-
-
-def next_power_of_2(n):
-    if n < 1:
-        raise ValueError(f"next_power_of_2: n must be >= 1, got {n}")
-    return 1 << (int(n) - 1).bit_length()
-
-
-def triton_num_warps(block_size):
-    """The Triton tutorial's choice: 4 warps, 8 from 2048 columns, 16 from 4096."""
-    if block_size >= 4096:
-        return 16
-    if block_size >= 2048:
-        return 8
-    return 4
 
 
 def summarize_shape(rounds, variants, nbytes, copy_ceiling_tbs=None):
@@ -154,35 +139,6 @@ def summarize_shape(rounds, variants, nbytes, copy_ceiling_tbs=None):
             if peer in out["variants"]:
                 out["ratios"][f"{ROW_COPY}/{peer}"] = paired_ratios(event_rounds, ROW_COPY, peer, "event_us")
     return out
-
-
-tl = None  # triton.language, bound by _triton_kernel() (Triton resolves a kernel's globals at compile time)
-
-
-@functools.cache
-def _triton_kernel():
-    """The tutorial's one-row-per-program softmax (imports Triton; ImportError when absent)."""
-    global tl
-    import triton
-    import triton.language as triton_language
-    tl = triton_language
-
-    @triton.jit
-    def perf_triton_softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols,
-                                   BLOCK_SIZE: tl.constexpr):
-        row_idx = tl.program_id(0)
-        row_start_ptr = input_ptr + row_idx * input_row_stride
-        col_offsets = tl.arange(0, BLOCK_SIZE)
-        mask = col_offsets < n_cols
-        row = tl.load(row_start_ptr + col_offsets, mask=mask, other=-float("inf"))
-        row_minus_max = row - tl.max(row, axis=0)
-        numerator = tl.exp(row_minus_max)
-        denominator = tl.sum(numerator, axis=0)
-        softmax_output = numerator / denominator
-        output_row_start_ptr = output_ptr + row_idx * output_row_stride
-        tl.store(output_row_start_ptr + col_offsets, softmax_output, mask=mask)
-
-    return triton, perf_triton_softmax_kernel
 
 
 class PeerCannotRun(Exception):
@@ -266,7 +222,7 @@ def _torch_variant(sampler, d_x, d_y, shape):
 
 def _triton_variant(sampler, d_x, d_y, shape):
     import torch
-    triton, kernel = _triton_kernel()
+    import triton
     rows, cols = shape
     if torch.cuda.current_stream().cuda_stream != sampler.stream.ptr:
         torch.cuda.set_stream(torch.cuda.ExternalStream(sampler.stream.ptr))
@@ -281,21 +237,16 @@ def _triton_variant(sampler, d_x, d_y, shape):
         raise RuntimeError(f"Triton would launch on stream {triton_stream:#x}, not ours ({sampler.stream.ptr:#x})")
     tx = [torch.as_tensor(d, device="cuda") for d in d_x]
     ty = [torch.as_tensor(d, device="cuda") for d in d_y]
-    block = next_power_of_2(cols)
-    warps = triton_num_warps(block)
-
-    def launch(s, x, y):
-        kernel[(rows,)](y, x, x.stride(0), y.stride(0), cols, BLOCK_SIZE=block, num_warps=warps)
+    launch, geometry = triton_softmax.launcher(rows, cols)
     try:  # the tutorial kernel holds the whole row in one program: very long rows may not compile
-        launch(None, tx[0], ty[0])
+        launch(tx[0], ty[0])
         sampler.stream.synchronize()
     except Exception as exc:
-        raise PeerCannotRun(f"the tutorial kernel does not compile or run at {cols} columns (BLOCK_SIZE={block}, "
-                            f"num_warps={warps}): {type(exc).__name__}: {str(exc)[:300]}") from exc
-    submits = [lambda s, x=x, y=y: launch(s, x, y) for x, y in zip(tx, ty, strict=True)]
-    variant = _Variant(TRITON, submits, f"tutorial softmax kernel, grid ({rows},), BLOCK_SIZE={block}, "
-                                        f"num_warps={warps} (triton {triton.__version__}; stream checked via "
-                                        f"{stream_check})")
+        raise PeerCannotRun(f"the tutorial kernel does not compile or run at {cols} columns ({geometry}): "
+                            f"{type(exc).__name__}: {str(exc)[:300]}") from exc
+    submits = [lambda s, x=x, y=y: launch(x, y) for x, y in zip(tx, ty, strict=True)]
+    variant = _Variant(TRITON, submits, f"tutorial softmax kernel, {geometry} (triton {triton.__version__}; "
+                                        f"stream checked via {stream_check})")
     variant.keep = (tx, ty)
     return variant
 

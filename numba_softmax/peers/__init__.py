@@ -2,7 +2,8 @@
 
 * :mod:`.cudnn`: cuDNN's softmax forward through ctypes (Experiment A's library reference);
 * :mod:`.nvcc_twins`: the nvcc builds of ``reference_cu/`` (the same algorithms in CUDA C++),
-  loaded from cubins and submitted through the launch layer's ``Invocation``.
+  loaded from cubins and submitted through the launch layer's ``Invocation``;
+* :mod:`.triton_softmax`: Triton's fused-softmax tutorial kernel (one program per row), the Triton peer.
 
-Both use :mod:`numba_softmax.launch` (the driver, graphs); nothing in the core package imports them.
+The first two use :mod:`numba_softmax.launch` (the driver, graphs); nothing in the core package imports them.
 """

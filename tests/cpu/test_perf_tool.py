@@ -24,10 +24,11 @@ from bench.perf.goals import MISS, NOT_MEASURED, PASS, evaluate_goals
 from bench.perf.launch_path import (LAUNCH_METRICS, LaunchTimerOutputError, launch_comparison, nvcc_command,
                                     parse_launch_timer_output)
 from bench.perf.peers import (COPY, CUDNN, FUSED, FUSED_GRAPH, LONG_SHAPES, MAX_INPUT_SETS, ROW_COPY, TORCH, TRITON,
-                              input_sets_for, next_power_of_2, summarize_shape, triton_num_warps)
+                              input_sets_for, summarize_shape)
 from bench.perf.render import floors_markdown, jsonable, markdown_table, render_markdown
 from bench.protocol import BATCH
 from bench.shapes import parse_shapes
+from numba_softmax.peers.triton_softmax import next_power_of_2, num_warps
 from bench.timing import DelaySampler, delay_iterations, delay_target_us, is_starved
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -66,7 +67,7 @@ def test_input_sets_defeat_l2():
 
 def test_triton_tutorial_geometry():
     assert [next_power_of_2(n) for n in (1, 128, 781, 1024, 1025, 4096)] == [1, 128, 1024, 1024, 2048, 4096]
-    assert [triton_num_warps(b) for b in (128, 1024, 2048, 4096, 8192)] == [4, 4, 8, 16, 16]
+    assert [num_warps(b) for b in (128, 1024, 2048, 4096, 8192)] == [4, 4, 8, 16, 16]
 
 
 def test_delay_sizing_and_starvation():
