@@ -266,13 +266,19 @@ def test_cli_resume_skips_completed_and_redoes_the_killed_case(fake_bench, tmp_p
     assert len(backups) == 1 and b'"32x1024"' in backups[0].read_bytes()
 
 
-def test_cli_resume_refuses_a_different_seed_and_touches_nothing(fake_bench, tmp_path, capsys):
+def _run_killed_in_the_last_case(fake_bench, tmp_path):
+    """A run of every case, killed in the last one: (its folder, its arguments, the fake's behaviour table)."""
     _, behaviour = fake_bench
     out = tmp_path / "run"
     argv = ["--experiment", "A", "--shapes", ",".join(CASES)]
     behaviour["7x781"] = "kill"
     with pytest.raises(_Killed):
         _run([*argv, "--out", str(out)])
+    return out, argv, behaviour
+
+
+def test_cli_resume_refuses_a_different_seed_and_touches_nothing(fake_bench, tmp_path, capsys):
+    out, argv, behaviour = _run_killed_in_the_last_case(fake_bench, tmp_path)
     snapshot = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     behaviour.clear()
     assert _run([*argv, "--seed", "7", "--resume", str(out)]) == 4
@@ -339,12 +345,7 @@ def test_cli_an_interrupted_case_marks_the_folder(fake_bench, tmp_path):
 def test_cli_resume_refuses_a_bundled_folder_unless_forced(fake_bench, tmp_path, capsys):
     from bench.bundle import bundle
 
-    _, behaviour = fake_bench
-    out = tmp_path / "run"
-    argv = ["--experiment", "A", "--shapes", ",".join(CASES)]
-    behaviour["7x781"] = "kill"
-    with pytest.raises(_Killed):
-        _run([*argv, "--out", str(out)])
+    out, argv, behaviour = _run_killed_in_the_last_case(fake_bench, tmp_path)
     bundle(out, tmp_path / "run.tar.gz")
     snapshot = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     behaviour.clear()
