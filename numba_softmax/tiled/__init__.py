@@ -5,7 +5,8 @@
 * :mod:`.launches`: :func:`tiled_launches` per scheduler and :func:`worker_plan`;
 * :mod:`numba_softmax.queue`: the DAG queue protocol's words and its exact checks (shared
   with the kernel, so it lives below both);
-* :mod:`.api`: :func:`tiled_softmax`.
+* :mod:`.api`: :func:`tiled_softmax`;
+* :mod:`.schedule_model`: the DAG policy simulated with given task durations (numpy only).
 """
 
 from ..queue import (A_NEXT, C_DONE, ERR_COMPLETION_TIMEOUT, ERR_FIFO_OVERFLOW, ERR_INVALID_TASK,

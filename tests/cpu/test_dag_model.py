@@ -1,11 +1,12 @@
-"""The DAG schedule model (bench/dag_model.py): hand-computed schedules, its checks, its command."""
+"""The DAG schedule model (tiled/schedule_model.py, bench/dag_model.py): hand-computed schedules, checks, command."""
 
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bench.dag_model import PAIR_STEP_US, calibrate, main, simulate
+from bench.dag_model import main
+from numba_softmax.tiled.schedule_model import PAIR_STEP_US, calibrate, simulate
 from numba_softmax.cases import experiment_b_row_lengths
 from numba_softmax.tiled import build_layout
 
