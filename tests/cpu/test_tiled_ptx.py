@@ -5,6 +5,7 @@ so this file gives the same answers whether or not this pytest process imported
 numba in simulator mode (tests/sim's conftest turns it on process-wide).
 """
 
+import re
 import textwrap
 
 import numpy as np
@@ -199,3 +200,15 @@ def test_extended_launch_configuration_carries_each_attribute_asked_for():
     cluster = ExtendedLaunchConfig((64, 1, 1), (256, 1, 1), 0, 0, cluster=2)
     assert [a.id for a in cluster.attributes] == [ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION]
     assert cluster.attributes[0].value.clusterDim.x == 2 and cluster.config.numAttrs == 1
+
+
+#: ``ordering.pause_us``: ``nanosleep(1000)`` once per microsecond, the controls' way of widening a race window.
+PAUSE = re.compile(r"mov\.u32\s+(%r\d+), 1000;(?s:.*)nanosleep\.u32\s+\1;")
+
+
+def test_test_only_pauses_are_in_the_control_builds_only(compiled):
+    """The shipped kernel's source holds no control: a control swaps in its own device functions, and only the
+    controls that pause carry the pause's loop in their PTX."""
+    assert not PAUSE.search(compiled["kernels"]["persistent_tiles"])
+    paused = sorted(name for name, ptx in compiled["controls"].items() if PAUSE.search(ptx))
+    assert paused == ["barrier_arrive_without_fence", "first_producer_publishes_b"]
