@@ -1,12 +1,8 @@
 """Asynchronous bulk copies from global into shared memory, completed on an mbarrier (inline PTX, sm_90).
 
-Hopper's copy engine (the TMA unit) moves a contiguous span of global memory into a CTA's shared memory
-without a register in between; the copy reports its bytes to an mbarrier (a 64-bit object in shared
-memory) and the threads that need the data wait on the barrier's phase. The ``_s{S}`` row geometries of
-:mod:`.auto_rows` use it to hold part of a row in shared memory, so that an SM keeps two rows in flight
-where their registers alone hold one. numba-cuda has no API for either, so each primitive is a
-``numba.cuda.extending.intrinsic`` emitting one llvmlite ``ir.InlineAsm`` statement (the pattern of
-:mod:`.ordering` and :mod:`.cluster`):
+Hopper's copy engine (TMA) moves a contiguous span of global memory into a CTA's shared memory with no register
+in between and reports its bytes to an mbarrier (64 bits of shared memory) whose phase the threads wait on. The
+``_s{S}`` row geometries of :mod:`.auto_rows` use it (docs/auto_kernels.md, "Half of a row in shared memory"):
 
 ============================================  =====================================================================
 name                                          PTX
@@ -22,15 +18,10 @@ name                                          PTX
 ``store_shared_quad(a, i, v0, v1, v2, v3)``   ``st.shared.v4.f32``
 ============================================  =====================================================================
 
-``bars`` is a 1-D int64 shared array (one mbarrier per element), ``dst`` a 1-D float32 shared array (the
-copy lands at its element 0), ``src[row, col]`` the first float32 element read; ``nbytes`` must be a
-multiple of 16 and both addresses 16-byte aligned (the copy engine's rules). A barrier initialized with
-count 1 completes its phase when its one arrival (``bulk_copy_to_shared``'s or ``mbarrier_arrive``'s) has
-happened and every byte announced with it has landed. Every statement has ``side_effect=True`` and a
-``~{memory}`` clobber, so LLVM neither drops it nor moves memory accesses across it.
-
-Simulator: there is no copy engine; the geometries that use these primitives are GPU only, and the names
-below do not exist there.
+``bars``: 1-D int64 shared array, one mbarrier each; ``dst``: 1-D float32 shared array (the copy lands at its
+element 0); ``src[row, col]``: the first float32 read; ``nbytes`` a multiple of 16, both addresses 16-byte aligned.
+A count-1 barrier completes its phase once its one arrival has happened and every byte announced with it has
+landed. GPU only (no copy engine in the simulator); how the intrinsics are built: docs/machine.md.
 """
 
 from ..numerics import SIMULATOR

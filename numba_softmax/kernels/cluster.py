@@ -1,9 +1,8 @@
 """Thread block cluster primitives for the cluster row kernels of ``method="auto"`` (inline PTX, sm_90).
 
-A cluster is a group of CTAs that Hopper schedules together on the SMs of one GPC: they can read and
-write each other's shared memory (distributed shared memory) and meet at a hardware barrier.
-numba-cuda has no API for either, so each primitive is a ``numba.cuda.extending.intrinsic`` that emits
-one llvmlite ``ir.InlineAsm`` statement (the pattern of :mod:`.ordering`):
+A cluster is a group of CTAs that Hopper schedules together on the SMs of one GPC: they can read and write each
+other's shared memory and meet at a hardware barrier; numba-cuda has no API for either. How the cluster kernels use
+these: docs/auto_kernels.md, "Rows in a thread block cluster"; how the intrinsics are built: docs/machine.md.
 
 ================================================  ==============================================================
 name                                              PTX
@@ -14,17 +13,11 @@ name                                              PTX
 ``cluster_store_f32(shared, index, rank, v)``     ``mapa.shared::cluster.u32`` + ``st.shared::cluster.f32``
 ================================================  ==============================================================
 
-``cluster_store_f32`` writes ``v`` into element ``index`` of the shared array ``shared`` of the
-cluster's CTA ``rank`` (its own copy of the same array): the element's 32-bit shared-window address is
-mapped into that CTA's window with ``mapa`` and stored to with ``st.shared::cluster``. Every statement
-has ``side_effect=True`` and a ``~{memory}`` clobber, so LLVM neither drops it nor moves memory accesses
-across it. The barrier's ``.release`` arrive and ``.acquire`` wait order every thread's shared-memory
-writes (remote ones included) before the reads after the wait, in every CTA of the cluster. A CTA must
-not write into another's shared memory before that CTA has started: the kernels arrive (relaxed) as they
-start and wait before their first remote store.
-
-Simulator: the Numba CUDA simulator has no clusters; the kernels that use these primitives are GPU
-only (``method="auto"`` takes the long-row path there), and the names below do not exist.
+``cluster_store_f32`` writes ``v`` into element ``index`` of the shared array ``shared`` of the cluster's CTA
+``rank`` (its own copy of the same array): ``mapa`` maps the element's 32-bit shared-window address into that
+CTA's window. The release arrive and acquire wait order every thread's shared-memory writes (remote ones
+included) before the reads after the wait, in every CTA of the cluster. A CTA must not write into another's
+shared memory before that CTA has started. GPU only: the simulator has no clusters.
 """
 
 from ..numerics import SIMULATOR

@@ -2,49 +2,24 @@
 
 Algorithm (stable softmax, one pass over global memory each way)::
 
-    m = max_j x[j]            # block_reduce_max
-    e_j = exp(x[j] - m)       # kept in registers
-    z = sum_j e_j             # block_reduce_sum
-    y[j] = e_j / z
+    m = max_j x[j]; e_j = exp(x[j] - m) (kept in registers); z = sum_j e_j; y[j] = e_j / z
 
-Launch geometry
-    grid  = (rows,)           one block per row
-    block = (256,)            thread t owns the quads (4 consecutive columns) starting at
-                              4*t, 4*(t+256), 4*(t+512), 4*(t+768) -- the numerics
-                              policy's ownership rule, so a warp reads 512 contiguous bytes
-    Each thread holds up to ``VALUES_PER_THREAD = 16`` values in a local array whose
-    indices are compile-time constants after unrolling, so it lives in registers
-    (check ``local_mem_per_thread == 0``). One build per width (1, 2 or 4 quads per
-    thread: rows up to 1024, 2048, 4096 columns) so narrow rows run no dead iterations;
-    a row longer than 4096 columns is rejected by the launcher, never truncated.
-    Rows whose length is a multiple of 4 (and 16-byte aligned arrays) use 16-byte
-    vector loads and stores (:mod:`.vector_io`); other widths (e.g. 7 x 781) load the
-    same quads element by element, masked.
+Launch geometry: grid (rows,), block (256,). Thread t owns the quads (4 consecutive columns) at 4*t,
+4*(t+256), 4*(t+512), 4*(t+768), the ownership rule of :mod:`numba_softmax.numerics` (a warp reads 512
+contiguous bytes), and holds up to ``VALUES_PER_THREAD = 16`` values in a local array indexed by constants,
+so it lives in registers (check ``local_mem_per_thread == 0``); a row over 4096 columns is rejected, never cut.
 
-Builds (``FUSED_BUILDS``; the launcher picks the first that holds the row)
-    ``fused_row_softmax_w1_v4``  cols <= 128, vector: under the ownership rule only warp 0
-        owns columns; warps 1-7 leave at once and warp 0 reduces with shuffles alone (no
-        shared memory, no barrier). Bitwise the same as the block reduction: the partials
-        the other warps would fold in are the identities -inf (max) and +0 (sum of
-        positive terms), and combining with an identity is exact.
-    ``fused_row_softmax_q1_v4``  cols <= 1024, vector, with an L2 prefetch of the row one
-        wave ahead (:mod:`.prefetch`): thread 0 asks the bulk-copy engine for row
-        ``row + 8 * %nsmid`` so DRAM stays busy during the block's reductions.
-    ``fused_row_softmax_q{2,4}_v4``  cols <= 2048 / 4096, vector, no prefetch (it made the
-        16 KB rows slower: PERFORMANCE.md).
-    ``fused_row_softmax_q{1,2,4}``  any other width or alignment: scalar masked loads.
+Builds (``FUSED_BUILDS``; the launcher picks the first that holds the row; why: docs/experiment_a.md)
+    ``fused_row_softmax_w1_v4``      cols <= 128: warp 0 alone, shuffles only (no shared memory, no barrier)
+    ``fused_row_softmax_q1_v4``      cols <= 1024, + L2 prefetch of row ``row + 8 * %nsmid`` (:mod:`.prefetch`)
+    ``fused_row_softmax_q{2,4}_v4``  cols <= 2048 / 4096
+    ``fused_row_softmax_q{1,2,4}``   any other width or alignment: the same quads, element by element, masked
+    The ``_v4`` builds (rows a multiple of 4, 16-byte aligned arrays) move each quad with one 16-byte load
+    and store (:mod:`.vector_io`).
 
-Bytes each launch must move
-    read ``rows * cols * 4`` (x, once) + write ``rows * cols * 4`` (y, once).
-    The intermediates (m, e, z) never leave the block: that is the point of the
-    comparison with the four-stage path.
-
-Shared memory: ``WARPS_PER_BLOCK`` float32 partials for the block reductions (32 B).
-
-Bitwise contract: each thread accumulates its own elements in increasing column
-order (quad by quad), then the block reduction of :mod:`numba_softmax.numerics`
-combines; the four-stage path follows the same ownership and order, so both give
-identical bits whichever build runs.
+Bytes each launch must move: read ``rows * cols * 4`` (x, once) + write ``rows * cols * 4`` (y, once); m, e
+and z never leave the block. Shared memory: ``WARPS_PER_BLOCK`` float32 partials (32 B). Every build gives the
+bits of the four stages (:mod:`.row_stages`; docs/experiment_a.md, "The numerics policy").
 """
 
 from dataclasses import dataclass

@@ -1,11 +1,7 @@
 """Device-scope acquire/release primitives for the DAG scheduler (inline PTX).
 
-numba-cuda's ``cuda.atomic`` operations are relaxed (``atom.global.*``) and it has no
-acquire/release API; ``cuda.threadfence()`` is a full ``membar.gl``. The DAG path of
-:mod:`numba_softmax.kernels.persistent` needs the PTX memory model's
-``.acquire`` / ``.release`` / ``.acq_rel`` semantics at ``.gpu`` scope, so each
-primitive below is a ``numba.cuda.extending.intrinsic`` that emits one llvmlite
-``ir.InlineAsm`` instruction:
+numba-cuda has only relaxed atomics and no acquire/release API (docs/machine.md, "numba-cuda 0.30.4", says how
+these intrinsics are built and what the simulator runs instead); the DAG path of :mod:`.persistent` needs them:
 
 ===============================  ==========================================  =========
 name                             PTX                                         returns
@@ -24,30 +20,8 @@ name                             PTX                                         ret
 ``let_dependent_grid_launch()``  ``griddepcontrol.launch_dependents``        --
 ===============================  ==========================================  =========
 
-The last two are programmatic dependent launch (sm_90): a kernel launched with programmatic
-stream serialization may start while the grid ahead of it in the stream still runs, once every
-block of that grid has called ``let_dependent_grid_launch`` (or exited); its
-``wait_for_prerequisite_grid`` then returns when that grid has completed and its writes are
-visible. In a launch without the attribute the wait returns at once.
-
-The array primitives accept 1-D arrays of 32-bit integers (int32 / uint32) and an
-integer index. The element address is computed exactly as Numba indexes an array
-(``cgutils.get_item_pointer`` on the array's data pointer, no wraparound) and then
-converted from the generic to the global address space with an LLVM
-``addrspacecast`` (``cvta.to.global`` in PTX), so the ``.global`` state-space
-qualifier is applied to a genuine global address rather than relying on generic
-and global addresses coinciding. Every asm statement has ``side_effect=True`` and a
-``~{memory}`` clobber, so LLVM neither drops it nor moves other memory accesses
-across it (the compiler half of the ordering; the ``.acquire``/``.release``
-qualifiers are the hardware half). Relaxed loads are used for polling: a plain
-(weak) load in a spin loop may legally keep returning a stale value.
-
-Simulator (``NUMBA_ENABLE_CUDASIM=1``): custom intrinsics, ``nanosleep``,
-``%globaltimer`` and ``%smid`` do not exist there. The same names are bound to plain
-device functions doing ordinary loads/stores and ``cuda.atomic.add`` (the simulator
-runs one block at a time and its fences are no-ops, so ordering is trivially
-satisfied); ``backoff`` is a no-op, ``smid`` returns 0 and ``globaltimer`` the host's
-nanosecond clock (it orders tasks; it does not time them).
+``a`` is a 1-D int32 / uint32 array, ``i`` an integer index; polls use the relaxed load. The last two are
+programmatic dependent launch (sm_90; docs/experiment_b.md, "The schedulers").
 """
 
 import time

@@ -1,12 +1,9 @@
 """L2 prefetch of a whole row, one wave ahead (``cp.async.bulk.prefetch.L2``, sm_90).
 
-Why: a fused block is a short chain -- load, block max, exp, block sum, divide, store -- and
-only its first step keeps DRAM busy. With 8 resident 256-thread blocks per SM, at 1024
-columns an SM has at most 32 KB of loads in flight, about what the copy bandwidth times
-the DRAM latency needs, and only while every block is in its load phase. A block that asks
-the bulk-copy engine to pull the row of the block one *wave* later into L2 keeps DRAM
-busy during its own reductions, and turns that later block's load into an L2 hit. One
-thread issues one instruction per row; no register waits on it; values are unchanged.
+A fused block asks the bulk-copy engine to pull the row of the block one *wave* later into L2, which keeps DRAM
+busy during its own reductions and turns that later block's load into an L2 hit (why the fused kernel needs it:
+docs/experiment_a.md, "Variants"). One thread issues one instruction per row; no register waits on it; values
+are unchanged.
 
 ``prefetch_l2(a, offset, nbytes)``  ``cp.async.bulk.prefetch.L2.global [a.data + offset], nbytes``
                                     for any device array ``a``; ``offset`` (bytes from the
@@ -18,12 +15,9 @@ thread issues one instruction per row; no register waits on it; values are uncha
                                     count, or a little more where ids have holes); the wave
                                     size is 8 resident blocks per SM times this
 
-Measured on the H200 (python -m bench probe fused, PERFORMANCE.md): at 16384x1024 the q1 build
-went from 40.1 to 35.6 us; at 4096x4096 (16 KB rows, 6 resident blocks per SM) the same
-prefetch made the kernel 17% slower, so only the narrow vector builds use it.
-
-The simulator has neither instruction: there the prefetch does nothing and ``sm_id_bound``
-is 1 (one block runs at a time).
+Measured on the H200 (recorded in docs/attempts.md, fused kernel section): at 16384x1024 the q1 build went from
+40.1 to 35.6 us; at 4096x4096 (16 KB rows, 6 resident blocks per SM) the same prefetch made the kernel 17%
+slower, so only the narrow vector builds use it. In the simulator it does nothing and ``sm_id_bound`` is 1.
 """
 
 from numba import cuda

@@ -1,30 +1,22 @@
 """A copy in the fused kernel's geometry: the bandwidth ceiling of that geometry.
 
-Not a softmax. ``python -m bench perf`` times it next to the fused kernel to separate two
-questions the goal "fused >= 0.90 of the 1 GiB device copy" mixes: how far the fused kernel is
-from what its launch geometry can move at all, and how far that geometry is from the driver's
-copy. The kernel does exactly the fused kernel's global memory work and nothing else::
-
-    y[row, j] = x[row, j]
+Not a softmax: ``y[row, j] = x[row, j]``, exactly the fused kernel's global memory work and nothing else.
+``python -m bench perf`` times it beside the fused kernel to separate two questions the goal "fused >= 0.90 of
+the 1 GiB device copy" mixes: how far the fused kernel is from what its launch geometry can move at all, and how
+far that geometry is from the driver's copy.
 
 Launch geometry (the one :func:`numba_softmax.kernels.fused_row.fused_kernel_for` picks)
-    grid  = (rows,)           one block per row
-    block = (256,)            thread t owns the quads starting at 4*t, 4*(t+256), ... (the
-                              numerics policy's ownership rule), loads ALL of them first
-                              (independent loads in flight together, as the fused kernel's
-                              pass 1), then stores them (its pass 3)
-    Builds: the same widths as the fused kernel (1, 2 or 4 quads per thread) and, for rows of
-    at most 128 columns, warp 0 alone (the fused one-warp build). 16-byte loads and stores when
-    the rows are a multiple of 4 long and both arrays are 16-byte aligned, else masked scalar
-    accesses. No L2 prefetch: the fused q1 build's prefetch is an optimization of the fused
-    kernel, measured against this plain copy.
+    grid = (rows,), block = (256,): thread t owns the quads starting at 4*t, 4*(t+256), ... (the numerics
+    policy's ownership rule), loads ALL of them first (independent loads in flight together, as the fused
+    kernel's pass 1), then stores them (its pass 3). The fused kernel's widths (1, 2 or 4 quads per thread)
+    and, for rows of at most 128 columns, warp 0 alone; 16-byte loads and stores when the rows are a multiple
+    of 4 long and both arrays 16-byte aligned, else masked scalar accesses. No L2 prefetch: the fused q1
+    build's prefetch is an optimization of the fused kernel, measured against this plain copy.
 
-Bytes each launch must move: read ``rows * cols * 4``, write ``rows * cols * 4`` (the fused
-kernel's 8N).
+Bytes each launch must move: read ``rows * cols * 4``, write ``rows * cols * 4`` (the fused kernel's 8N).
 
-Measured on the H200 (``python -m bench probe fused``'s ``copy`` ablation, PERFORMANCE.md): at
-4096x4096 this copy took 36.6 us, slower than the fused kernel (36.0 us); 0.90 of the 1 GiB
-copy ceiling there is 35.2 us.
+Measured on the H200 (recorded in docs/attempts.md, fused kernel section): at 4096x4096 this copy took 36.6 us,
+slower than the fused kernel (36.0 us); 0.90 of the 1 GiB copy ceiling there is 35.2 us.
 """
 
 from numba import cuda, float32

@@ -1,7 +1,7 @@
 """Softmax as four explicit stages, each its own kernel writing its intermediate.
 
-An educational decomposition, not an optimized baseline: every stage is a separate
-pass over global memory, which is exactly what the fused kernel avoids.
+An educational decomposition, not an optimized baseline: every stage is a separate pass over global memory,
+which is exactly what the fused kernel avoids.
 
 Stages and launch geometry
     1. ``row_max_stage``   grid (rows,), block (256,): m[r] = max_j x[r, j]
@@ -15,24 +15,11 @@ Bytes each stage must move (N = rows * cols, 4-byte floats)
     3. read 4N, write 4 rows        4. read 4N (+ z), write 4N
     Total about 24N bytes against the fused kernel's 8N.
 
-Bitwise contract: in the two row reductions thread t visits its quads (columns
-4(t + 256q) .. 4(t + 256q) + 3, the numerics policy's ownership rule) in increasing
-order and the block reduction of :mod:`numba_softmax.numerics`
-combines the per-thread values, exactly as the fused kernel does; the elementwise
-stages use the same ``exp(x - m)`` and IEEE division. So this path reproduces the
-fused kernel's output bit for bit (tested on the GPU).
-
-Array indices are unsigned 64-bit (``uint64``): an unsigned index needs no negative-index
-(wraparound) code from Numba's array model and no sign extension. Only addresses change,
-never which element is read or in what order, so the bits are those of signed indices
-(docs/numba_vs_nvcc.md has the SASS counts). The row loops are signed ``while base < cols`` loops,
-as the twin's ``for``: a ``range`` loop carries Numba's iterator state (selects on every step), and
-an unsigned ``while`` loop is unrolled differently by NVVM; this one is unrolled as nvcc unrolls the
-twin's, so the PTX arithmetic stays identical to nvcc's. The element-wise stages write through the
-flat ``(rows * cols,)`` view of their output (the launcher passes it), so the store's address is the
-load's and needs no shape comparison, and find the row with :func:`numba_softmax.numerics.udiv`
-(no zero-divisor branch): their SASS then has the twin's instruction count and sequence, up to
-equivalent encodings and the unsigned compare (docs/numba_vs_nvcc.md).
+Bitwise contract: the row reductions follow the fused kernel's ownership rule and order, the elementwise stages
+use the same ``exp(x - m)`` and IEEE division, so this path reproduces the fused kernel's output bit for bit
+(tested on the GPU; docs/experiment_a.md, "The numerics policy"). Written to compile close to its nvcc twin:
+``uint64`` indices, signed ``while`` row loops, flat ``(rows * cols,)`` outputs and :func:`numba_softmax.numerics.udiv`
+in the elementwise stages (why: docs/numba_vs_nvcc.md, "How the row stages closed most of their gap").
 """
 
 from numba import cuda, float32, int64, uint32, uint64

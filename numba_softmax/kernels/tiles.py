@@ -1,63 +1,25 @@
 """Tiled softmax of packed rows as a task graph A -> B -> C, and its separate-launch kernels.
 
-Packed layout (built on the host by :func:`numba_softmax.tiled.build_layout`)
-    Rows of any lengths lie back to back in one float32 array ``values``. Each row is
-    cut into tiles of ``tile_elements`` (<= :data:`MAX_TILE_ELEMENTS` = 1024, the
-    protocol's 1024 by default); the last tile of a row may be shorter. Tiles of a
-    row have consecutive ids. Per tile: ``tile_row[t]`` (int32), ``tile_start[t]``
-    (int64 offset into ``values``), ``tile_len[t]`` (int32); per row:
-    ``row_first_tile[r]``, ``row_tile_count[r]`` (int32).
+Rows of any lengths lie back to back in one float32 array ``values``, cut into tiles of ``tile_elements``
+(<= :data:`MAX_TILE_ELEMENTS` = 1024; a row's last tile may be shorter); per tile ``tile_row``, ``tile_start``,
+``tile_len``, per row ``row_first_tile``, ``row_tile_count`` (:mod:`numba_softmax.tiled.layout`).
 
-The three tasks (device helpers; ONE copy shared by every scheduler)
+The three tasks (ONE copy of the helpers for every scheduler, hence the same bits: docs/experiment_b.md)
     A(t)  :func:`task_a`, block-level: m_t = max of the tile, z_t = sum exp(x - m_t).
-    B(r)  :func:`task_b`, warp-level: m = max_t m_t, z = sum_t z_t * exp(m_t - m)
-          over the row's tiles in tile order (the loads in parallel across lanes,
-          the sum still folded sequentially).
+    B(r)  :func:`task_b`, warp-level: m = max_t m_t, z = sum_t z_t * exp(m_t - m), in tile order.
     C(t)  :func:`task_c`, block-level: y = exp(x - m) / z for the tile (rereads x).
-    Dependencies: B(r) needs every A(t) of row r (fan-in across blocks); C(t) needs
-    B(row(t)) (fan-out).
+    B(r) needs every A(t) of row r (fan-in across blocks); C(t) needs B(row(t)) (fan-out).
 
-Bitwise contract: a tile follows the row ownership rule of :mod:`numba_softmax.numerics`
-on a block of ``TILE_THREADS`` = 128 threads: thread i owns the quads at 4i and 4(i + 128)
-(8 elements), folds max and then sum of exp over them in increasing element order, and the
-block reductions (built for 4 warps by ``numerics.block_reductions``) combine the threads;
-B folds tile summaries sequentially in tile order. Aligned tiles (start and length
-multiples of 4: every tile of the protocol's cases) move each quad with one 16-byte load /
-store, other tiles element by element -- same values, same bits. Every scheduler (separate
-kernels here, the phased and DAG persistent kernel in :mod:`.persistent`) calls these same
-helpers with the same arguments on 128-thread blocks, so all produce identical bits. Tiles
-shorter than 1024 elements leave the surplus quads masked (they contribute -inf / 0).
+Separate scheduler: launch geometry (every block ``TILE_THREADS`` = 128 threads, 8 values per thread)
+    1. ``tile_summary_kernel``   grid (n_tiles,): one A per block.
+    2. ``row_combine_kernel``    grid (ceil(rows/4),): one B per warp.
+    3. ``tile_normalize_kernel`` grid (n_tiles,): one C per block, tiles in descending order.
+    Kernels 1 and 3 first prefetch the tile one wave ahead (16 resident blocks per SM) into L2; A loads x
+    evict-last, C loads x and stores y evict-first (docs/experiment_b.md, "L2 policies and the C order").
 
-Why 128 threads and not the rows' 256: the protocol fixes 256 threads for the fused ROW
-kernel; a tile task's block is ours to choose. With 256 threads each thread held 4 values,
-and the A and C kernels were issue-bound -- per thread, the index math and the two block
-reductions cost more instructions than the 4 elements' arithmetic (PERFORMANCE.md).
-
-Separate scheduler: launch geometry
-    1. ``tile_summary_kernel``   grid (n_tiles,), block (128,): one A per block.
-    2. ``row_combine_kernel``    grid (ceil(rows/4),), block (128,): one B per warp.
-    3. ``tile_normalize_kernel`` grid (n_tiles,), block (128,): one C per block, block b
-                                 on tile n_tiles - 1 - b (descending); all threads read
-                                 row_max/row_sum of the tile's row.
-    Kernels 1 and 3 start by prefetching the tile one wave ahead (16 resident 128-thread
-    blocks per SM) into L2 (:func:`prefetch_tile_l2`); values are unchanged by it.
-
-L2 policy (every scheduler, in the helpers): A loads x as evict-last, C loads x and stores
-y as evict-first (``createpolicy`` + ``L2::cache_hint``, :mod:`.vector_io`). C's read of x is
-its last and y is never read again, so neither pushes out x lines that C has yet to reread;
-the C kernel descends so that it starts with the tiles A read last. Where x exceeds what L2
-keeps (2048 rows: 64 MiB) this is what decides how much of C's read comes from L2
-(PERFORMANCE.md has the DRAM bytes of each step).
-
-Bytes each launch must move (N = total elements, T = n_tiles, R = rows)
-    1. read 4N (x) + 12T (tile_start, tile_len), write 8T (tile_max, tile_sum)
-    2. read 8T (summaries) + 8R (row_first_tile, row_tile_count), write 8R
-    3. read 4N (x again) + 16T (tile_row, tile_start, tile_len) + 8T (row m, z,
-       gathered), write 4N (y)
-    Total about 12N bytes of row data (x twice, y once), versus the fused kernel's 8N.
-
-Shared memory: ``TILE_WARPS`` (4) float32 partials (16 B) for the block reductions,
-owned by the kernel and passed to :func:`task_a`.
+Bytes each launch must move (N = total elements, T = n_tiles, R = rows): 1. read 4N + 12T, write 8T;
+2. read 8T + 8R, write 8R; 3. read 4N + 16T + 8T (the rows' m, z, gathered), write 4N. About 12N of row
+data (x twice, y once) against the fused kernel's 8N. Shared memory: ``TILE_WARPS`` (4) float32 partials (16 B).
 """
 
 from numba import cuda, float32, int32, int64, uint32, uint64
