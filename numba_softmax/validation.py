@@ -171,9 +171,7 @@ def check_launch_matrix(name, array):
     if np.dtype(array.dtype) != np.float32:
         raise ValueError(f"{name}: expected float32, got {array.dtype}")
     strides = getattr(array, "strides", None)
-    # A dimension of length 1 is never stepped over: its stride does not matter (torch may report any).
-    contiguous = (shape[1] * 4, 4)
-    if strides is not None and any(n > 1 and s != c for n, s, c in zip(shape, strides, contiguous, strict=True)):
+    if strides is not None and not c_contiguous(shape, strides, 4):
         raise ValueError(f"{name}: expected a C-contiguous array, got strides {tuple(strides)} for shape {shape}")
 
 
