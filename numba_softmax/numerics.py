@@ -50,7 +50,9 @@ say nothing about the GPU.
 import math
 
 import numpy as np
-from numba import cuda, float32, int32, uint32
+from typing import NamedTuple
+
+from numba import cuda, float32, float64, int32, uint32
 
 from .simulator import SIMULATOR
 
@@ -73,6 +75,35 @@ def _check_block_threads(threads):
     if threads % WARP_SIZE or not 0 < threads <= 1024:
         raise ValueError(f"block reductions need a multiple of {WARP_SIZE} threads up to 1024, got {threads}")
     return threads // WARP_SIZE
+
+#: The element types a softmax kernel reads and writes. float16 and bfloat16 are storage types: their values are
+#: computed in float32 (loaded and widened exactly, rounded once to the output type at the store); float64 is
+#: computed in float64 with the same policy. A bfloat16 array is a uint16 array to Numba (its bits).
+ELEMENT_TYPES = ("float32", "float16", "bfloat16", "float64")
+
+
+def compute_type(out_type):
+    """The type a kernel computes in for results of ``out_type``: float64 for float64, else float32 (the input
+    is first converted to ``out_type``, as ``torch.softmax(x, dtype=)`` casts it before the operation)."""
+    if out_type not in ELEMENT_TYPES:
+        raise ValueError(f"element type {out_type!r}: expected one of {ELEMENT_TYPES}")
+    return "float64" if out_type == "float64" else "float32"
+
+
+class Arithmetic(NamedTuple):
+    """The policy's operations in one compute type: what a kernel body calls for every add, subtract,
+    multiply, divide, exponential and max, and its constants."""
+    name: str
+    add: object
+    sub: object
+    mul: object
+    div: object
+    exp: object
+    max: object
+    numba_type: object
+    neg_inf: object
+    zero: object
+
 
 #: Options every kernel in this project is compiled with (explicit, per the protocol).
 KERNEL_OPTIONS = {"fastmath": False}
@@ -130,25 +161,50 @@ if SIMULATOR:
     def f32_div(a, b):
         return float32(np.float32(a) / np.float32(b))
 
+    @cuda.jit(device=True)
+    def f64_add(a, b):
+        return float64(np.float64(a) + np.float64(b))
+
+    @cuda.jit(device=True)
+    def f64_sub(a, b):
+        return float64(np.float64(a) - np.float64(b))
+
+    @cuda.jit(device=True)
+    def f64_mul(a, b):
+        return float64(np.float64(a) * np.float64(b))
+
+    @cuda.jit(device=True)
+    def f64_max(a, b):
+        return float64(max(np.float64(a), np.float64(b)))
+
+    @cuda.jit(device=True)
+    def f64_exp(a):
+        return float64(np.exp(np.float64(a)))
+
+    @cuda.jit(device=True)
+    def f64_div(a, b):
+        return float64(np.float64(a) / np.float64(b))
+
     # The simulator has no approximate instructions: the diagnostic fast-math builds run the policy's.
     approx_exp, approx_div = f32_exp, f32_div
 
     def udiv(a, b):
         return a // b
 
-    @cuda.jit(device=True)
-    def _combine(a, b, is_max):
-        return f32_max(a, b) if is_max else f32_add(a, b)
-
-    def _make_sim_reductions(threads):
+    def _make_sim_reductions(threads, max_op=f32_max, add_op=f32_add, value_type=float32):
         """Emulates the GPU helpers below: butterfly inside each warp, then a sequential fold
         of the warp partials over a block of ``threads`` threads. The in-place tree follows
         exactly lane 0's combination path of the xor butterfly."""
         nwarps = threads // WARP_SIZE
+        MAX, ADD, TYPE = max_op, add_op, value_type
+
+        @cuda.jit(device=True)
+        def _combine(a, b, is_max):
+            return MAX(a, b) if is_max else ADD(a, b)
 
         @cuda.jit(device=True)
         def block_reduce(value, partials, is_max):
-            scratch = cuda.shared.array(BLOCK_THREADS, float32)
+            scratch = cuda.shared.array(BLOCK_THREADS, TYPE)
             tid = cuda.threadIdx.x
             scratch[tid] = value
             cuda.syncthreads()
@@ -182,8 +238,10 @@ if SIMULATOR:
     def warp_reduce_sum(value):
         raise NotImplementedError("warp shuffles do not exist in the simulator (warp builds are GPU only)")
 
-    def block_reductions(threads):
+    def block_reductions(threads, arith=None):
         _check_block_threads(threads)
+        if arith is not None and arith.name != "float32":
+            return _make_sim_reductions(threads, arith.max, arith.add, arith.numba_type)
         if threads == BLOCK_THREADS:
             return block_reduce_max, block_reduce_sum
         return _make_sim_reductions(threads)
@@ -203,6 +261,24 @@ else:
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def f32_div(a, b):
+        return a / b
+
+    # float64: the same policy in double precision (``add.rn.f64``..., libdevice ``exp``, ``div.rn.f64``).
+    f64_add = libdevice.dadd_rn
+    f64_mul = libdevice.dmul_rn
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def f64_sub(a, b):
+        return libdevice.dadd_rn(a, -b)  # libdevice has no dsub_rn; a - b is a + (-b), exactly
+
+    f64_max = libdevice.fmax
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def f64_exp(a):
+        return math.exp(a)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def f64_div(a, b):
         return a / b
 
     # NOT the policy: the approximate exponential (``ex2.approx`` of x log2(e)) and division (``div.approx``)
@@ -274,14 +350,27 @@ else:
     warp_reduce_max, block_reduce_max = _make_reductions(f32_max, "Max")
     warp_reduce_sum, block_reduce_sum = _make_reductions(f32_add, "Sum")
 
-    def block_reductions(threads):
+    def block_reductions(threads, arith=None):
         """``(block_reduce_max, block_reduce_sum)`` for blocks of ``threads`` threads (a
         multiple of 32): the same butterfly and the same sequential fold of the warp
-        partials, warp 0 first, over ``threads // 32`` partials."""
-        if threads == BLOCK_THREADS:
+        partials, warp 0 first, over ``threads // 32`` partials (of ``arith``'s type: float32 by default)."""
+        if threads == BLOCK_THREADS and (arith is None or arith.name == "float32"):
             return block_reduce_max, block_reduce_sum
         warps = _check_block_threads(threads)
-        return _make_reductions(f32_max, "Max", warps)[1], _make_reductions(f32_add, "Sum", warps)[1]
+        max_op, add_op = (f32_max, f32_add) if arith is None else (arith.max, arith.add)
+        return _make_reductions(max_op, "Max", warps)[1], _make_reductions(add_op, "Sum", warps)[1]
+
+
+F32 = Arithmetic("float32", f32_add, f32_sub, f32_mul, f32_div, f32_exp, f32_max, float32, NEG_INF, float32(0.0))
+F64 = Arithmetic("float64", f64_add, f64_sub, f64_mul, f64_div, f64_exp, f64_max, float64, float64(-np.inf),
+                 float64(0.0))
+
+
+def arithmetic(compute):
+    """The :class:`Arithmetic` of a compute type (``"float32"`` or ``"float64"``)."""
+    if compute not in ("float32", "float64"):
+        raise ValueError(f"compute type {compute!r}: expected 'float32' or 'float64'")
+    return F32 if compute == "float32" else F64
 
 
 def owned_columns(tid, cols, threads=BLOCK_THREADS):
@@ -317,5 +406,6 @@ __all__ = [
     "BLOCK_THREADS", "WARP_SIZE", "WARPS_PER_BLOCK", "QUAD", "owned_columns", "NEG_INF", "SIMULATOR", "KERNEL_OPTIONS",
     "f32_add", "f32_sub", "f32_mul", "f32_max", "f32_exp", "f32_div", "udiv", "approx_exp", "approx_div",
     "warp_reduce_max", "warp_reduce_sum", "block_reduce_max", "block_reduce_sum", "block_reductions",
-    "host_block_reduce", "int32",
+    "host_block_reduce", "int32", "ELEMENT_TYPES", "compute_type", "Arithmetic", "arithmetic", "F32", "F64",
+    "f64_add", "f64_sub", "f64_mul", "f64_max", "f64_exp", "f64_div",
 ]

@@ -45,6 +45,17 @@ if SIMULATOR:
     def store_quad(y, row, col, a, b, c, d):
         raise RuntimeError("vector stores are not available in the simulator")
 
+    # The raw forms run in the simulator element by element (the same elements, no alignment to check), so the
+    # simulator runs the row kernels' head / aligned quads / tail logic.
+    def load_raw_quad(x, row, col):
+        return x[row, col], x[row, col + 1], x[row, col + 2], x[row, col + 3]
+
+    def store_raw_quad(y, row, col, a, b, c, d):
+        y[row, col], y[row, col + 1], y[row, col + 2], y[row, col + 3] = a, b, c, d
+
+    def address_of(x, row, col):
+        return x.ctypes.data + row * x.strides[0] + col * x.strides[1]
+
     # L2 policies are hints: the simulator has no cache, and the hinted accesses are never called there.
     def l2_policy_evict_last():
         return 0
@@ -66,12 +77,14 @@ else:
     from numba.cuda.extending import intrinsic
 
     _GLOBAL = 1
-    _QUAD = ir.VectorType(ir.FloatType(), 4)
 
-    def _check(name, array, *indices):
+    #: Element types of the raw quad accesses (bfloat16 arrays are uint16 arrays).
+    _RAW_TYPES = (types.float32, types.float16, types.uint16, types.float64)
+
+    def _check(name, array, *indices, dtypes=(types.float32,)):
         ndim = len(indices)
-        if not (isinstance(array, types.Array) and array.ndim == ndim and array.dtype == types.float32):
-            raise TypingError(f"{name}: expected a {ndim}-D float32 array, got {array}")
+        if not (isinstance(array, types.Array) and array.ndim == ndim and array.dtype in dtypes):
+            raise TypingError(f"{name}: expected a {ndim}-D array of {[str(t) for t in dtypes]}, got {array}")
         if not all(isinstance(index, types.Integer) for index in indices):
             raise TypingError(f"{name}: expected integer indices, got {indices}")
 
@@ -80,28 +93,36 @@ else:
             if value != types.float32:
                 raise TypingError(f"{name}: expected float32 values, got {value}")
 
-    def _quad_pointer(context, builder, array_type, array, index_types, indices):
+    def _element_pointer(context, builder, array_type, array, index_types, indices):
         ary = context.make_array(array_type)(context, builder, value=array)
         idx = [context.cast(builder, v, t, types.intp) for t, v in zip(index_types, indices, strict=True)]
-        ptr = cgutils.get_item_pointer(context, builder, array_type, ary, idx, wraparound=False)
-        return builder.addrspacecast(builder.bitcast(ptr, _QUAD.as_pointer()), _QUAD.as_pointer(_GLOBAL))
+        return cgutils.get_item_pointer(context, builder, array_type, ary, idx, wraparound=False)
+
+    def _quad_pointer(context, builder, array_type, array, index_types, indices):
+        ptr = _element_pointer(context, builder, array_type, array, index_types, indices)
+        quad = ir.VectorType(context.get_value_type(array_type.dtype), 4)
+        return builder.addrspacecast(builder.bitcast(ptr, quad.as_pointer()), quad.as_pointer(_GLOBAL))
+
+    def _quad_alignment(array_type):
+        """Bytes a quad's address is aligned to: 16 (float32, float64: two 16-byte halves), 8 (2-byte types)."""
+        return min(16, 4 * array_type.dtype.bitwidth // 8)
 
     def _load_codegen(context, builder, sig, args):
-        """Load the 16 bytes at the indexed element; return them as a 4-tuple of float32."""
+        """Load the 4 elements at the indexed one in one vector access; return them as a 4-tuple."""
         ndim = sig.args[0].ndim
         ptr = _quad_pointer(context, builder, sig.args[0], args[0], sig.args[1:1 + ndim], args[1:1 + ndim])
-        vec = builder.load(ptr, align=16)
+        vec = builder.load(ptr, align=_quad_alignment(sig.args[0]))
         lanes = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(4)]
         return context.make_tuple(builder, sig.return_type, lanes)
 
     def _store_codegen(context, builder, sig, args):
-        """Store the last four arguments as 16 bytes at the indexed element."""
+        """Store the last four arguments at the indexed element in one vector access."""
         ndim = sig.args[0].ndim
         ptr = _quad_pointer(context, builder, sig.args[0], args[0], sig.args[1:1 + ndim], args[1:1 + ndim])
-        vec = ir.Constant(_QUAD, ir.Undefined)
+        vec = ir.Constant(ptr.type.pointee, ir.Undefined)
         for k in range(4):
             vec = builder.insert_element(vec, args[1 + ndim + k], ir.Constant(ir.IntType(32), k))
-        builder.store(vec, ptr, align=16)
+        builder.store(vec, ptr, align=_quad_alignment(sig.args[0]))
         return context.get_dummy_value()
 
     _QUAD_TUPLE = types.UniTuple(types.float32, 4)
@@ -119,6 +140,33 @@ else:
         _check_values("store_quad", (a, b, c, d))
         return types.void(y, row, col, a, b, c, d), _store_codegen
 
+
+    @intrinsic
+    def load_raw_quad(typingctx, x, row, col):
+        """(x[row, col], ..., x[row, col+3]) of a float32, float16, uint16 (bfloat16) or float64 array in one
+        vector access (16, 8, 8 or 2 x 16 bytes); the quad's address is aligned to that size (16 for float64)."""
+        _check("load_raw_quad", x, row, col, dtypes=_RAW_TYPES)
+        return types.UniTuple(x.dtype, 4)(x, row, col), _load_codegen
+
+    @intrinsic
+    def store_raw_quad(typingctx, y, row, col, a, b, c, d):
+        """y[row, col:col+4] = (a, b, c, d), elements of y's type, in one vector access (as load_raw_quad)."""
+        _check("store_raw_quad", y, row, col, dtypes=_RAW_TYPES)
+        for value in (a, b, c, d):
+            if value != y.dtype:
+                raise TypingError(f"store_raw_quad: expected {y.dtype} values, got {value}")
+        return types.void(y, row, col, a, b, c, d), _store_codegen
+
+    @intrinsic
+    def address_of(typingctx, x, row, col):
+        """The address of x[row, col] (an integer): a kernel reads a row's alignment from it."""
+        _check("address_of", x, row, col, dtypes=_RAW_TYPES)
+
+        def codegen(context, builder, sig, args):
+            ptr = _element_pointer(context, builder, sig.args[0], args[0], sig.args[1:3], args[1:3])
+            return builder.ptrtoint(ptr, ir.IntType(64))
+
+        return types.uint64(x, row, col), codegen
 
     def _policy(priority):
         """``createpolicy.fractional.L2::<priority>.b64``: a 64-bit L2 cache policy for every access it is passed to."""
