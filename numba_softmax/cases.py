@@ -10,6 +10,23 @@ ABS_TOL = 1e-7
 REL_TOL = 2e-5
 ROW_SUM_TOL = 2e-5
 
+
+@dataclass(frozen=True)
+class Tolerance:
+    """``abs(out - ref) <= absolute + relative * abs(ref)`` element by element, and each row's sum within
+    ``row_sum`` of one; ``ref`` the float64 softmax of the inputs as the output type holds them."""
+    absolute: float
+    relative: float
+    row_sum: float
+
+
+#: Per output element type: float32 is the protocol's; float16 and bfloat16 allow two roundings to their
+#: precision (2^-11, 2^-8 relative) of the output; float64 its own.
+TOLERANCES = {"float32": Tolerance(ABS_TOL, REL_TOL, ROW_SUM_TOL),
+              "float16": Tolerance(1e-7, 1e-3, 1e-3),
+              "bfloat16": Tolerance(1e-7, 8e-3, 8e-3),
+              "float64": Tolerance(1e-15, 1e-12, 1e-12)}
+
 # ---- Experiment A ----------------------------------------------------------------------
 #: Timed (rows, columns) pairs of the protocol.
 EXPERIMENT_A_TIMED_SHAPES = ((1, 128), (32, 1024), (4096, 128), (4096, 1024), (4096, 4096), (16384, 1024))

@@ -54,6 +54,7 @@ from typing import NamedTuple
 
 from numba import cuda, float32, float64, int32, uint32
 
+from .element_types import ELEMENT_TYPES
 from .simulator import SIMULATOR
 
 #: Threads per block of every row kernel (the protocol's 256); tile tasks use 128 (kernels/tiles.py).
@@ -75,12 +76,6 @@ def _check_block_threads(threads):
     if threads % WARP_SIZE or not 0 < threads <= 1024:
         raise ValueError(f"block reductions need a multiple of {WARP_SIZE} threads up to 1024, got {threads}")
     return threads // WARP_SIZE
-
-#: The element types a softmax kernel reads and writes. float16 and bfloat16 are storage types: their values are
-#: computed in float32 (loaded and widened exactly, rounded once to the output type at the store); float64 is
-#: computed in float64 with the same policy. A bfloat16 array is a uint16 array to Numba (its bits).
-ELEMENT_TYPES = ("float32", "float16", "bfloat16", "float64")
-
 
 def compute_type(out_type):
     """The type a kernel computes in for results of ``out_type``: float64 for float64, else float32 (the input

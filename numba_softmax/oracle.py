@@ -1,17 +1,19 @@
 """The independent CPU oracle and the acceptance check.
 
-The oracle is float64 stable softmax computed on the exact float32 inputs that were
-saved. A float32 output passes when, element by element,
-``abs(out - ref) <= ABS_TOL + REL_TOL * abs(ref)``, every output is finite and
-``>= 0``, and every row sums (in float64) to within ``ROW_SUM_TOL`` of one. The
-tolerances are constants in :mod:`numba_softmax.cases`; no caller can loosen them.
+The oracle is float64 stable softmax computed on the exact inputs that were saved, as the output type holds
+them (``softmax(x, dtype=)`` casts the input first). An output passes when, element by element,
+``abs(out - ref) <= absolute + relative * abs(ref)``, every output is finite and ``>= 0``, and every row sums
+(in float64) to within ``row_sum`` of one: the output type's :data:`numba_softmax.cases.TOLERANCES` (float32:
+the protocol's ``ABS_TOL``, ``REL_TOL``, ``ROW_SUM_TOL``). The tolerances are constants; no caller can loosen
+them. Arrays of bfloat16 are given as their uint16 bits (:mod:`numba_softmax.element_types`).
 """
 
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .cases import ABS_TOL, REL_TOL, ROW_SUM_TOL
+from .cases import TOLERANCES
+from .element_types import STORAGE_DTYPES, from_float64, to_float64
 
 
 def oracle_softmax_rows(values, row_lengths):
@@ -55,20 +57,30 @@ class CheckResult:
                 f"finite and non-negative: {self.finite_nonneg}")
 
 
-def check_packed(out, values, row_lengths):
-    """Check packed float32 outputs against the oracle on the same float32 inputs."""
+def cast_inputs(values, types):
+    """float64 values of inputs of ``types[0]`` as ``types[1]`` holds them (rounded where that cast loses bits)."""
+    in_type, out_type = types
+    x = to_float64(values, in_type)
+    if out_type in (in_type, "float64") or (in_type, out_type) in (("float16", "float32"), ("bfloat16", "float32")):
+        return x
+    return to_float64(from_float64(x, out_type), out_type)
+
+
+def check_packed(out, values, row_lengths, types=("float32", "float32")):
+    """Check packed outputs of ``types[1]`` against the oracle on the same inputs of ``types[0]``."""
     out = np.asarray(out)
-    if out.dtype != np.float32:
-        raise TypeError(f"outputs must be float32, got {out.dtype}")
+    tolerance = TOLERANCES[types[1]]
+    if out.dtype != STORAGE_DTYPES[types[1]]:
+        raise TypeError(f"{types[1]} outputs are held as {STORAGE_DTYPES[types[1]]}, got {out.dtype}")
     lengths = np.asarray(row_lengths, dtype=np.int64)
     if out.shape != (int(lengths.sum()),):
         raise ValueError(f"output has shape {out.shape}, expected ({int(lengths.sum())},)")
-    ref = oracle_softmax_rows(values, lengths)
-    got = out.astype(np.float64)
+    ref = oracle_softmax_rows(cast_inputs(values, types), lengths)
+    got = to_float64(out, types[1])
     finite_nonneg = bool(np.all(np.isfinite(got)) and np.all(got >= 0))
     with np.errstate(invalid="ignore"):
         err = np.abs(got - ref)
-        ratio = err / (ABS_TOL + REL_TOL * np.abs(ref))
+        ratio = err / (tolerance.absolute + tolerance.relative * np.abs(ref))
     ratio = np.where(np.isnan(ratio), np.inf, ratio)
     worst = int(np.argmax(ratio))
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
@@ -77,7 +89,7 @@ def check_packed(out, values, row_lengths):
         row_sums = np.add.reduceat(np.where(np.isfinite(got), got, np.inf), starts)
     row_sum_err = float(np.max(np.abs(row_sums - 1.0)))
     max_ratio = float(ratio[worst])
-    passed = bool(finite_nonneg and max_ratio <= 1.0 and row_sum_err <= ROW_SUM_TOL)
+    passed = bool(finite_nonneg and max_ratio <= 1.0 and row_sum_err <= tolerance.row_sum)
     return CheckResult(
         passed=passed, max_abs_err=float(np.max(np.where(np.isnan(err), np.inf, err))),
         max_tol_ratio=max_ratio, max_row_sum_err=row_sum_err, finite_nonneg=finite_nonneg,
@@ -85,14 +97,14 @@ def check_packed(out, values, row_lengths):
         worst_got=float(got[worst]), worst_ref=float(ref[worst]))
 
 
-def check_matrix(out, x):
-    """Check a (rows, cols) float32 output matrix against the oracle."""
+def check_matrix(out, x, types=("float32", "float32")):
+    """Check a (rows, cols) output matrix of ``types[1]`` against the oracle on ``x`` of ``types[0]``."""
     out = np.asarray(out)
     x = np.asarray(x)
     if out.shape != x.shape:
         raise ValueError(f"output has shape {out.shape}, input {x.shape}")
     rows, cols = x.shape
-    return check_packed(out.reshape(-1), x.reshape(-1), np.full(rows, cols, dtype=np.int64))
+    return check_packed(out.reshape(-1), x.reshape(-1), np.full(rows, cols, dtype=np.int64), types)
 
 
 class AcceptanceError(AssertionError):

@@ -175,6 +175,24 @@ def check_launch_matrix(name, array):
         raise ValueError(f"{name}: expected a C-contiguous array, got strides {tuple(strides)} for shape {shape}")
 
 
+def check_strided_rows(name, array):
+    """A 2-D array of rows as the ``auto`` launchers take it: at least one row and one column, one element
+    between columns, a row stride that is a whole number of elements, a start aligned to the element size."""
+    shape = getattr(array, "shape", None)
+    if shape is None or len(shape) != 2 or shape[0] < 1 or shape[1] < 1:
+        raise ValueError(f"{name}: expected a 2-D array with at least one row and one column, got shape {shape}")
+    itemsize = np.dtype(array.dtype).itemsize
+    row_stride, column_stride = array.strides
+    if column_stride != itemsize and shape[1] > 1:
+        raise ValueError(f"{name}: expected one element ({itemsize} bytes) between columns, got a column stride "
+                         f"of {column_stride} bytes")
+    if row_stride % itemsize:
+        raise ValueError(f"{name}: the row stride ({row_stride} bytes) is not a whole number of elements")
+    interface = getattr(array, "__cuda_array_interface__", None) or getattr(array, "__array_interface__", None)
+    if interface is not None and interface["data"][0] % itemsize:
+        raise ValueError(f"{name}: the data does not start on a {itemsize}-byte boundary (its element size)")
+
+
 def check_status_buffers(status, alarm):
     """The device record of a checked launch: ``status`` int64[2] and ``alarm`` int32[1]."""
     if status is None or alarm is None:

@@ -9,11 +9,13 @@ Each is the shipped row body (:func:`.auto_rows.make_rows_body`) with one of its
 * :func:`shared_span_control_kernel` (tests only): a ``_s{S}`` geometry whose bulk copy reads the CTA's
   register columns instead of the shared span's; every row still sums to 1, only the element-wise comparison
   against float64 rejects it (its PTX differs from the real build's only by the span's offset).
+* :func:`short_tail_control_kernel` (tests only): a row whose tail skips its last element (never read, never
+  written, not in the sum); the oracle must reject it on every width with a tail.
 * :func:`fast_math_kernel`: a ``*_fastmath`` geometry, Triton's approximate exponential and division instead
   of the policy's, to measure what the numerics policy costs (``bench perf --auto-geometries``).
 
-All are 16-byte builds of one row per block (or cluster) and GPU only, except the fast-math builds, which take
-the rows and cluster geometries in every build the shipped ones have (the simulator runs the policy there).
+The cluster and span controls are GPU only (clusters, the copy engine); the short-tail control and the fast-math
+builds run wherever their geometry does (the simulator runs the policy's exponential and division).
 """
 
 from dataclasses import replace
@@ -44,16 +46,27 @@ def span_from_registers(cta_first, span_first):
     return cta_first
 
 
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def edges_but_last(head, cols, body_end):
+    """The wrong edge count: the tail without its last element."""
+    count = head + cols - body_end
+    return count - 1 if cols > body_end else count
+
+
 NO_EXCHANGE_PARTS = replace(POLICY_PARTS, cluster_fold=make_own_result_fold)
+SHORT_TAIL_PARTS = replace(POLICY_PARTS, edge_count=edges_but_last)
 SPAN_FROM_REGISTERS_PARTS = replace(POLICY_PARTS, span_source=span_from_registers)
 #: NOT the policy: the approximate exponential and division of the diagnostic builds.
 FAST_MATH_PARTS = replace(POLICY_PARTS, exp=approx_exp, div=approx_div)
 
 
-def _control_kernel(geometry, parts, suffix):
-    """The 16-byte unchecked build of ``geometry`` with ``parts``, named ``auto_<geometry>_v4<suffix>``."""
-    body, block = make_rows_body(geometry, True, False, parts)
-    return bounded_build(body, block, build_name(geometry, True, False) + suffix, False)
+F32 = ("float32", "float32")
+
+
+def _control_kernel(geometry, parts, suffix, types=F32):
+    """The unchecked build of ``geometry`` with ``parts``, named ``auto_<geometry>[_<types>]<suffix>``."""
+    body, block = make_rows_body(geometry, types, False, parts)
+    return bounded_build(body, block, build_name(geometry, types, False) + suffix, False)
 
 
 def cluster_control_kernel(geometry="cluster_l512_q8_c2"):
@@ -72,9 +85,17 @@ def shared_span_control_kernel(geometry="rows_l512_q8_s8"):
     return _control_kernel(geometry, SPAN_FROM_REGISTERS_PARTS, "_control_span_from_registers")
 
 
-def fast_math_kernel(geometry, vector, checked):
+def short_tail_control_kernel(geometry="rows_l32_q1", types=F32):
+    """Negative control: a rows geometry whose tail skips its last element."""
+    geometry = Geometry.parse(geometry)
+    if geometry.kind != "rows":
+        raise ValueError(f"geometry {geometry.name}: the short-tail control is a rows geometry")
+    return _control_kernel(geometry, SHORT_TAIL_PARTS, "_control_short_tail", types)
+
+
+def fast_math_kernel(geometry, types, checked):
     """The diagnostic build of a ``*_fastmath`` geometry (:attr:`.auto_geometry.Geometry.fast_math`)."""
     if not geometry.fast_math:
         raise ValueError(f"geometry {geometry.name}: not a fast-math geometry (name suffix _fastmath)")
-    body, block = make_rows_body(geometry, vector, checked, FAST_MATH_PARTS)
-    return bounded_build(body, block, build_name(geometry, vector, checked), checked)
+    body, block = make_rows_body(geometry, types, checked, FAST_MATH_PARTS)
+    return bounded_build(body, block, build_name(geometry, types, checked), checked)

@@ -86,9 +86,9 @@ class Geometry:
         return self.block_threads // self.lanes
 
     @property
-    def vector_only(self):
-        """A cluster or ``_s{S}`` geometry has 16-byte builds only (rows of a multiple of 4 columns, 16-byte
-        aligned: the copy engine's rule), on a GPU only."""
+    def gpu_only(self):
+        """A cluster or ``_s{S}`` geometry runs on a GPU only (thread block clusters, the copy engine), and
+        computes in float32 only."""
         return self.kind == "cluster" or self.shared_quads > 0
 
     @classmethod
@@ -141,8 +141,8 @@ AUTO_TABLE = (
     (262144, "cluster_l512_q8_c8_s8"),  # measured: 301.0 us vs cluster_l1024_q8_c8 368.6 (512 rows)
     (None, "long_l1024_q4"),
 )
-#: The registers-only geometry a 16-byte-only entry gives way to where it cannot run (see :func:`auto_geometry`).
-SCALAR_FALLBACK = {"rows_l512_q8_s8": "rows_l1024_q8"}
+#: The registers-only geometry a GPU-only entry gives way to in the simulator (see :func:`auto_geometry`).
+SIMULATOR_FALLBACK = {"rows_l512_q8_s8": "rows_l1024_q8"}
 #: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
 #: by the widths they are meant for. docs/auto_kernels.md gives the prediction for each.
 CANDIDATES = {
@@ -160,21 +160,36 @@ CANDIDATES = {
 CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {n for names in CANDIDATES.values() for n in names})
 
 #: The geometries ``auto`` launches (the table's).
-TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | set(SCALAR_FALLBACK.values()))
+TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | set(SIMULATOR_FALLBACK.values()))
 
 def table_geometry(cols):
     """The geometry :data:`AUTO_TABLE` names for rows of ``cols`` columns."""
     return next(name for limit, name in AUTO_TABLE if limit is None or cols <= limit)
 
 
-def auto_geometry(cols, vector=True):
-    """The geometry ``auto`` runs for rows of ``cols`` columns: the table's, except that a 16-byte-only
-    geometry (cluster, ``_s{S}``: GPU only) gives way, for rows that are not 16-byte quads
-    (``vector=False``) and in the simulator, to its :data:`SCALAR_FALLBACK` or else the long-row path (the
-    table's last entry)."""
-    name = table_geometry(cols)
-    if Geometry.parse(name).vector_only and (SIMULATOR or not vector):
-        return SCALAR_FALLBACK.get(name, AUTO_TABLE[-1][1])
+def float64_geometry(name):
+    """The geometry float64 rows run where the table names ``name``: as many columns per row with half the
+    values per thread (a float64 value takes two registers), and the long-row path (``long_l1024_q2``) past the
+    registers-only entries (clusters and the copy engine are float32 builds)."""
+    geometry = Geometry.parse(name)
+    if geometry.gpu_only or geometry.kind == "long":
+        return FLOAT64_LONG
+    if geometry.quads > MAX_QUADS // 2:
+        return Geometry("rows", geometry.lanes * 2, geometry.quads // 2).name
     return name
 
 
+#: The long-row geometry of float64 rows.
+FLOAT64_LONG = "long_l1024_q2"
+
+
+def auto_geometry(cols, compute="float32"):
+    """The geometry ``auto`` runs for rows of ``cols`` columns computed in ``compute``: the table's (for float64
+    :func:`float64_geometry` of it), except that in the simulator a GPU-only geometry (cluster, ``_s{S}``) gives
+    way to its :data:`SIMULATOR_FALLBACK` or else the long-row path (the table's last entry)."""
+    name = table_geometry(cols)
+    if compute == "float64":
+        return float64_geometry(name)
+    if SIMULATOR and Geometry.parse(name).gpu_only:
+        return SIMULATOR_FALLBACK.get(name, AUTO_TABLE[-1][1])
+    return name

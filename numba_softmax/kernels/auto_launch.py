@@ -1,34 +1,41 @@
-"""``method="auto"``'s builds and launchers: one build per (geometry, 16-byte or scalar, checked or not), made
-once and compiled by Numba on its first launch, and the :class:`KernelLaunch` values that run them.
+"""``method="auto"``'s builds and launchers: one build per (geometry, element types, checked or not), made once
+and compiled on its first launch, and the :class:`KernelLaunch` values that run them.
 
 ``auto_launches`` runs the table's geometry for the width (:func:`.auto_geometry.auto_geometry`),
 ``geometry_launches`` any named one (``bench perf`` times the candidates through it), ``check_launches`` the
-check-only pass. Grid: ``ceil(rows / rows per block) * CTAs per row`` blocks of the geometry's threads, with
-its dynamic shared memory and cluster size. Nothing here allocates, synchronizes or copies.
+check-only pass of the protocol's paths. Arrays: 2-D, any row stride, one element between columns, any start
+aligned to the element size; ``types=(in_type, out_type)`` (:mod:`.elements`; read from the dtypes when left
+out). Grid: ``ceil(rows / rows per block) * CTAs per row`` blocks of the geometry's threads, with its dynamic
+shared memory and cluster size. Nothing here allocates, synchronizes or copies.
 """
 
 from ..launch_spec import KernelLaunch
-from ..numerics import QUAD
-from ..validation import check_launch_matrix, check_status_buffers, is_16_byte_aligned
+from ..numerics import QUAD, compute_type
+from ..validation import check_launch_matrix, check_status_buffers, check_strided_rows, is_16_byte_aligned
 from .auto_controls import fast_math_kernel
-from .auto_geometry import TABLE_GEOMETRIES, Geometry, auto_geometry
+from .auto_geometry import AUTO_TABLE, FLOAT64_LONG, TABLE_GEOMETRIES, Geometry, auto_geometry, float64_geometry
 from .auto_rows import CHECK_BLOCK_THREADS, make_auto_kernel, make_check_kernel
+from .elements import STORAGE_DTYPES, check_storage, check_types, types_of
 
-MATRIX = "float32[:, ::1]"
-#: Numba signature of each kind of build (the launchers pass C-contiguous device arrays).
-UNCHECKED_SIGNATURE = f"void({MATRIX}, {MATRIX})"
-CHECKED_SIGNATURE = f"void({MATRIX}, {MATRIX}, int64[::1], int32[::1])"
-CHECK_SIGNATURE = f"void({MATRIX}, int64[::1], int32[::1])"
+F32 = ("float32", "float32")
+#: The check-only pass takes the protocol's float32 C-contiguous rows.
+CHECK_SIGNATURE = "void(float32[:, ::1], int64[::1], int32[::1])"
 
 _BUILDS = {}
 _CHECK_BUILDS = {}
 
 
-def auto_kernel(geometry, vector, checked):
+def signature(types, checked):
+    """The Numba signature of a build for elements ``types``: strided 2-D arrays of their storage types."""
+    x, y = (f"{STORAGE_DTYPES[t].name}[:, :]" for t in types)
+    return f"void({x}, {y}, int64[::1], int32[::1])" if checked else f"void({x}, {y})"
+
+
+def auto_kernel(geometry, types=F32, checked=False):
     """The dispatcher of one build of ``geometry`` (a :class:`Geometry` or its name), made once."""
     if isinstance(geometry, str):
         geometry = Geometry.parse(geometry)
-    key = (geometry, bool(vector), bool(checked))
+    key = (geometry, check_types(tuple(types)), bool(checked))
     if key not in _BUILDS:
         _BUILDS[key] = (fast_math_kernel if geometry.fast_math else make_auto_kernel)(*key)
     return _BUILDS[key]
@@ -42,16 +49,36 @@ def check_kernel(vector, allow_neg_inf):
     return _CHECK_BUILDS[key]
 
 
+def _geometries_for(types, geometries):
+    """The geometries a pair of element types runs among ``geometries`` (float64: :func:`float64_geometry`'s)."""
+    if compute_type(types[1]) == "float64":
+        return sorted({float64_geometry(name) for name in geometries if not Geometry.parse(name).fast_math})
+    if types[0] == "float64":  # a float64 input computed in float32: the registers and long-row geometries
+        return [name for name in geometries if not Geometry.parse(name).gpu_only]
+    return list(geometries)
+
+
+#: The element types whose builds are all registered (the table's every geometry); the other pairs register one
+#: geometry of each kind they run (their code differs from these by the element conversions only).
+FULL_TYPES = (F32, ("bfloat16", "bfloat16"))
+#: One geometry of each kind: narrow rows (shuffles), a block per row, shared memory, a cluster, the long path.
+KIND_SAMPLES = ("rows_l8_q1", "rows_l128_q4", "rows_l512_q8_s8", "cluster_l512_q8_c4_s8", AUTO_TABLE[-1][1])
+SAMPLE_TYPES = (("float16", "float16"), ("float64", "float64"), ("bfloat16", "float32"), ("float32", "bfloat16"),
+                ("float16", "float32"), ("float64", "float32"), ("float32", "float64"))
+
+
 def builds(geometries=TABLE_GEOMETRIES):
-    """name -> (dispatcher, Numba signature) of every build (vector or scalar, checked or not) of
-    ``geometries`` and of the check-only pass: what the PTX policy check compiles. The registry holds the
-    table's (what the library launches); the CPU tests check every candidate's too."""
+    """name -> (dispatcher, Numba signature) of every build (checked or not) of ``geometries`` for the
+    :data:`FULL_TYPES`, of :data:`KIND_SAMPLES` for the :data:`SAMPLE_TYPES`, and of the check-only pass:
+    what the PTX policy check compiles. The registry holds the table's (what the library launches); the CPU
+    tests check every candidate's too."""
     found = {}
-    for name in geometries:
-        for vector in (True,) if Geometry.parse(name).vector_only else (False, True):
+    plan = [(types, geometries) for types in FULL_TYPES] + [(types, KIND_SAMPLES) for types in SAMPLE_TYPES]
+    for types, names in plan:
+        for name in _geometries_for(types, names):
             for checked in (False, True):
-                kernel = auto_kernel(name, vector, checked)
-                found[kernel.py_func.__name__] = (kernel, CHECKED_SIGNATURE if checked else UNCHECKED_SIGNATURE)
+                kernel = auto_kernel(name, types, checked)
+                found[kernel.py_func.__name__] = (kernel, signature(types, checked))
     for vector in (False, True):
         for allow in (False, True):
             kernel = check_kernel(vector, allow)
@@ -59,18 +86,23 @@ def builds(geometries=TABLE_GEOMETRIES):
     return found
 
 
-def _vector_rows(x, y):
-    """Whether ``x`` and ``y`` take the 16-byte builds: rows a multiple of 4 long, both arrays 16-byte aligned."""
-    return x.shape[1] % QUAD == 0 and is_16_byte_aligned(x) and is_16_byte_aligned(y)
+def _types(x, y, types):
+    if types is None:
+        return types_of(x, y)
+    types = check_types(tuple(types))
+    check_storage("x", x, types[0])
+    check_storage("y", y, types[1])
+    return types
 
 
-def geometry_launches(geometry, x, y, status=None, alarm=None):
+def geometry_launches(geometry, x, y, status=None, alarm=None, types=None):
     """The single launch of one named geometry (``auto`` uses :func:`auto_launches`; ``bench perf``
     times the candidates through this). A ``rows`` geometry refuses a row it cannot hold."""
     if isinstance(geometry, str):
         geometry = Geometry.parse(geometry)
-    check_launch_matrix("x", x)
-    check_launch_matrix("y", y)
+    types = _types(x, y, types)
+    check_strided_rows("x", x)
+    check_strided_rows("y", y)
     if tuple(x.shape) != tuple(y.shape):
         raise ValueError(f"x and y must have one shape, got {tuple(x.shape)} and {tuple(y.shape)}")
     checked = status is not None or alarm is not None
@@ -79,29 +111,35 @@ def geometry_launches(geometry, x, y, status=None, alarm=None):
     rows, cols = x.shape
     if geometry.max_columns is not None and cols > geometry.max_columns:
         raise ValueError(f"row too long for geometry {geometry.name}: {cols} columns > {geometry.max_columns}")
-    vector = _vector_rows(x, y)
-    if geometry.vector_only and not vector:
-        raise ValueError(f"geometry {geometry.name} needs rows of a multiple of {QUAD} columns in 16-byte aligned "
-                         f"arrays; got {cols} columns")
-    kernel = auto_kernel(geometry, vector, checked)
+    kernel = auto_kernel(geometry, types, checked)
     grid = (rows + geometry.rows_per_block - 1) // geometry.rows_per_block * geometry.ctas
     args = (x, y, status, alarm) if checked else (x, y)
+    shared_bytes = geometry.shared_bytes * STORAGE_DTYPES[types[0]].itemsize // 4
     return [KernelLaunch(f"auto_{geometry.name}", kernel, (grid,), (geometry.block_threads,), args,
-                         shared_bytes=geometry.shared_bytes, cluster=geometry.ctas)]
+                         shared_bytes=shared_bytes, cluster=geometry.ctas)]
 
 
-def auto_launches(x, y, status=None, alarm=None):
+def auto_launches(x, y, status=None, alarm=None, types=None):
     """``method="auto"``: the launch of the table's geometry for this width (any width: the long-row path
     beyond the table). ``status is None``: unchecked; else checked (records into status and alarm)."""
-    check_launch_matrix("x", x)
-    check_launch_matrix("y", y)
-    return geometry_launches(auto_geometry(x.shape[1], _vector_rows(x, y)), x, y, status, alarm)
+    types = _types(x, y, types)
+    check_strided_rows("x", x)
+    return geometry_launches(geometry_for(x.shape[1], types), x, y, status, alarm, types)
+
+
+def geometry_for(cols, types):
+    """The geometry :func:`auto_launches` runs for rows of ``cols`` elements of ``types``."""
+    name = auto_geometry(cols, compute_type(types[1]))
+    if types[0] == "float64" and Geometry.parse(name).gpu_only:
+        return FLOAT64_LONG  # the copy engine stages float32 and 2-byte rows only
+    return name
 
 
 def check_launches(x, status, alarm, allow_neg_inf):
-    """The check-only pass over x (one read, records only)."""
+    """The check-only pass over x (one read, records only): float32 C-contiguous rows."""
     check_launch_matrix("x", x)
     check_status_buffers(status, alarm)
     rows, cols = x.shape
     kernel = check_kernel(cols % QUAD == 0 and is_16_byte_aligned(x), allow_neg_inf)
     return [KernelLaunch("check_values", kernel, (rows,), (CHECK_BLOCK_THREADS,), (x, status, alarm))]
+

@@ -13,11 +13,13 @@ mapped host memory).
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda, float32, uint32
+from numba import cuda, float32, int64, uint32, uint64
 
-from ..numerics import (KERNEL_OPTIONS, SIMULATOR, WARP_SIZE, block_reductions, f32_add, f32_div, f32_exp, f32_max,
-                        reduction_pair)
-from ..validation import STATUS_CLEAR
+from ..numerics import (F32, KERNEL_OPTIONS, QUAD, SIMULATOR, WARP_SIZE, block_reductions, f32_add, f32_div, f32_exp,
+                        f32_max, reduction_pair)
+from ..validation import STATUS_CLEAR, STATUS_MASKED_ROW, STATUS_NONFINITE
+from .elements import STORAGE_DTYPES
+from .vector_io import address_of, put_quad
 
 if not SIMULATOR:
     from .cluster import cluster_arrive, cluster_store_f32, cluster_wait
@@ -30,7 +32,7 @@ CLEAR_WORD = np.int64(STATUS_CLEAR)
 
 # ---- reductions over the L threads of a row ---------------------------------------------------------------
 
-def row_reductions(lanes, block):
+def row_reductions(lanes, block, arith=F32):
     """``(row_max, row_sum)(value, partials)`` over each group of ``lanes`` consecutive threads of a
     ``block``-thread block (``lanes`` a power of two; ``lanes > 32`` only with ``lanes == block``).
 
@@ -45,13 +47,14 @@ def row_reductions(lanes, block):
     WIDTH = min(lanes, WARP_SIZE)
     WARPS = lanes // WARP_SIZE
     BLOCK = block
+    MAX, ADD, TYPE = arith.max, arith.add, arith.numba_type
 
     if SIMULATOR:
         # No shuffles in the simulator: each butterfly step goes through shared memory, the same operands
         # in the same order as the GPU's shfl_xor steps.
         @cuda.jit(device=True)
         def reduce(value, partials, is_max):
-            scratch = cuda.shared.array(BLOCK, float32)
+            scratch = cuda.shared.array(BLOCK, TYPE)
             tid = cuda.threadIdx.x
             offset = WIDTH // 2
             while offset > 0:
@@ -59,7 +62,7 @@ def row_reductions(lanes, block):
                 cuda.syncthreads()
                 other = scratch[tid ^ offset]
                 cuda.syncthreads()
-                value = f32_max(value, other) if is_max else f32_add(value, other)
+                value = MAX(value, other) if is_max else ADD(value, other)
                 offset //= 2
             if WARPS > 1:
                 if tid % WARP_SIZE == 0:
@@ -67,14 +70,14 @@ def row_reductions(lanes, block):
                 cuda.syncthreads()
                 value = partials[0]
                 for w in range(1, WARPS):
-                    value = f32_max(value, partials[w]) if is_max else f32_add(value, partials[w])
+                    value = MAX(value, partials[w]) if is_max else ADD(value, partials[w])
                 cuda.syncthreads()
             return value
 
         return reduction_pair(reduce)
 
     if WARPS > 1:
-        return block_reductions(lanes)
+        return block_reductions(lanes, arith)
 
     def make(combine):
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -86,7 +89,7 @@ def row_reductions(lanes, block):
             return value
         return group_reduce
 
-    return make(f32_max), make(f32_add)
+    return make(MAX), make(ADD)
 
 
 # ---- the records of the checked builds --------------------------------------------------------------------
@@ -159,6 +162,12 @@ def span_after_registers(cta_first, span_first):
     return span_first
 
 
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def edges_of_row(head, cols, body_end):
+    """The number of a row's edge elements: its head and its tail."""
+    return head + cols - body_end
+
+
 @dataclass(frozen=True)
 class RowParts:
     """The device functions a row body is built from. The shipped builds use :data:`POLICY_PARTS`; the
@@ -167,6 +176,186 @@ class RowParts:
     div: object           # a / b, IEEE
     cluster_fold: object  # ctas -> the cluster stage fold(value, slots, rank, is_max)
     span_source: object   # (cta_first, span_first) -> the first column the bulk copy reads
+    edge_count: object    # (head, cols, body_end) -> the number of edge elements
 
 
-POLICY_PARTS = RowParts(f32_exp, f32_div, make_cluster_fold, span_after_registers)
+POLICY_PARTS = RowParts(f32_exp, f32_div, make_cluster_fold, span_after_registers, edges_of_row)
+
+
+# ---- a row of any width and alignment: head, aligned quads, tail ---------------------------------------------
+
+def make_row_span(element_type):
+    """``row_span(x, row, cols) -> (head, body_end)`` for rows of ``element_type``: columns ``[0, head)`` come
+    before the row's first 16-byte aligned element, ``[head, body_end)`` are whole aligned units (16 bytes, and
+    at least one quad) read in quads, ``[body_end, cols)`` is the tail. Head and tail are the row's *edges*."""
+    SHIFT = uint64(STORAGE_DTYPES[element_type].itemsize.bit_length() - 1)
+    UNIT = max(QUAD, 16 >> int(SHIFT))
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def row_span(x, row, cols):
+        misaligned = address_of(x, row, 0) & uint64(15)
+        head = int64(((uint64(16) - misaligned) & uint64(15)) >> SHIFT)
+        if head > cols:
+            head = cols
+        return head, head + (cols - head) // UNIT * UNIT
+
+    return row_span
+
+
+def max_edges(element_type):
+    """Most edge elements of a row of ``element_type``: a head and a tail of fewer than a 16-byte unit each."""
+    unit = 16 // STORAGE_DTYPES[element_type].itemsize
+    return (unit - 1) + (max(QUAD, unit) - 1)
+
+
+def make_edges(lanes, io):
+    """The edge elements of a row, spread over its ``lanes`` threads (element ``e`` to lane ``e % lanes``), each
+    thread's in a local array of ``ceil(max_edges / lanes)`` slots: ``(edge_slots, load_edges, exp_edges,
+    store_edges)``. Edge ``e < head`` is column ``e``; the others are the tail, ``body_end + e - head`` on."""
+    LANES = lanes
+    SLOTS = -(-max_edges(io.in_type) // lanes)
+    LOAD, STORE, A = io.load, io.store, io.arith
+    ADD, SUB, AEXP, ADIV, MAX = A.add, A.sub, A.exp, A.div, A.max
+    NEG_INF = A.neg_inf
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def edge_column(e, head, body_end):
+        return e if e < head else body_end + (e - head)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def load_edges(x, row, lane, head, body_end, count, edges, local_max):
+        """This lane's edges into ``edges`` (-inf for none); returns ``local_max`` folded with them."""
+        for k in range(SLOTS):
+            e = lane + LANES * k
+            v = NEG_INF
+            if e < count:
+                v = LOAD(x[row, edge_column(e, head, body_end)])
+            edges[k] = v
+            local_max = MAX(local_max, v)
+        return local_max
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def exp_edges(lane, count, edges, row_max, local_sum):
+        """exp(edge - row_max) in place; returns ``local_sum`` plus them (after the thread's quads)."""
+        for k in range(SLOTS):
+            if lane + LANES * k < count:
+                e = AEXP(SUB(edges[k], row_max))
+                edges[k] = e
+                local_sum = ADD(local_sum, e)
+        return local_sum
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def store_edges(y, row, lane, head, body_end, count, edges, divisor):
+        for k in range(SLOTS):
+            e = lane + LANES * k
+            if e < count:
+                y[row, edge_column(e, head, body_end)] = STORE(ADIV(edges[k], divisor))
+
+    return SLOTS, load_edges, exp_edges, store_edges
+
+
+def make_store_quad_at(io):
+    """``store_quad_at(y, row, col, a, b, c, d, aligned)``: four compute-type values into ``y[row, col:col + 4]``,
+    one vector store when y's quads are ``aligned``, else element by element."""
+    STORE, STORE_QUAD = io.store, io.store_quad
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def store_quad_at(y, row, col, a, b, c, d, aligned):
+        if aligned:
+            STORE_QUAD(y, row, col, a, b, c, d)
+        else:
+            y[row, col] = STORE(a)
+            y[row, col + 1] = STORE(b)
+            y[row, col + 2] = STORE(c)
+            y[row, col + 3] = STORE(d)
+
+    return store_quad_at
+
+
+def make_store_quotients(quads, stride, io, div):
+    """``store_quotients(y, row, end, first, values, divisor, aligned)``: a thread's ``quads`` quads divided by
+    ``divisor`` into row ``row`` of ``y``, quad ``q`` at column ``first + stride * q``, quads from ``end`` on
+    skipped (:func:`make_store_quad_at`)."""
+    QUADS, STRIDE, DIV = quads, stride, div
+    store_quad_at = make_store_quad_at(io)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def store_quotients(y, row, end, first, values, divisor, aligned):
+        for q in range(QUADS):
+            base = first + STRIDE * q
+            if base < end:
+                store_quad_at(y, row, base, DIV(values[QUAD * q], divisor), DIV(values[QUAD * q + 1], divisor),
+                              DIV(values[QUAD * q + 2], divisor), DIV(values[QUAD * q + 3], divisor), aligned)
+
+    return store_quotients
+
+
+def make_quads_aligned(out_type):
+    """``quads_aligned(y, row, head)``: whether y's row holds its quads at addresses a vector store takes
+    (its column ``head`` aligned like x's): else the quotients go out element by element."""
+    ALIGN = uint64(min(16, QUAD * STORAGE_DTYPES[out_type].itemsize) - 1)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def quads_aligned(y, row, head):
+        return address_of(y, row, head) & ALIGN == uint64(0)
+
+    return quads_aligned
+
+
+def make_record_row(lanes, quads, io):
+    """``record_row(x, row, lane, start, body_end, edges_count, head, row_max, first_lane, status, alarm)``: the
+    error path of a checked build. This thread's first NaN or +inf (its quads from column ``start``, then its
+    edges) is recorded as a flat index ``row * cols + column``, and the row if it has no finite entry (the
+    thread with ``first_lane`` set only)."""
+    QUADS, STRIDE, LANES = quads, QUAD * lanes, lanes
+    SLOTS = -(-max_edges(io.in_type) // lanes)
+    LOAD, NEG_INF = io.load, io.arith.neg_inf
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def record_row(x, row, lane, start, body_end, count, head, row_max, first_lane, status, alarm):
+        cols = x.shape[1]
+        first = CLEAR_WORD
+        for q in range(QUADS):
+            base = start + QUAD * lane + STRIDE * q
+            if first == CLEAR_WORD and base < body_end:
+                for j in range(QUAD):
+                    if first == CLEAR_WORD and not LOAD(x[row, base + j]) < POS_INF:
+                        first = int64(base + j)
+        for k in range(SLOTS):
+            e = lane + LANES * k
+            if e < count:
+                column = int64(e if e < head else body_end + (e - head))
+                if not LOAD(x[row, column]) < POS_INF and column < first:
+                    first = column
+        if first != CLEAR_WORD:
+            record_status(status, STATUS_NONFINITE, int64(row) * cols + first, alarm)
+        if first_lane and row_max == NEG_INF:
+            record_status(status, STATUS_MASKED_ROW, int64(row), alarm)
+
+    return record_row
+
+
+def make_load_values(lanes, quads, io):
+    """``load_values(x, row, live, start, body_end, lane, values) -> local max``: this lane's register quads."""
+    QUADS = quads
+    STRIDE = QUAD * lanes
+    LOAD_QUAD, A = io.load_quad, io.arith
+    MAX = A.max
+    NEG = A.neg_inf
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def load_values(x, row, live, start, body_end, lane, values):
+        """This lane's body quads from column ``start`` into ``values`` (independent loads, all in flight
+        together) and their max, in increasing column order. Quads past the body, and every quad of a group
+        past the last row (``live`` false), hold -inf: they add exp(-inf - m) = +0 later."""
+        local_max = NEG
+        for q in range(QUADS):
+            base = start + QUAD * lane + STRIDE * q
+            a = b = c = d = NEG
+            if live and base < body_end:  # the body is whole quads
+                a, b, c, d = LOAD_QUAD(x, row, base)
+            put_quad(values, QUAD * q, a, b, c, d)
+            local_max = MAX(MAX(MAX(MAX(local_max, a), b), c), d)
+        return local_max
+
+    return load_values

@@ -14,12 +14,13 @@ name                                          PTX
 ``row, col, nbytes)``                         ``cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes``
 ``mbarrier_try_wait(bars, i, parity)``        ``mbarrier.try_wait.parity.shared::cta.b64``: 1 once the phase of that
                                               parity has completed, else 0 (after the hardware's bounded wait)
-``load_shared_quad(a, i)``                    ``ld.shared.v4.f32``: ``a[i:i + 4]`` (``i`` a multiple of 4)
+``load_shared_quad(a, i)``                    ``ld.shared.v4.f32`` (``.v4.u16`` for 2-byte types): ``a[i:i + 4]``
 ``store_shared_quad(a, i, v0, v1, v2, v3)``   ``st.shared.v4.f32``
 ============================================  =====================================================================
 
-``bars``: 1-D int64 shared array, one mbarrier each; ``dst``: 1-D float32 shared array (the copy lands at its
-element 0); ``src[row, col]``: the first float32 read; ``nbytes`` a multiple of 16, both addresses 16-byte aligned.
+``bars``: 1-D int64 shared array, one mbarrier each; ``dst``: 1-D shared array of ``src``'s element type
+(float32, float16 or uint16 for bfloat16; the copy lands at its element 0); ``src[row, col]``: the first element
+read; ``nbytes`` a multiple of 16, both addresses 16-byte aligned.
 A count-1 barrier completes its phase once its one arrival has happened and every byte announced with it has
 landed. GPU only (no copy engine in the simulator); how the intrinsics are built: docs/machine.md.
 """
@@ -36,7 +37,6 @@ if not SIMULATOR:
     from .ordering import ptx_statement
 
     _SHARED = 3
-    _QUAD = ir.VectorType(ir.FloatType(), 4)
 
     def _element_pointer(context, builder, array_type, array, index, index_type):
         ary = context.make_array(array_type)(context, builder, value=array)
@@ -50,7 +50,11 @@ if not SIMULATOR:
 
     def _shared_quad_pointer(context, builder, array_type, array, index, index_type):
         ptr = _element_pointer(context, builder, array_type, array, index, index_type)
-        return builder.addrspacecast(builder.bitcast(ptr, _QUAD.as_pointer()), _QUAD.as_pointer(_SHARED))
+        quad = ir.VectorType(context.get_value_type(array_type.dtype), 4)
+        return builder.addrspacecast(builder.bitcast(ptr, quad.as_pointer()), quad.as_pointer(_SHARED))
+
+    #: Element types a bulk copy moves and a shared quad holds (bfloat16 as its uint16 bits).
+    _ELEMENTS = (types.float32, types.float16, types.uint16)
 
     def _check_bars(name, bars, index):
         if not (isinstance(bars, types.Array) and bars.ndim == 1 and bars.dtype == types.int64):
@@ -58,9 +62,9 @@ if not SIMULATOR:
         if not isinstance(index, types.Integer):
             raise TypingError(f"{name}: expected an integer barrier index, got {index}")
 
-    def _check_shared_floats(name, array, index):
-        if not (isinstance(array, types.Array) and array.ndim == 1 and array.dtype == types.float32):
-            raise TypingError(f"{name}: expected a 1-D float32 shared array, got {array}")
+    def _check_shared_floats(name, array, index, elements=(types.float32,)):
+        if not (isinstance(array, types.Array) and array.ndim == 1 and array.dtype in elements):
+            raise TypingError(f"{name}: expected a 1-D shared array of {[str(e) for e in elements]}, got {array}")
         if not isinstance(index, types.Integer):
             raise TypingError(f"{name}: expected an integer index, got {index}")
 
@@ -101,10 +105,10 @@ if not SIMULATOR:
         """Arrive on ``bars[index]`` announcing ``nbytes`` and start the copy of ``nbytes`` from ``src[row,
         col]`` on (global, 2-D) to ``dst[0:]`` (shared) that completes them."""
         _check_bars("bulk_copy_to_shared", bars, index)
-        if not (isinstance(dst, types.Array) and dst.ndim == 1 and dst.dtype == types.float32):
-            raise TypingError(f"bulk_copy_to_shared: expected a 1-D float32 shared dst array, got {dst}")
-        if not (isinstance(src, types.Array) and src.ndim == 2 and src.dtype == types.float32):
-            raise TypingError(f"bulk_copy_to_shared: expected a 2-D float32 src array, got {src}")
+        if not (isinstance(src, types.Array) and src.ndim == 2 and src.dtype in _ELEMENTS):
+            raise TypingError(f"bulk_copy_to_shared: expected a 2-D float32, float16 or uint16 src array, got {src}")
+        if not (isinstance(dst, types.Array) and dst.ndim == 1 and dst.dtype == src.dtype):
+            raise TypingError(f"bulk_copy_to_shared: expected a 1-D shared dst array of {src.dtype}, got {dst}")
         if not all(isinstance(v, types.Integer) for v in (row, col, nbytes)):
             raise TypingError("bulk_copy_to_shared: expected integer row, column and size")
 
@@ -148,16 +152,17 @@ if not SIMULATOR:
 
     @intrinsic
     def load_shared_quad(typingctx, array, index):
-        """``(a[i], a[i + 1], a[i + 2], a[i + 3])`` of a 16-byte aligned float32 shared array, one 16-byte load."""
-        _check_shared_floats("load_shared_quad", array, index)
+        """``(a[i], a[i + 1], a[i + 2], a[i + 3])`` of a shared array of float32 (one 16-byte load) or of a 2-byte
+        type (one 8-byte load); ``i`` a multiple of 4."""
+        _check_shared_floats("load_shared_quad", array, index, _ELEMENTS)
 
         def codegen(context, builder, sig, args):
             vector = builder.load(_shared_quad_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1]),
-                                  align=16)
+                                  align=4 * sig.args[0].dtype.bitwidth // 8)
             lanes = [builder.extract_element(vector, ir.Constant(ir.IntType(32), k)) for k in range(4)]
             return context.make_tuple(builder, sig.return_type, lanes)
 
-        return types.UniTuple(types.float32, 4)(array, index), codegen
+        return types.UniTuple(array.dtype, 4)(array, index), codegen
 
     @intrinsic
     def store_shared_quad(typingctx, array, index, a, b, c, d):
@@ -168,7 +173,7 @@ if not SIMULATOR:
                 raise TypingError(f"store_shared_quad: expected float32 values, got {value}")
 
         def codegen(context, builder, sig, args):
-            vector = ir.Constant(_QUAD, ir.Undefined)
+            vector = ir.Constant(ir.VectorType(ir.FloatType(), 4), ir.Undefined)
             for k in range(4):
                 vector = builder.insert_element(vector, args[2 + k], ir.Constant(ir.IntType(32), k))
             builder.store(vector, _shared_quad_pointer(context, builder, sig.args[0], args[0], args[1], sig.args[1]),

@@ -19,18 +19,14 @@ from functools import cache
 from typing import NamedTuple
 
 import numpy as np
-from numba import cuda, float32, float64, int32, types, uint16, uint32
+from numba import cuda, float32, float64, int32, types, uint32
 
-from ..numerics import ELEMENT_TYPES, KERNEL_OPTIONS, SIMULATOR, Arithmetic, arithmetic, compute_type
+from ..element_types import ELEMENT_TYPES, STORAGE_DTYPES, from_bfloat16, to_bfloat16
+from ..numerics import KERNEL_OPTIONS, SIMULATOR, Arithmetic, arithmetic, compute_type
 from .vector_io import load_quad, load_raw_quad, store_quad, store_raw_quad
-
-#: The numpy dtype a kernel sees for each element type (bfloat16: its bits).
-STORAGE_DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
-                  "bfloat16": np.dtype(np.uint16), "float64": np.dtype(np.float64)}
 #: Casts that lose nothing: a load widens without rounding through the output type.
 _EXACT = {("float16", "float32"), ("bfloat16", "float32"), ("float16", "float64"), ("bfloat16", "float64"),
           ("float32", "float64")}
-_BF16_NAN = 0x7FC0
 
 
 class ElementIO(NamedTuple):
@@ -76,23 +72,17 @@ def check_storage(name, array, element_type):
 
 if SIMULATOR:
 
-    def _widen_bf16_host(v):
-        return np.array([v], dtype=np.uint16).astype(np.uint32).__lshift__(16).view(np.float32)[0]
-
-    def _narrow_bf16_host(v):
-        bits = int(np.array([v], dtype=np.float32).view(np.uint32)[0])
-        if v != v:
-            return np.uint16(_BF16_NAN)
-        return np.uint16(((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF)
-
     _WIDEN = {"float32": lambda v: np.float32(v), "float16": lambda v: np.float32(np.float16(v)),
-              "bfloat16": _widen_bf16_host, "float64": lambda v: np.float64(v)}
+              "bfloat16": lambda v: from_bfloat16([v])[0], "float64": lambda v: np.float64(v)}
     _NARROW = {"float32": lambda v: np.float32(v), "float16": lambda v: np.float16(np.float32(v)),
-               "bfloat16": lambda v: _narrow_bf16_host(np.float32(v)), "float64": lambda v: np.float64(v)}
+               "bfloat16": lambda v: to_bfloat16([v])[0], "float64": lambda v: np.float64(v)}
     _TO = {"float32": lambda v: np.float32(v), "float64": lambda v: np.float64(v)}
 
 else:
+    from llvmlite import ir
     from numba.cuda import libdevice
+    from numba.cuda.core.errors import TypingError
+    from numba.cuda.extending import intrinsic
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def _same(v):
@@ -114,13 +104,21 @@ else:
     def _widen_bf16(v):
         return libdevice.int_as_float(int32(uint32(v) << uint32(16)))
 
+    @intrinsic
+    def _cvt_bf16(typingctx, v):
+        """``cvt.rn.bf16.f32``: a float32 rounded to the nearest even bfloat16 (a NaN stays a NaN), as its bits."""
+        if v != types.float32:
+            raise TypingError(f"_cvt_bf16: expected a float32, got {v}")
+
+        def codegen(context, builder, sig, args):
+            asm = ir.InlineAsm(ir.FunctionType(ir.IntType(16), [ir.FloatType()]), "cvt.rn.bf16.f32 $0, $1;", "=h,f")
+            return builder.call(asm, args)
+
+        return types.uint16(v), codegen
+
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def _narrow_bf16(v):
-        f = float32(v)
-        if f != f:
-            return uint16(_BF16_NAN)
-        bits = uint32(libdevice.float_as_int(f))
-        return uint16((bits + uint32(0x7FFF) + ((bits >> uint32(16)) & uint32(1))) >> uint32(16))
+        return _cvt_bf16(float32(v))
 
     _WIDEN = {"float32": _same, "float16": _to_f32, "bfloat16": _widen_bf16, "float64": _same}
     _NARROW = {"float32": _to_f32, "float16": _to_f16, "bfloat16": _narrow_bf16, "float64": _to_f64}

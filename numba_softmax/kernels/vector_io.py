@@ -23,6 +23,7 @@ callers always take the scalar path and these names are never called.
 ``make_store_quotients`` writes a thread's quads of a row divided by its sum (16-byte or masked scalar stores).
 """
 
+import numpy as np
 from numba import cuda, uint64
 
 from ..numerics import KERNEL_OPTIONS, QUAD, SIMULATOR
@@ -54,7 +55,7 @@ if SIMULATOR:
         y[row, col], y[row, col + 1], y[row, col + 2], y[row, col + 3] = a, b, c, d
 
     def address_of(x, row, col):
-        return x.ctypes.data + row * x.strides[0] + col * x.strides[1]
+        return np.uint64(x.ctypes.data + int(row) * x.strides[0] + int(col) * x.strides[1])
 
     # L2 policies are hints: the simulator has no cache, and the hinted accesses are never called there.
     def l2_policy_evict_last():

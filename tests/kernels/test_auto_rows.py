@@ -14,10 +14,11 @@ from backends import skip_on_cudasim
 from numba import cuda, float32
 
 from numba_softmax.backend import SIMULATOR, invocation, run_launches
+from numba_softmax.element_types import STORAGE_DTYPES
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import cluster_control_kernel, shared_span_control_kernel
-from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, TABLE_GEOMETRIES, Geometry,
-                                                 auto_geometry, table_geometry)
+from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, FLOAT64_LONG, TABLE_GEOMETRIES,
+                                                 Geometry, auto_geometry, table_geometry)
 from numba_softmax.kernels.auto_launch import auto_launches, check_launches, geometry_launches
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.numerics import KERNEL_OPTIONS, NEG_INF, f32_add, f32_div, f32_exp, f32_max, f32_sub
@@ -197,13 +198,18 @@ def test_the_table_covers_every_width_once():
     assert table_geometry(10**7) == AUTO_TABLE[-1][1]
 
 
-def test_a_cluster_entry_gives_way_to_the_long_path_where_it_cannot_run():
-    """Cluster geometries have 16-byte builds on a GPU only: rows that are not 16-byte quads, and every row in
-    the simulator, take the long-row path instead (the table's last entry)."""
+def test_a_gpu_only_entry_gives_way_in_the_simulator_and_float64_has_its_own_geometries():
+    """Cluster and copy-engine geometries run on a GPU only: the simulator takes the long-row path (or a
+    registers-only rows geometry) instead. float64 rows hold half the values per thread."""
     assert table_geometry(131072) == "cluster_l512_q8_c4_s8"
-    assert auto_geometry(131072, vector=False) == AUTO_TABLE[-1][1]
     assert auto_geometry(131072) == (AUTO_TABLE[-1][1] if SIMULATOR else "cluster_l512_q8_c4_s8")
-    assert auto_geometry(32768, vector=False) == "rows_l1024_q8"   # a rows entry has scalar builds too
+    assert auto_geometry(32768) == ("rows_l1024_q8" if SIMULATOR else "rows_l512_q8_s8")
+    assert auto_geometry(4096, "float64") == "rows_l256_q4"
+    assert auto_geometry(512, "float64") == "rows_l32_q4"
+    assert auto_geometry(131072, "float64") == FLOAT64_LONG
+    for limit, name in AUTO_TABLE[:-1]:
+        geometry = Geometry.parse(auto_geometry(limit, "float64"))
+        assert geometry.quads <= 4 and (geometry.max_columns is None or geometry.max_columns >= limit), name
 
 
 # ---- every candidate geometry -----------------------------------------------------------------------------
@@ -276,10 +282,7 @@ def test_a_rows_geometry_refuses_a_row_it_cannot_hold():
 
 
 @CLUSTERS_ON_GPU
-def test_a_cluster_geometry_refuses_rows_it_has_no_build_for():
-    x = cuda.device_array((2, 32766), np.float32)
-    with pytest.raises(ValueError, match="cluster_l512_q8_c2 needs rows of a multiple of 4 columns"):
-        geometry_launches("cluster_l512_q8_c2", x, cuda.device_array((2, 32766), np.float32))
+def test_a_cluster_geometry_refuses_a_row_it_cannot_hold():
     wide = cuda.device_array((2, 32772), np.float32)
     with pytest.raises(ValueError, match="row too long for geometry cluster_l512_q8_c2: 32772 columns > 32768"):
         geometry_launches("cluster_l512_q8_c2", wide, cuda.device_array((2, 32772), np.float32))
@@ -456,10 +459,15 @@ def test_status_error_messages():
 
 def test_bad_arguments_are_named():
     x = np.zeros((4, 8), dtype=np.float32)
-    with pytest.raises(ValueError, match="x: expected float32, got float64"):
-        auto_launches(np.zeros((4, 8)), x)
-    with pytest.raises(ValueError, match="y: expected a C-contiguous array"):
+    with pytest.raises(ValueError, match="x: element type int32 is not float32, float16 or float64"):
+        auto_launches(np.zeros((4, 8), np.int32), x)
+    with pytest.raises(ValueError, match="y: expected one element .4 bytes. between columns, got a column stride "
+                                         "of 8 bytes"):
         auto_launches(x, np.zeros((4, 16), np.float32)[:, ::2])
+    with pytest.raises(ValueError, match="y: a bfloat16 array is stored as uint16, got float32"):
+        auto_launches(x, x.copy(), types=("float32", "bfloat16"))
+    with pytest.raises(ValueError, match="types: expected .in_type, out_type. from"):
+        auto_launches(x, x.copy(), types=("float32", "int8"))
     with pytest.raises(ValueError, match="x and y must have one shape"):
         auto_launches(x, np.zeros((4, 9), np.float32))
     with pytest.raises(ValueError, match="status: expected int64"):
@@ -569,16 +577,21 @@ def test_negative_control_a_shared_span_copied_from_the_register_columns_is_reje
 @skip_on_cudasim("no driver to report registers and local memory")
 @pytest.mark.parametrize("checked", [False, True], ids=["unchecked", "checked"])
 def test_every_build_holds_its_values_in_registers(checked, evidence):
-    """local memory 0 for every geometry's vector and scalar build (the value array must not spill)."""
+    """local memory 0 for every candidate geometry's float32 and bfloat16 build and every float64 geometry
+    (the value array must not spill)."""
     records = []
-    for name in CANDIDATE_GEOMETRIES:
+    plan = [(name, ("float32", "float32")) for name in CANDIDATE_GEOMETRIES]
+    plan += [(name, ("bfloat16", "bfloat16")) for name in TABLE_GEOMETRIES]
+    float64_geometries = sorted({auto_geometry(limit, "float64") for limit, _ in AUTO_TABLE[:-1]})
+    plan += [(name, ("float64", "float64")) for name in float64_geometries]
+    for name, types in plan:
         geometry = Geometry.parse(name)
-        width = geometry.max_columns or 4 * geometry.lanes * geometry.quads * 2
-        for cols in (width,) if geometry.vector_only else (width, width - 1):  # vector and scalar builds
-            d_x = cuda.device_array((1, cols), np.float32)
-            status, alarm = _status() if checked else (None, None)
-            launches = geometry_launches(name, d_x, cuda.device_array((1, cols), np.float32), status, alarm)
-            records += invocation(name, launches).kernel_resources()
+        cols = geometry.max_columns or 4 * geometry.lanes * geometry.quads * 2
+        dtype = STORAGE_DTYPES[types[0]]
+        d_x = cuda.device_array((1, cols), dtype)
+        status, alarm = _status() if checked else (None, None)
+        launches = geometry_launches(name, d_x, cuda.device_array((1, cols), dtype), status, alarm, types)
+        records += invocation(f"{name}-{types[0]}", launches).kernel_resources()
     evidence[f"auto_kernel_resources_{'checked' if checked else 'unchecked'}"] = records
     spilled = [r for r in records if r["local_bytes_per_thread"] != 0]
     assert not spilled, spilled

@@ -1,0 +1,173 @@
+"""method="auto" on the rows users bring: any width, misaligned starts, strided rows, every element type.
+
+Each row is a head (elements before its first 16-byte aligned one), aligned quads and a tail; a slice of a larger
+buffer starting at column ``offset``, with ``pad`` more columns per row, gives every row its own alignment.
+The same tests run in the simulator (element-by-element quads, the same head / body / tail split) and on a GPU.
+"""
+
+import numpy as np
+import pytest
+from backends import skip_on_cudasim
+from numba import cuda
+
+from numba_softmax.backend import SIMULATOR, run_launches
+from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
+from numba_softmax.fixtures import matrix_fixture
+from numba_softmax.kernels.auto_controls import short_tail_control_kernel
+from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
+from numba_softmax.launch_spec import KernelLaunch
+from numba_softmax.oracle import check_matrix
+from numba_softmax.validation import STATUS_CLEAR, STATUS_WORDS
+
+GPU_ONLY = skip_on_cudasim("too slow for the simulator (one Python thread per CUDA thread); a GPU runs it")
+ROWS = 3 if SIMULATOR else 67
+#: Every residue of the width mod 8, the narrow geometries' boundaries, and a block-per-row width.
+WIDTHS = (1, 2, 3, 5, 6, 7, 12, 13, 14, 15, 16, 17, 70, 517)
+TYPE_WIDTHS = (3, 13, 70, 517)
+PAIRS = (("bfloat16", "bfloat16"), ("float16", "float16"), ("float64", "float64"), ("float32", "bfloat16"),
+         ("bfloat16", "float32"), ("float16", "float64"), ("float64", "float32"))
+
+
+def strided(values, element_type, offset, pad):
+    """A device view of ``values`` (float64, cast to ``element_type``) starting at column ``offset`` of a buffer
+    ``offset + pad`` columns wider: rows whose starts are misaligned, each by its own amount."""
+    rows, cols = values.shape
+    buffer = np.zeros((rows, offset + cols + pad), dtype=STORAGE_DTYPES[element_type])
+    buffer[:, offset:offset + cols] = from_float64(values, element_type)
+    return cuda.to_device(buffer)[:, offset:offset + cols]
+
+
+def nan_output(shape, element_type, offset, pad):
+    return strided(np.full(shape, np.nan), element_type, offset, pad)
+
+
+def run(values, types, x_at=(0, 0), y_at=(0, 0), geometry=None, checked=False):
+    """softmax of ``values`` as ``types[0]`` placed at x_at = (offset, pad), into a NaN-filled y at y_at.
+    Returns (x as the kernel saw it, y, status words or None), on the host, in their storage types."""
+    d_x = strided(values, types[0], *x_at)
+    d_y = nan_output(values.shape, types[1], *y_at)
+    status = alarm = None
+    if checked:
+        status = cuda.to_device(np.full(STATUS_WORDS, STATUS_CLEAR, dtype=np.int64))
+        alarm = cuda.to_device(np.zeros(1, dtype=np.int32))
+    launches = (auto_launches(d_x, d_y, status, alarm, types) if geometry is None
+                else geometry_launches(geometry, d_x, d_y, status, alarm, types))
+    with np.errstate(invalid="ignore", over="ignore"):
+        run_launches(launches)
+    return d_x.copy_to_host(), d_y.copy_to_host(), None if status is None else status.copy_to_host()
+
+
+def expect_softmax(x, y, types):
+    """y is softmax(x) of ``types``: the oracle's tolerance on rows with a finite entry, exactly 0 at -inf, NaN on
+    rows without a finite entry."""
+    values = to_float64(x, types[0])
+    got = to_float64(y, types[1])
+    has_finite = np.isfinite(values).any(axis=1)
+    assert np.isnan(got[~has_finite]).all(), "a row without a finite entry must give NaN"
+    result = check_matrix(y[has_finite], x[has_finite], types)
+    assert result.passed, result.describe()
+    assert (got[np.isneginf(values) & has_finite[:, None]] == 0).all(), "-inf got a nonzero weight"
+
+
+@pytest.mark.parametrize("offset", [0, 1, 2, 3])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_width_and_misaligned_start_float32(width, offset):
+    values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
+    x, y, _ = run(values, ("float32", "float32"), x_at=(offset, 3), y_at=(offset, 3))
+    expect_softmax(x, y, ("float32", "float32"))
+    # y's rows aligned unlike x's: the quotients go out element by element, the same values.
+    _, y_apart, _ = run(values, ("float32", "float32"), x_at=(offset, 3), y_at=((offset + 1) % 4, 2))
+    assert np.array_equal(y.view(np.uint32), y_apart.view(np.uint32))
+
+
+@pytest.mark.parametrize("offset", [1, 3, 5])
+@pytest.mark.parametrize("width", TYPE_WIDTHS)
+@pytest.mark.parametrize("types", PAIRS, ids=lambda t: f"{t[0]}-{t[1]}")
+def test_every_element_type_against_float64(types, width, offset):
+    values = matrix_fixture("offset", (ROWS, width)).astype(np.float64)
+    x, y, _ = run(values, types, x_at=(offset, 7), y_at=(offset % 2, 1))
+    expect_softmax(x, y, types)
+
+
+@pytest.mark.parametrize("types", [("float32", "float32"), ("bfloat16", "bfloat16"), ("float64", "float64")],
+                         ids=lambda t: t[0])
+@pytest.mark.parametrize("width", [13, 70])
+def test_masks_and_fully_masked_rows_in_each_type(types, width):
+    rng = np.random.default_rng(width)
+    values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
+    values[rng.random(values.shape) < 0.3] = -np.inf
+    values[:, 0] = -np.inf   # a head element masked
+    values[:, -1] = 2.0      # a tail element finite: every row but the last keeps one
+    values[ROWS - 1] = -np.inf
+    x, y, status = run(values, types, x_at=(1, 2), y_at=(1, 2), checked=True)
+    expect_softmax(x, y, types)
+    assert status[0] == STATUS_CLEAR and status[1] == ROWS - 1
+
+
+@pytest.mark.parametrize("column", [0, 2, 9, 11, 12], ids=lambda c: f"col{c}")
+@pytest.mark.parametrize("types", [("float32", "float32"), ("bfloat16", "float32")], ids=lambda t: t[0])
+def test_checked_build_names_head_body_and_tail_positions(types, column):
+    """Width 13 at offset 1: head columns 0-2 (bfloat16: 0-6), quads in between, the tail at the end."""
+    values = matrix_fixture("random", (ROWS, 13)).astype(np.float64)
+    values[1, column] = np.nan
+    values[1, 12] = np.inf
+    x, y, status = run(values, types, x_at=(1, 0), checked=True)
+    assert status[0] == 13 + min(column, 12) and status[1] == STATUS_CLEAR
+    assert np.isnan(to_float64(y[1], types[1])).all()
+    keep = np.arange(ROWS) != 1
+    expect_softmax(x[keep], y[keep], types)
+
+
+@pytest.mark.parametrize("geometry", ["long_l32_q1", "long_l64_q2"])
+@pytest.mark.parametrize("width", [5, 130, 1031])
+@pytest.mark.parametrize("types", [("float32", "float32"), ("bfloat16", "bfloat16"), ("float64", "float64")],
+                         ids=lambda t: t[0])
+def test_long_path_with_edges(types, width, geometry):
+    values = matrix_fixture("offset", (ROWS, width)).astype(np.float64)
+    if width > 200:
+        values[0, :200] = -np.inf   # the head and the first chunks all -inf: the running sum starts late
+        values[1, -2:] = 80.0       # the maximum in the tail: every earlier sum is rescaled
+    x, y, _ = run(values, types, x_at=(3, 1), y_at=(2, 0), geometry=geometry)
+    expect_softmax(x, y, types)
+
+
+@GPU_ONLY
+@pytest.mark.parametrize("width", [8191, 16385, 32766, 32769, 65535, 100003, 131071, 262143])
+@pytest.mark.parametrize("types", [("float32", "float32"), ("bfloat16", "bfloat16"), ("float16", "float32"),
+                                   ("float64", "float64")], ids=lambda t: f"{t[0]}-{t[1]}")
+def test_wide_rows_misaligned_on_the_gpu(types, width):
+    """The block-per-row, copy-engine and cluster geometries with heads and tails (float64: its own geometries)."""
+    values = matrix_fixture("random", (4, width)).astype(np.float64)
+    values[0, ::7] = -np.inf
+    x, y, status = run(values, types, x_at=(1, 5), y_at=(1, 5), checked=True)
+    expect_softmax(x, y, types)
+    assert list(status) == [STATUS_CLEAR] * STATUS_WORDS
+    _, y_apart, _ = run(values, types, x_at=(1, 5), y_at=(0, 0))
+    assert np.array_equal(y.view(np.uint8), y_apart.view(np.uint8))
+
+
+def test_strided_arrays_the_launchers_refuse():
+    with pytest.raises(ValueError, match="x: expected one element .8 bytes. between columns"):
+        auto_launches(np.zeros((4, 8))[:, ::2], np.zeros((4, 4)))
+    skewed = np.lib.stride_tricks.as_strided(np.zeros(40, np.float32), (2, 4), (18, 4))
+    with pytest.raises(ValueError, match="x: the row stride .18 bytes. is not a whole number of elements"):
+        auto_launches(skewed, np.zeros((2, 4), np.float32))
+
+
+# ---- negative control: a tail that skips its last element --------------------------------------------------
+
+@pytest.mark.parametrize("width", [13, 70])
+def test_negative_control_a_tail_without_its_last_element_is_rejected(width):
+    values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
+    types = ("float32", "float32")
+    d_x = strided(values, "float32", 1, 0)
+    d_y = nan_output(values.shape, "float32", 1, 0)
+    launch, = geometry_launches("rows_l32_q1", d_x, d_y, types=types)
+    run_launches([KernelLaunch("control", short_tail_control_kernel("rows_l32_q1"), launch.grid, launch.block,
+                               launch.args)])
+    x, y = d_x.copy_to_host(), d_y.copy_to_host()
+    assert np.isnan(y[:, -1]).any()  # never written (in the rows that have a tail)
+    with pytest.raises(AssertionError, match="finite and non-negative: False"):
+        expect_softmax(x, y, types)
+    _, y_real, _ = run(values, types, x_at=(1, 0), y_at=(1, 0), geometry="rows_l32_q1")
+    expect_softmax(x, y_real, types)
