@@ -30,7 +30,7 @@ from numba_softmax.cases import EXPERIMENT_B_SIM_CASES
 from numba_softmax.fixtures import matrix_fixture, packed_fixture
 from numba_softmax.kernels import sanitizer_controls as controls
 from numba_softmax.kernels.auto_geometry import auto_geometry
-from numba_softmax.kernels.auto_launch import auto_kernel
+from numba_softmax.kernels.auto_launch import F32, auto_kernel
 from numba_softmax.kernels.fused_row import fused_kernel_for
 from numba_softmax.kernels.row_copy import row_copy_launches
 from numba_softmax.oracle import check_matrix, check_packed
@@ -79,7 +79,7 @@ def _tiled_kernels(scheduler, trace=False):
 def _auto_kernels():
     """The builds the ``auto`` target launches: checked (the default) and unchecked, per width."""
 
-    return tuple(sorted({auto_kernel(auto_geometry(cols, cols % 4 == 0), cols % 4 == 0, checked).py_func.__name__
+    return tuple(sorted({auto_kernel(auto_geometry(cols), F32, checked).py_func.__name__
                          for cols in AUTO_WIDTHS for checked in (True, False)}))
 
 

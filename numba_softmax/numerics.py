@@ -40,6 +40,18 @@ Why each piece looks the way it does
   on 128-thread blocks (thread t owns the quads at ``QUAD * (t + 128 * q)``, q = 0, 1);
   :func:`block_reductions` builds the same reductions for such a block size.
 
+Element types
+-------------
+Kernels read and write float32, float16, bfloat16 and float64 (:mod:`.element_types`). ``softmax(x, dtype=)``
+follows torch: the input is cast to the output type first, then the operation runs. float16 and bfloat16 are
+storage only: a value is converted exactly to float32 at the load (rounded to the output type first where the
+cast loses bits), the policy above runs in float32, and the quotient is rounded once, to the nearest even, at
+the store (``cvt.rn.f16.f32`` / ``cvt.rn.bf16.f32``). float64 results are computed in float64 with the same
+policy in double precision (:data:`F64`: ``add.rn.f64``, ``mul.rn.f64``, libdevice ``exp``, ``div.rn.f64``,
+the same reduction order); a float64 input cast to a 2-byte type is rounded through float32. Each kernel
+takes the operations of its compute type from :func:`arithmetic` (:class:`Arithmetic`); the float32 ones are
+the functions above, so float32 builds are unchanged by the other types.
+
 The Numba CUDA simulator has no libdevice and no warp shuffles. When
 ``NUMBA_ENABLE_CUDASIM=1`` the same names are bound to plain Python/NumPy float32
 helpers, and the block reductions emulate the warp butterfly through shared memory

@@ -15,7 +15,9 @@ The policy (see :mod:`numba_softmax.numerics`), checked on the PTX text:
 * unrounded ``add.f32`` / ``sub.f32`` / ``mul.f32`` (which ptxas may still fuse) only
   as many as the expf expansions contribute (one add and one mul each); every add,
   subtract and multiply our source writes is ``.rn``;
-* float division only as IEEE ``div.rn.f32``.
+* float division only as IEEE ``div.rn.f32``;
+* float64 builds: every ``fma.rn.f64`` and unrounded ``add.f64`` / ``mul.f64`` belongs to an inlined
+  libdevice ``exp`` (14 to 15 fmas, one add and one mul per expansion), division is ``div.rn.f64``.
 
 Registers, stack frame and spills come from ``ptxas -v`` when ptxas is installed
 (on PATH, or the one in the ``nvidia-cuda-nvcc`` wheel numba-cuda's toolkit extra brings).
@@ -114,6 +116,7 @@ class PolicyReport:
     violations: list = field(default_factory=list)
     expf_count: int = 0
     fma_count: int = 0
+    exp_f64_count: int = 0
     rounded_arith: dict = field(default_factory=dict)
     unrounded_arith: dict = field(default_factory=dict)
     divisions: dict = field(default_factory=dict)
@@ -130,6 +133,10 @@ class PolicyReport:
 
 EXPF_FMAS = 4  # libdevice __nv_expf: 3 x fma.rn.f32 + 1 x fma.rm.f32
 EXPF_SIGNATURE = "ex2.approx.ftz.f32"
+# libdevice __nv_exp (float64): 14 x fma.rn.f64, one unrounded add.f64 and one unrounded mul.f64 per
+# expansion; NVVM may add at most one more fma.rn.f64 per expansion when it merges their overflow scaling.
+EXP_F64_FMAS = 14
+EXP_F64_SIGNATURE = "mul.f64"
 
 
 def check_policy(kernel, ptx):
@@ -137,7 +144,17 @@ def check_policy(kernel, ptx):
     hist = instruction_histogram(ptx)
     report = PolicyReport(kernel=kernel)
     report.expf_count = hist.get(EXPF_SIGNATURE, 0)
-    report.fma_count = sum(n for op, n in hist.items() if op.startswith("fma."))
+    report.fma_count = sum(n for op, n in hist.items() if op.startswith("fma.") and op.endswith(".f32"))
+    report.exp_f64_count = hist.get(EXP_F64_SIGNATURE, 0)
+    fma_f64 = sum(n for op, n in hist.items() if op.startswith("fma.") and op.endswith(".f64"))
+    if not EXP_F64_FMAS * report.exp_f64_count <= fma_f64 <= (EXP_F64_FMAS + 1) * report.exp_f64_count:
+        report.violations.append(
+            f"{fma_f64} float64 fma instructions but {report.exp_f64_count} libdevice exp expansions (expected "
+            f"{EXP_F64_FMAS} to {EXP_F64_FMAS + 1} per exp): contraction of source arithmetic")
+    if hist.get("add.f64", 0) != report.exp_f64_count or hist.get("sub.f64", 0):
+        report.violations.append(
+            f"{hist.get('add.f64', 0)} add.f64 and {hist.get('sub.f64', 0)} sub.f64 without rounding mode; only "
+            f"{report.exp_f64_count} come from exp")
     for op, n in sorted(hist.items()):
         if ".ftz" in op and op != EXPF_SIGNATURE:
             report.violations.append(f"{n} x {op}: flush-to-zero outside libdevice expf")
@@ -156,10 +173,10 @@ def check_policy(kernel, ptx):
             report.violations.append(
                 f"{plain} x {base}.f32 without rounding mode (ptxas may fuse them); "
                 f"only {allowed} come from expf")
-    report.divisions = {op: n for op, n in hist.items() if op.startswith("div.") and op.endswith("f32")}
+    report.divisions = {op: n for op, n in hist.items() if op.startswith("div.") and op[-3:] in ("f32", "f64")}
     for op, n in report.divisions.items():
-        if op != "div.rn.f32":
-            report.violations.append(f"{n} x {op}: float division must be IEEE div.rn.f32")
+        if op not in ("div.rn.f32", "div.rn.f64"):
+            report.violations.append(f"{n} x {op}: float division must be IEEE div.rn")
     report.local_memory = bool(re.search(r"\.local\b", ptx))
     return report
 

@@ -141,8 +141,6 @@ AUTO_TABLE = (
     (262144, "cluster_l512_q8_c8_s8"),  # measured: 301.0 us vs cluster_l1024_q8_c8 368.6 (512 rows)
     (None, "long_l1024_q4"),
 )
-#: The registers-only geometry a GPU-only entry gives way to in the simulator (see :func:`auto_geometry`).
-SIMULATOR_FALLBACK = {"rows_l512_q8_s8": "rows_l1024_q8"}
 #: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
 #: by the widths they are meant for. docs/auto_kernels.md gives the prediction for each.
 CANDIDATES = {
@@ -151,7 +149,7 @@ CANDIDATES = {
     4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l64_q8_s8"),
     8192: ("rows_l512_q4", "rows_l1024_q2", "rows_l128_q8_s8"),
     16384: ("rows_l1024_q4", "rows_l256_q8_s8"),
-    32768: ("long_l512_q4", "long_l1024_q4", "rows_l1024_q8", "cluster_l512_q8_c2"),
+    32768: ("long_l512_q4", "long_l1024_q4", "cluster_l512_q8_c2"),
     65536: ("long_l1024_q4", "cluster_l1024_q8_c2", "cluster_l512_q8_c4", "cluster_l512_q8_c2_s8"),
     131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4", "cluster_l512_q8_c8", "cluster_l1024_q8_c2_s8"),
     262144: ("long_l1024_q4", "cluster_l1024_q8_c8", "cluster_l1024_q8_c4_s8"),
@@ -160,7 +158,8 @@ CANDIDATES = {
 CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {n for names in CANDIDATES.values() for n in names})
 
 #: The geometries ``auto`` launches (the table's).
-TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | set(SIMULATOR_FALLBACK.values()))
+TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE})
+
 
 def table_geometry(cols):
     """The geometry :data:`AUTO_TABLE` names for rows of ``cols`` columns."""
@@ -168,28 +167,32 @@ def table_geometry(cols):
 
 
 def float64_geometry(name):
-    """The geometry float64 rows run where the table names ``name``: as many columns per row with half the
-    values per thread (a float64 value takes two registers), and the long-row path (``long_l1024_q2``) past the
-    registers-only entries (clusters and the copy engine are float32 builds)."""
+    """The geometry rows run where the table names ``name`` when either element type is float64: as many
+    columns per row with at most :data:`FLOAT64_QUADS` quads per thread and more lanes instead (a float64 value
+    takes two registers), and the long-row path (:data:`FLOAT64_LONG`) where that takes more than 1024 lanes or
+    past the registers-only entries (clusters and the copy engine are float32 and 2-byte builds)."""
     geometry = Geometry.parse(name)
     if geometry.gpu_only or geometry.kind == "long":
         return FLOAT64_LONG
-    if geometry.quads > MAX_QUADS // 2:
-        return Geometry("rows", geometry.lanes * 2, geometry.quads // 2).name
-    return name
+    lanes, quads = geometry.lanes, geometry.quads
+    while quads > FLOAT64_QUADS:
+        lanes, quads = 2 * lanes, quads // 2
+    return Geometry("rows", lanes, quads).name if lanes <= 1024 else FLOAT64_LONG
 
 
+#: Most quads per thread of a float64 build (8 values: 16 registers).
+FLOAT64_QUADS = 2
 #: The long-row geometry of float64 rows.
 FLOAT64_LONG = "long_l1024_q2"
 
 
-def auto_geometry(cols, compute="float32"):
-    """The geometry ``auto`` runs for rows of ``cols`` columns computed in ``compute``: the table's (for float64
-    :func:`float64_geometry` of it), except that in the simulator a GPU-only geometry (cluster, ``_s{S}``) gives
-    way to its :data:`SIMULATOR_FALLBACK` or else the long-row path (the table's last entry)."""
+def auto_geometry(cols, float64=False):
+    """The geometry ``auto`` runs for rows of ``cols`` columns (``float64``: either element type is float64,
+    :func:`float64_geometry` of it): the table's, except that in the simulator a GPU-only geometry (cluster,
+    ``_s{S}``) gives way to the long-row path (the table's last entry)."""
     name = table_geometry(cols)
-    if compute == "float64":
+    if float64:
         return float64_geometry(name)
     if SIMULATOR and Geometry.parse(name).gpu_only:
-        return SIMULATOR_FALLBACK.get(name, AUTO_TABLE[-1][1])
+        return AUTO_TABLE[-1][1]
     return name

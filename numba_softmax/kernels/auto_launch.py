@@ -10,10 +10,10 @@ shared memory and cluster size. Nothing here allocates, synchronizes or copies.
 """
 
 from ..launch_spec import KernelLaunch
-from ..numerics import QUAD, compute_type
+from ..numerics import QUAD
 from ..validation import check_launch_matrix, check_status_buffers, check_strided_rows, is_16_byte_aligned
 from .auto_controls import fast_math_kernel
-from .auto_geometry import AUTO_TABLE, FLOAT64_LONG, TABLE_GEOMETRIES, Geometry, auto_geometry, float64_geometry
+from .auto_geometry import AUTO_TABLE, TABLE_GEOMETRIES, Geometry, auto_geometry, float64_geometry
 from .auto_rows import CHECK_BLOCK_THREADS, make_auto_kernel, make_check_kernel
 from .elements import STORAGE_DTYPES, check_storage, check_types, types_of
 
@@ -51,10 +51,8 @@ def check_kernel(vector, allow_neg_inf):
 
 def _geometries_for(types, geometries):
     """The geometries a pair of element types runs among ``geometries`` (float64: :func:`float64_geometry`'s)."""
-    if compute_type(types[1]) == "float64":
+    if "float64" in types:
         return sorted({float64_geometry(name) for name in geometries if not Geometry.parse(name).fast_math})
-    if types[0] == "float64":  # a float64 input computed in float32: the registers and long-row geometries
-        return [name for name in geometries if not Geometry.parse(name).gpu_only]
     return list(geometries)
 
 
@@ -129,10 +127,7 @@ def auto_launches(x, y, status=None, alarm=None, types=None):
 
 def geometry_for(cols, types):
     """The geometry :func:`auto_launches` runs for rows of ``cols`` elements of ``types``."""
-    name = auto_geometry(cols, compute_type(types[1]))
-    if types[0] == "float64" and Geometry.parse(name).gpu_only:
-        return FLOAT64_LONG  # the copy engine stages float32 and 2-byte rows only
-    return name
+    return auto_geometry(cols, float64="float64" in types)
 
 
 def check_launches(x, status, alarm, allow_neg_inf):

@@ -15,7 +15,7 @@ from numba import cuda
 from ..numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, QUAD, WARP_SIZE
 from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE
 from .auto_parts import (POS_INF, U32_ZERO, bad_bit, lowest_bit, make_edges, make_load_values, make_quads_aligned,
-                         make_row_span, make_store_quad_at, record_status, row_reductions)
+                         make_record_edge, make_row_span, make_store_quad_at, record_status, row_reductions)
 from .elements import element_io
 
 
@@ -37,7 +37,8 @@ def make_long_body(geometry, types, checked):
     row_span = make_row_span(types[0])
     quads_aligned = make_quads_aligned(types[1])
     store_quad_at = make_store_quad_at(io)
-    EDGE_SLOTS, load_edges, exp_edges, store_edges = make_edges(LANES, io)
+    edge_max, edge_sum, store_edges = make_edges(LANES, io)
+    record_edge = make_record_edge(LANES, io)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def body(x, y, status, alarm):
@@ -49,19 +50,13 @@ def make_long_body(geometry, types, checked):
         chunks = (body_end - head + CHUNK - 1) // CHUNK
         partials = cuda.shared.array(WARPS, TYPE, alignment=PARTIALS_ALIGNMENT)
         values = cuda.local.array(VALUES, TYPE)
-        edges = cuda.local.array(EDGE_SLOTS, TYPE)
 
         # Pass 1: the edges open a running (max, sum) per thread; each chunk rescales it once.
-        run_max = load_edges(x, row, lane, head, body_end, edge_count, edges, NEG)
-        run_sum = ZERO
-        for k in range(EDGE_SLOTS):
-            e = lane + LANES * k
-            if e < edge_count:
-                if CHECKED and not edges[k] < POS_INF:
-                    record_status(status, STATUS_NONFINITE,
-                                  row * cols + (e if e < head else body_end + (e - head)), alarm)
-                if run_max != NEG:
-                    run_sum = ADD(run_sum, AEXP(SUB(edges[k], run_max)))
+        # (Edges all -inf: the sum is 0; a NaN edge makes it NaN even then, and the NaN reaches the row sum.)
+        run_max = edge_max(x, row, lane, head, body_end, edge_count, NEG)
+        run_sum = edge_sum(x, row, lane, head, body_end, edge_count, run_max if run_max != NEG else ZERO, ZERO)
+        if CHECKED and not run_sum < POS_INF:  # a NaN or +inf among this lane's edges: its first one recorded
+            record_edge(x, row, lane, head, body_end, edge_count, status, alarm)
         for c in range(chunks):
             start = head + c * CHUNK
             chunk_max = load_values(x, row, True, start, body_end, lane, values)
@@ -84,7 +79,7 @@ def make_long_body(geometry, types, checked):
                 run_max = new_max
 
         row_max = row_max_of(run_max, partials)
-        scaled = ZERO
+        scaled = run_sum  # 0, or NaN, while this lane has seen only -inf
         if run_max != NEG:
             scaled = MUL(run_sum, AEXP(SUB(run_max, row_max)))
         row_sum = row_sum_of(scaled, partials)
@@ -106,7 +101,6 @@ def make_long_body(geometry, types, checked):
                                   ADIV(AEXP(SUB(values[QUAD * q + 1], row_max)), row_sum),
                                   ADIV(AEXP(SUB(values[QUAD * q + 2], row_max)), row_sum),
                                   ADIV(AEXP(SUB(values[QUAD * q + 3], row_max)), row_sum), aligned)
-        exp_edges(lane, edge_count, edges, row_max, ZERO)
-        store_edges(y, row, lane, head, body_end, edge_count, edges, row_sum)
+        store_edges(x, y, row, lane, head, body_end, edge_count, row_max, row_sum)
 
     return body, LANES

@@ -209,49 +209,66 @@ def max_edges(element_type):
 
 
 def make_edges(lanes, io):
-    """The edge elements of a row, spread over its ``lanes`` threads (element ``e`` to lane ``e % lanes``), each
-    thread's in a local array of ``ceil(max_edges / lanes)`` slots: ``(edge_slots, load_edges, exp_edges,
-    store_edges)``. Edge ``e < head`` is column ``e``; the others are the tail, ``body_end + e - head`` on."""
+    """The edge elements of a row, spread over its ``lanes`` threads (element ``e`` to lane ``e % lanes``, up to
+    ``ceil(max_edges / lanes)`` each): ``(edge_max, edge_sum, store_edges)``. Edge ``e < head`` is column ``e``;
+    the others are the tail, ``body_end + e - head`` on. They are read from x at each use (a few elements a row,
+    from L1) rather than held in registers through the reductions."""
     LANES = lanes
     SLOTS = -(-max_edges(io.in_type) // lanes)
     LOAD, STORE, A = io.load, io.store, io.arith
     ADD, SUB, AEXP, ADIV, MAX = A.add, A.sub, A.exp, A.div, A.max
-    NEG_INF = A.neg_inf
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def edge_column(e, head, body_end):
         return e if e < head else body_end + (e - head)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-    def load_edges(x, row, lane, head, body_end, count, edges, local_max):
-        """This lane's edges into ``edges`` (-inf for none); returns ``local_max`` folded with them."""
+    def edge_max(x, row, lane, head, body_end, count, local_max):
+        """``local_max`` folded with this lane's edges."""
         for k in range(SLOTS):
             e = lane + LANES * k
-            v = NEG_INF
             if e < count:
-                v = LOAD(x[row, edge_column(e, head, body_end)])
-            edges[k] = v
-            local_max = MAX(local_max, v)
+                local_max = MAX(local_max, LOAD(x[row, edge_column(e, head, body_end)]))
         return local_max
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-    def exp_edges(lane, count, edges, row_max, local_sum):
-        """exp(edge - row_max) in place; returns ``local_sum`` plus them (after the thread's quads)."""
-        for k in range(SLOTS):
-            if lane + LANES * k < count:
-                e = AEXP(SUB(edges[k], row_max))
-                edges[k] = e
-                local_sum = ADD(local_sum, e)
-        return local_sum
-
-    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-    def store_edges(y, row, lane, head, body_end, count, edges, divisor):
+    def edge_sum(x, row, lane, head, body_end, count, row_max, local_sum):
+        """``local_sum`` plus exp(edge - row_max) of this lane's edges (after the thread's quads)."""
         for k in range(SLOTS):
             e = lane + LANES * k
             if e < count:
-                y[row, edge_column(e, head, body_end)] = STORE(ADIV(edges[k], divisor))
+                local_sum = ADD(local_sum, AEXP(SUB(LOAD(x[row, edge_column(e, head, body_end)]), row_max)))
+        return local_sum
 
-    return SLOTS, load_edges, exp_edges, store_edges
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def store_edges(x, y, row, lane, head, body_end, count, row_max, divisor):
+        for k in range(SLOTS):
+            e = lane + LANES * k
+            if e < count:
+                column = edge_column(e, head, body_end)
+                y[row, column] = STORE(ADIV(AEXP(SUB(LOAD(x[row, column]), row_max)), divisor))
+
+    return edge_max, edge_sum, store_edges
+
+
+def make_record_edge(lanes, io):
+    """``record_edge(x, row, lane, head, body_end, count, status, alarm)``: the error path of a checked build for
+    this lane's edges: its first NaN or +inf among them, as a flat index ``row * cols + column``."""
+    LANES = lanes
+    SLOTS = -(-max_edges(io.in_type) // lanes)
+    LOAD = io.load
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def record_edge(x, row, lane, head, body_end, count, status, alarm):
+        for k in range(SLOTS):
+            e = lane + LANES * k
+            if e < count:
+                column = e if e < head else body_end + (e - head)
+                if not LOAD(x[row, column]) < POS_INF:
+                    record_status(status, STATUS_NONFINITE, int64(row) * x.shape[1] + column, alarm)
+                    return
+
+    return record_edge
 
 
 def make_store_quad_at(io):

@@ -92,7 +92,7 @@ def make_rows_body(geometry, types, checked, parts=POLICY_PARTS):
     store_quotients = make_store_quotients(QUADS, STRIDE, io, DIV)
     row_span = make_row_span(types[0])
     quads_aligned = make_quads_aligned(types[1])
-    EDGE_SLOTS, load_edges, exp_edges, store_edges = make_edges(LANES, io)
+    edge_max, edge_sum, store_edges = make_edges(LANES, io)
     record_row = make_record_row(LANES, QUADS, io)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -116,7 +116,6 @@ def make_rows_body(geometry, types, checked, parts=POLICY_PARTS):
         maxes = cuda.shared.array(CTAS, float32)
         sums = cuda.shared.array(CTAS, float32)
         values = cuda.local.array(VALUES, TYPE)
-        edges = cuda.local.array(EDGE_SLOTS, TYPE)
         head = body_end = edge_count = int64(0)
         if live:
             head, body_end = row_span(x, row, cols)
@@ -124,7 +123,7 @@ def make_rows_body(geometry, types, checked, parts=POLICY_PARTS):
                 edge_count = EDGE_COUNT(head, cols, body_end)
 
         local_max = load_values(x, row, live, head + offset, body_end, lane, values)
-        local_max = load_edges(x, row, lane, head, body_end, edge_count, edges, local_max)
+        local_max = edge_max(x, row, lane, head, body_end, edge_count, local_max)
         row_max = row_max_of(local_max, partials)
         if CTAS > 1:
             cluster_wait()  # every CTA has started (the arrive above)
@@ -136,7 +135,7 @@ def make_rows_body(geometry, types, checked, parts=POLICY_PARTS):
                 e = EXP(SUB(values[k], row_max))
                 values[k] = e
                 local_sum = ADD(local_sum, e)
-            local_sum = exp_edges(lane, edge_count, edges, row_max, local_sum)
+            local_sum = edge_sum(x, row, lane, head, body_end, edge_count, row_max, local_sum)
         row_sum = row_sum_of(local_sum, partials)
         if CTAS > 1:
             row_sum = cluster_fold(row_sum, sums, rank, False)
@@ -144,7 +143,7 @@ def make_rows_body(geometry, types, checked, parts=POLICY_PARTS):
         if live:
             store_quotients(y, row, body_end, head + offset + QUAD * lane, values, row_sum,
                             quads_aligned(y, row, head))
-            store_edges(y, row, lane, head, body_end, edge_count, edges, row_sum)
+            store_edges(x, y, row, lane, head, body_end, edge_count, row_max, row_sum)
         if CHECKED:
             # The good path tests the row once: every term exp(x - m) of a row of finite and -inf values
             # lies in [0, 1] and one is exp(0) = 1, so its sum is finite; a NaN, a +inf (m = +inf, a term
@@ -191,7 +190,7 @@ def _make_staged_body(geometry, types, checked, parts):
     load_values = make_load_values(LANES, QUADS, io)
     row_span = make_row_span(types[0])
     quads_aligned = make_quads_aligned(types[1])
-    EDGE_SLOTS, load_edges, exp_edges, store_edges = make_edges(LANES, io)
+    edge_max, edge_sum, store_edges = make_edges(LANES, io)
     record_row = make_record_row(LANES, QUADS + SHARED_QUADS, io)
     store_quad_at = make_store_quad_at(io)
 
@@ -220,7 +219,6 @@ def _make_staged_body(geometry, types, checked, parts):
         staged = cuda.shared.array(0, STAGED_TYPE, alignment=STAGED_ALIGNMENT)  # dynamic: the span's elements
         bars = cuda.shared.array(1, int64)
         values = cuda.local.array(VALUES, float32)
-        edges = cuda.local.array(EDGE_SLOTS, float32)
         first = offset + REGISTER_COLUMNS  # the shared span's first column (16-byte aligned: head + whole units)
         end = min(body_end, offset + CTA_SPAN)
 
@@ -234,7 +232,7 @@ def _make_staged_body(geometry, types, checked, parts):
             else:
                 mbarrier_arrive(bars, 0)
         local_max = load_values(x, row, True, offset, body_end, tid, values)
-        local_max = load_edges(x, row, tid, head, body_end, edge_count, edges, local_max)
+        local_max = edge_max(x, row, tid, head, body_end, edge_count, local_max)
         cuda.syncthreads()  # the barrier's initialization before anyone waits on it
         while mbarrier_try_wait(bars, 0, 0) == 0:
             pass
@@ -266,7 +264,7 @@ def _make_staged_body(geometry, types, checked, parts):
                 local_sum = ADD(ADD(ADD(ADD(local_sum, a), b), c), d)
                 if EXPS_IN_PLACE:
                     store_shared_quad(staged, i, a, b, c, d)
-        local_sum = exp_edges(tid, edge_count, edges, row_max, local_sum)
+        local_sum = edge_sum(x, row, tid, head, body_end, edge_count, row_max, local_sum)
         row_sum = row_sum_of(local_sum, partials)
         if CTAS > 1:
             row_sum = cluster_fold(row_sum, sums, rank, False)
@@ -291,7 +289,7 @@ def _make_staged_body(geometry, types, checked, parts):
                     d = EXP(SUB(d, row_max))
                 store_quad_at(y, row, first + i, DIV(a, row_sum), DIV(b, row_sum), DIV(c, row_sum),
                               DIV(d, row_sum), aligned)
-        store_edges(y, row, tid, head, body_end, edge_count, edges, row_sum)
+        store_edges(x, y, row, tid, head, body_end, edge_count, row_max, row_sum)
         if CHECKED:
             if not row_sum < POS_INF:  # the test of the rows body
                 record_row(x, row, tid, offset, body_end, edge_count, head, row_max, tid == 0 and rank == 0,

@@ -86,9 +86,9 @@ def flatten_argument(ty, value, out):
     if isinstance(ty, types.Array):
         if not cuda.is_cuda_array(value):
             raise TypeError(f"kernel array argument must live on the device, got {type(value)}")
-        data, shape = array_members(value)
+        data, extents = array_members(value, strided=ty.layout == "A")
         out.append(ctypes.c_void_p(data))
-        out.extend(ctypes.c_int64(extent) for extent in shape)
+        out.extend(ctypes.c_int64(extent) for extent in extents)
     else:
         flatten_scalar(ty, value, out)
 

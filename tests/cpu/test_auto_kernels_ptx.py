@@ -10,12 +10,17 @@ import pytest
 from numba_softmax.kernels.auto_controls import cluster_control_kernel, shared_span_control_kernel
 from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, CANDIDATES, FAST_MATH_SUFFIX,
                                                  TABLE_GEOMETRIES, Geometry)
-from numba_softmax.kernels.auto_launch import UNCHECKED_SIGNATURE, auto_kernel, auto_launches, builds
-from numba_softmax.kernels.auto_rows import make_auto_kernel
+from numba_softmax.kernels.auto_launch import (FULL_TYPES, KIND_SAMPLES, SAMPLE_TYPES, auto_kernel, auto_launches,
+                                               builds, signature)
+from numba_softmax.kernels.auto_parts import max_edges
+from numba_softmax.kernels.auto_rows import make_auto_kernel, types_suffix
 from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
 from numba_softmax.ptx import check_policy, ptx_getter, ptxas_resources
 
+F32 = ("float32", "float32")
+UNCHECKED_SIGNATURE = signature(F32, False)
 ALL_BUILDS = builds(CANDIDATE_GEOMETRIES)
+FLOAT64_SPILL_BYTES = 256
 ptx_of = ptx_getter(ALL_BUILDS)
 
 
@@ -33,47 +38,66 @@ def test_build_obeys_the_numerics_policy_and_holds_its_values_in_registers(name)
     assert "error" not in resources, resources
     # Launch bounds keep every build at <= 64 registers (>= 1024 resident threads per SM) ...
     assert resources["registers"] <= 64, resources
-    # ... and nothing spills to local memory under that cap.
-    assert resources["spill_store_bytes"] == 0 and resources["stack_frame_bytes"] == 0, resources
+    if name.removesuffix("_checked").endswith("_f64"):
+        # ... float64 arithmetic: libdevice's double exp and division need more; their temporaries spill (the
+        # documented cost of float64, docs/auto_kernels.md), a few hundred bytes at most ...
+        assert resources["spill_store_bytes"] <= FLOAT64_SPILL_BYTES, resources
+    else:
+        # ... and nothing else spills to local memory under that cap.
+        assert resources["spill_store_bytes"] == 0 and resources["stack_frame_bytes"] == 0, resources
 
 
-def _values(geometry):
-    return 4 * geometry.quads
+def _values(geometry, element_type="float32"):
+    """A thread's values: its quads and its edge slots."""
+    return 4 * geometry.quads + -(-max_edges(element_type) // geometry.lanes)
 
 
-@pytest.mark.parametrize("name", ["auto_rows_l32_q2_v4", "auto_rows_l256_q4", "auto_rows_l1024_q8_v4_checked"])
+@pytest.mark.parametrize("name", ["auto_rows_l32_q2", "auto_rows_l256_q4", "auto_rows_l1024_q8_checked",
+                                  "auto_rows_l4_q1_bf16", "auto_rows_l128_q4_f16_checked"])
 def test_row_build_arithmetic_is_one_exp_and_one_division_per_value(name):
-    geometry = Geometry.parse(name.removeprefix("auto_").split("_v4")[0].removesuffix("_checked"))
+    geometry = Geometry.parse(name.removeprefix("auto_").removesuffix("_checked").removesuffix("_bf16")
+                              .removesuffix("_f16"))
     report = check_policy(name, ptx_of(name))
-    values = _values(geometry)
+    values = _values(geometry, "bfloat16" if "_bf16" in name else "float16" if "_f16" in name else "float32")
     assert report.expf_count == values and report.fma_count == 4 * values
     assert report.divisions == {"div.rn.f32": values}
     assert report.rounded_arith["sub"] == values
 
 
 def test_long_build_arithmetic():
-    """Pass 1: one exp per value and one rescale per chunk; one more rescale to the row max; pass 2: one exp
-    and one division per value (one loop body for the register chunk and the re-read ones)."""
-    for name in ("auto_long_l1024_q4_v4", "auto_long_l1024_q4"):
+    """Pass 1: one exp per edge, one per value and one rescale per chunk; one more rescale to the row max; pass
+    2: one exp and one division per value and edge (one loop body for the register chunk and the re-read ones)."""
+    for name in ("auto_long_l1024_q4", "auto_long_l1024_q4_checked"):
         report = check_policy(name, ptx_of(name))
-        values = 16
-        assert report.divisions == {"div.rn.f32": values}
-        assert report.expf_count == values + 1 + 1 + values
+        values, edges = 16, 1
+        assert report.divisions == {"div.rn.f32": values + edges}
+        assert report.expf_count == edges + values + 1 + 1 + values + edges
         assert report.rounded_arith["mul"] == 2  # the two rescales: the sum is never multiplied per value
 
 
+def test_float64_builds_compute_in_float64():
+    """A float64 build: double-precision rounded arithmetic and IEEE division, no float32 exponential."""
+    report = check_policy("auto_long_l1024_q2_f64", ptx_of("auto_long_l1024_q2_f64"))
+    assert report.ok and report.expf_count == 0
+    assert set(report.divisions) == {"div.rn.f64"}
+    ptx = ptx_of("auto_rows_l32_q4_f64")
+    assert "add.rn.f64" in ptx and "div.rn.f64" in ptx and "fma.rn.f32" not in ptx
+
+
 def test_launch_bounds_are_in_the_ptx():
-    ptx = ptx_of("auto_long_l1024_q4_v4")
+    ptx = ptx_of("auto_long_l1024_q4")
     assert re.search(r"\.maxntid\s+1024", ptx)
 
 
 def test_registry_holds_the_table_builds_apart_from_the_protocol_kernels():
-    table = {f"auto_{g}" for g in TABLE_GEOMETRIES}
     names = set(AUTO_KERNELS)
-    assert {n.split("_v4")[0].removesuffix("_checked") for n in names if not n.startswith("check_values")} == table
-    # four builds per geometry (vector or scalar, checked or not), two for a cluster one (16-byte builds only)
-    builds_each = [2 if Geometry.parse(g).vector_only else 4 for g in TABLE_GEOMETRIES]
-    assert len(names) == sum(builds_each) + 4
+    for types in FULL_TYPES:  # float32 and bfloat16 in and out, checked or not: every table geometry
+        for g in TABLE_GEOMETRIES:
+            for checked in ("", "_checked"):
+                assert f"auto_{g}{types_suffix(types)}{checked}" in names, (g, types)
+    for types in SAMPLE_TYPES:  # the other pairs: one geometry of each kind they run
+        assert f"auto_{KIND_SAMPLES[0]}{types_suffix(types)}" in names, types
+    assert len([n for n in names if n.startswith("check_values")]) == 4
     assert not names & set(KERNELS)
 
 
@@ -154,22 +178,22 @@ def test_perf_md_lists_the_candidates_with_auto_against_each():
     assert "auto/cudnn 0.7" in next(line for line in text.splitlines() if line.startswith("| cudnn"))
 
 
-def test_auto_launches_pick_the_cluster_for_16_byte_rows_and_the_long_path_otherwise():
-    """Launch descriptions only (no GPU): 131,072-column rows in 16-byte aligned arrays take the table's cluster
-    geometry, one cluster of CTAs per row; the same rows one float off alignment take the long-row path; a host
-    array names a shape mismatch instead of failing on its missing device interface."""
+def test_auto_launches_pick_the_cluster_for_any_alignment_and_type():
+    """Launch descriptions only (no GPU): 131,072-column rows take the table's cluster geometry, one cluster of
+    CTAs per row, aligned or one element off, float32 or bfloat16 (half the shared bytes); float64 rows take its
+    long-row geometry; a host array names a shape mismatch instead of failing on its missing device interface."""
     buffer = np.zeros(2 * 131072 + 4, dtype=np.float32)
-    aligned = buffer[:2 * 131072].reshape(2, 131072)
-    if aligned.__array_interface__["data"][0] % 16:
-        pytest.skip("numpy gave a buffer that is not 16-byte aligned")
-    launch, = auto_launches(aligned, np.zeros((2, 131072), np.float32))
-    assert launch.name == "auto_cluster_l512_q8_c4_s8" and launch.cluster == 4 and launch.grid == (8,)
-    assert launch.shared_bytes == 4 * 4 * 512 * 8  # each CTA's shared quads
-    shifted = buffer[1:2 * 131072 + 1].reshape(2, 131072)
-    launch, = auto_launches(shifted, np.zeros((2, 131072), np.float32))
-    assert launch.name == "auto_long_l1024_q4" and launch.cluster == 1 and launch.grid == (2,)
+    for x in (buffer[:2 * 131072].reshape(2, 131072), buffer[1:2 * 131072 + 1].reshape(2, 131072)):
+        launch, = auto_launches(x, np.zeros((2, 131072), np.float32))
+        assert launch.name == "auto_cluster_l512_q8_c4_s8" and launch.cluster == 4 and launch.grid == (8,)
+        assert launch.shared_bytes == 4 * 4 * 512 * 8  # each CTA's shared quads
+    bits = np.zeros((2, 131072), np.uint16)
+    launch, = auto_launches(bits, bits.copy(), types=("bfloat16", "bfloat16"))
+    assert launch.name == "auto_cluster_l512_q8_c4_s8" and launch.shared_bytes == 2 * 4 * 512 * 8
+    launch, = auto_launches(np.zeros((2, 131072)), np.zeros((2, 131072)))
+    assert launch.name == "auto_long_l1024_q2" and launch.grid == (2,)
     with pytest.raises(ValueError, match="x and y must have one shape"):
-        auto_launches(aligned, np.zeros((2, 8), np.float32))
+        auto_launches(buffer[:16].reshape(2, 8), np.zeros((2, 9), np.float32))
 
 
 def test_a_fast_math_diagnostic_build_is_rejected_by_the_policy_check_and_never_in_the_table():
@@ -177,15 +201,15 @@ def test_a_fast_math_diagnostic_build_is_rejected_by_the_policy_check_and_never_
     costs) are a negative control of the PTX policy check: their PTX carries approximate instructions outside
     libdevice ``expf``, which the check must name."""
     geometry = Geometry.parse("rows_l128_q8" + FAST_MATH_SUFFIX)
-    kernel = auto_kernel(geometry, True, False)
+    kernel = auto_kernel(geometry, F32, False)
     fast = ptx_getter({"fast": (kernel, UNCHECKED_SIGNATURE)})("fast")
     report = check_policy("fast", fast)
     assert not report.ok and report.expf_count == 0
     assert any("ex2.approx" in v for v in report.violations), report.violations
     assert any("div.approx" in v or "div.full" in v for v in report.violations), report.violations
     # the policy build of the same geometry passes, with one IEEE expf and one division per value
-    policy = check_policy("policy", ptx_of("auto_rows_l128_q8_v4"))
-    assert policy.ok and policy.divisions == {"div.rn.f32": 32}
+    policy = check_policy("policy", ptx_of("auto_rows_l128_q8"))
+    assert policy.ok and policy.divisions == {"div.rn.f32": 33}  # 32 values and one edge slot
     assert not any(Geometry.parse(name).fast_math for _, name in AUTO_TABLE)
     assert not any(Geometry.parse(name).fast_math for name in CANDIDATE_GEOMETRIES)
 
@@ -194,7 +218,7 @@ def test_controls_and_diagnostics_are_built_apart_from_the_shipped_factory():
     """The shipped factory refuses a fast-math geometry (auto_controls builds it), each control refuses a geometry
     it cannot falsify, and no registered build is a control or a diagnostic."""
     with pytest.raises(ValueError, match="a diagnostic fast-math build"):
-        make_auto_kernel(Geometry.parse("rows_l128_q8" + FAST_MATH_SUFFIX), True, False)
+        make_auto_kernel(Geometry.parse("rows_l128_q8" + FAST_MATH_SUFFIX), F32, False)
     with pytest.raises(ValueError, match="the exchange control needs a cluster geometry"):
         cluster_control_kernel("rows_l512_q8")
     with pytest.raises(ValueError, match="the span control needs quads in shared memory"):
@@ -209,7 +233,7 @@ def test_shared_span_control_differs_from_its_build_only_where_the_copy_starts()
     control = kernel_ptx(shared_span_control_kernel("rows_l512_q8_s8"), UNCHECKED_SIGNATURE)
     assert check_policy("control", control).ok
     assert control.count("cp.async.bulk.shared::cluster.global") == 1
-    real = ptx_of("auto_rows_l512_q8_s8_v4")
+    real = ptx_of("auto_rows_l512_q8_s8")
 
     def lines(ptx):  # registers, shared arrays and mangled names renumbered away
         ptx = re.sub(r"_ZN\w+|_cudapy_smem_\d+", "N", ptx)

@@ -108,12 +108,17 @@ def test_entry_source_rebuilds_each_array_from_pointer_and_shape():
                                          types.CPointer(types.int64), types.int64)
 
 
-def test_a_strided_array_type_is_refused_naming_kernel_and_argument():
+def test_a_strided_array_passes_its_strides_and_an_f_array_is_refused():
     from numba import types
 
-    from numba_softmax.launch.entry import SlimEntryError, slim_types
-    with pytest.raises(SlimEntryError, match=r"my_kernel: argument 1 .*C-contiguous"):
-        slim_types("my_kernel", (types.int32, types.Array(types.float32, 2, "A")))
+    from numba_softmax.launch.entry import SlimEntryError, _entry_source, slim_types
+    argtypes = (types.int32, types.Array(types.float32, 2, "A"))
+    assert slim_types("k", argtypes) == (types.int32, types.CPointer(types.float32)) + (types.int64,) * 4
+    source = _entry_source(argtypes)
+    assert source.splitlines()[0] == "def entry(value0, data1, shape1_0, shape1_1, stride1_0, stride1_1):"
+    assert "array1 = strided_array(data1, (shape1_0, shape1_1,), (stride1_0, stride1_1,))" in source
+    with pytest.raises(SlimEntryError, match=r"my_kernel: argument 1 .*C-contiguous .* or strided"):
+        slim_types("my_kernel", (types.int32, types.Array(types.float32, 2, "F")))
 
 
 class _Interface:
@@ -129,3 +134,6 @@ def test_array_members_pass_pointer_and_shape_of_c_contiguous_arrays_only():
     assert array_members(_Interface((1, 5), (999, 4))) == (4096, (1, 5))  # an extent-1 axis's stride is free
     with pytest.raises(SlimEntryError, match="not C-contiguous"):
         array_members(_Interface((3, 5), (40, 4)))  # every other row of a wider matrix
+    # A strided array (an A-layout kernel argument): pointer, shape and strides in bytes, C order filled in.
+    assert array_members(_Interface((3, 5), (40, 4)), strided=True) == (4096, (3, 5, 40, 4))
+    assert array_members(_Interface((3, 5), None), strided=True) == (4096, (3, 5, 20, 4))
