@@ -186,6 +186,17 @@ FLOAT64_QUADS = 2
 FLOAT64_LONG = "long_l1024_q2"
 
 
+def spill_budget(geometry, float64=False):
+    """Bytes per thread ptxas may spill in a build of ``geometry`` (``float64``: float64 arithmetic): 0, except
+    float64 arithmetic (libdevice's double ``exp`` and IEEE division need more than the 64-register cap: up to
+    256) and the rows geometries of :data:`MAX_QUADS` quads (32 values, the row's head and tail bounds and
+    their addresses at the cap: up to 48, measured 8-48 with ptxas)."""
+    geometry = Geometry.parse(geometry) if isinstance(geometry, str) else geometry
+    if float64:
+        return 256
+    return 48 if geometry.kind == "rows" and geometry.quads == MAX_QUADS and not geometry.shared_quads else 0
+
+
 def auto_geometry(cols, float64=False):
     """The geometry ``auto`` runs for rows of ``cols`` columns (``float64``: either element type is float64,
     :func:`float64_geometry` of it): the table's, except that in the simulator a GPU-only geometry (cluster,
