@@ -22,7 +22,8 @@ libdevice ``exp``, IEEE division, every add / subtract / multiply rounded (no co
 Bytes: ``columns_r{V}`` reads ``outer * length * inner`` elements once and writes as many once; ``columns_s*``
 reads them twice (the second time mostly from L2: a block's columns were just read) and writes once. Which build
 runs (:data:`COLUMN_TABLE`, :func:`column_geometry`): the register build that holds ``length``, else the online
-build whose S gives about 64 K threads or more.
+build whose S gives about 64 K threads or more; with ``inner == 1`` and unit strides along ``length`` the columns
+are rows, and :func:`column_launches` gives the row kernels' launch (:func:`.auto_launch.auto_launches`).
 
 Checked builds (``_checked``) give the same outputs and, on the error path only, record (``validation.STATUS_*``)
 the first NaN or +inf as the flat index ``row * length + l`` of the columns taken as rows -- ``row = o * inner + i``
@@ -31,7 +32,7 @@ reshaped to ``(outer * inner, length)`` -- and the first column with no finite e
 Unchecked builds give NaN for a column with a NaN or +inf and for a column of -inf only; -inf gets weight 0.
 Launch bounds keep every build at <= 64 registers. Arrays: 3-D, any strides that are whole elements, a start
 aligned to the element size. The negative control (a column without its last position) is in
-:mod:`.auto_controls`; reasons: docs/auto_kernels.md ("Softmax along a dimension that is not the last").
+:mod:`.column_controls`; reasons: docs/auto_kernels.md ("Softmax along a dimension that is not the last").
 """
 
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from ..launch_spec import KernelLaunch
 from ..numerics import KERNEL_OPTIONS, udiv
 from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE, check_status_buffers
 from .auto_parts import POS_INF, U32_ZERO, bad_bit, lowest_bit, record_status
+from .auto_launch import auto_launches
 from .auto_rows import bounded_build, types_suffix
 from .elements import STORAGE_DTYPES, check_storage, check_types, element_io, types_of
 
@@ -403,7 +405,8 @@ def check_columns_array(name, array):
 
 def column_launches(x, y, status=None, alarm=None, types=None):
     """The launch of softmax along axis 1 of the 3-D ``x`` ``(outer, length, inner)`` into ``y`` (the same shape,
-    any strides): the geometry of :func:`column_geometry`. ``status is None``: unchecked; else checked (records
+    any strides): the geometry of :func:`column_geometry`, or the row kernels' where the columns are rows (``inner
+    == 1``, x and y one element apart along ``length``). ``status is None``: unchecked; else checked (records
     into status and alarm). ``types=(in_type, out_type)`` (read from the dtypes when left out). Nothing here
     allocates, synchronizes or copies."""
     if types is None:
@@ -417,6 +420,11 @@ def column_launches(x, y, status=None, alarm=None, types=None):
     if tuple(x.shape) != tuple(y.shape):
         raise ValueError(f"x and y must have one shape, got {tuple(x.shape)} and {tuple(y.shape)}")
     outer, length, inner = x.shape
+    itemsize = (STORAGE_DTYPES[types[0]].itemsize, STORAGE_DTYPES[types[1]].itemsize)
+    if inner == 1 and (length == 1 or (x.strides[1], y.strides[1]) == itemsize):
+        # Columns one element apart are rows: the row kernels read them in 16-byte quads, a warp per row or more,
+        # where one thread per column would read 32 rows at once. The records are the same (row o, column l).
+        return auto_launches(x[:, :, 0], y[:, :, 0], status, alarm, types)
     return geometry_column_launches(column_geometry(outer * inner, length, "float64" in types), x, y, status, alarm,
                                     types)
 

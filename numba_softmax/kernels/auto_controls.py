@@ -11,8 +11,6 @@ Each is the shipped row body (:func:`.auto_rows.make_rows_body`) with one of its
   against float64 rejects it (its PTX differs from the real build's only by the span's offset).
 * :func:`short_tail_control_kernel` (tests only): a row whose tail skips its last element (never read, never
   written, not in the sum); the oracle must reject it on every width with a tail.
-* :func:`short_column_control_kernel` (tests only): a column build (:mod:`.auto_columns`) that skips each
-  column's last position (never read, never written, not in the sum); the oracle must reject it.
 * :func:`fast_math_kernel`: a ``*_fastmath`` geometry, Triton's approximate exponential and division instead
   of the policy's, to measure what the numerics policy costs (``bench perf --auto-geometries``).
 
@@ -25,8 +23,6 @@ from dataclasses import replace
 from numba import cuda
 
 from ..numerics import KERNEL_OPTIONS, approx_div, approx_exp
-from .auto_columns import ColumnGeometry, make_column_body
-from .auto_columns import build_name as column_build_name
 from .auto_geometry import Geometry
 from .auto_parts import POLICY_PARTS, make_cluster_publish
 from .auto_rows import bounded_build, build_name, make_rows_body
@@ -55,12 +51,6 @@ def edges_but_last(head, cols, body_end):
     """The wrong edge count: the tail without its last element."""
     count = head + cols - body_end
     return count - 1 if cols > body_end else count
-
-
-@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-def positions_but_last(length):
-    """The wrong number of a column's positions: all but the last."""
-    return length - 1 if length > 1 else length
 
 
 NO_EXCHANGE_PARTS = replace(POLICY_PARTS, cluster_fold=make_own_result_fold)
@@ -101,13 +91,6 @@ def short_tail_control_kernel(geometry="rows_l32_q1", types=F32):
     if geometry.kind != "rows":
         raise ValueError(f"geometry {geometry.name}: the short-tail control is a rows geometry")
     return _control_kernel(geometry, SHORT_TAIL_PARTS, "_control_short_tail", types)
-
-
-def short_column_control_kernel(geometry="columns_s8_c8", types=F32):
-    """Negative control: a column geometry whose columns skip their last position."""
-    geometry = ColumnGeometry.parse(geometry)
-    body, block = make_column_body(geometry, types, False, positions_but_last)
-    return bounded_build(body, block, column_build_name(geometry, types, False) + "_control_short_column", False)
 
 
 def fast_math_kernel(geometry, types, checked):

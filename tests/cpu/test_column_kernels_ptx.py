@@ -8,7 +8,7 @@ import pytest
 
 from numba_softmax.kernels.auto_columns import (COLUMN_GEOMETRIES, FLOAT64_COLUMN_GEOMETRIES, FULL_COLUMN_TYPES,
                                                 SAMPLE_COLUMN_TYPES, column_signature)
-from numba_softmax.kernels.auto_controls import short_column_control_kernel
+from numba_softmax.kernels.column_controls import short_column_control_kernel
 from numba_softmax.kernels.auto_rows import types_suffix
 from numba_softmax.kernels.registry import AUTO_KERNELS, COLUMN_KERNELS, KERNELS
 from numba_softmax.ptx import check_policy, kernel_ptx, ptx_getter, ptxas_resources

@@ -13,7 +13,7 @@ from numba_softmax.backend import SIMULATOR, invocation, run_launches
 from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.kernels.auto_columns import (COLUMN_GEOMETRIES, FLOAT64_COLUMN_GEOMETRIES, ColumnGeometry,
                                                 column_geometry, column_launches, geometry_column_launches)
-from numba_softmax.kernels.auto_controls import short_column_control_kernel
+from numba_softmax.kernels.column_controls import short_column_control_kernel
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.oracle import check_matrix
 from numba_softmax.validation import STATUS_CLEAR, STATUS_WORDS
@@ -235,6 +235,12 @@ def test_bad_arguments_are_named():
     assert launch.name == "auto_columns_r8" and launch.grid == (1,) and launch.block == (256,)
     launch, = column_launches(np.zeros((3, 50, 1000), np.float32), np.zeros((3, 50, 1000), np.float32))
     assert launch.name == "auto_columns_s32_c8" and launch.grid == (375,)  # 3000 columns, 8 per block
+    # inner == 1, unit strides along length: the columns are rows, and the row kernels run them.
+    rows = np.zeros((4, 1000, 1), np.float32)
+    launch, = column_launches(rows, rows.copy())
+    assert launch.name.startswith("auto_rows") and launch.args[0].shape == (4, 1000)
+    launch, = column_launches(rows, np.zeros((4, 1000, 2), np.float32)[:, :, :1])
+    assert launch.name == "auto_columns_s32_c8"  # y's positions two elements apart: the column kernel
 
 
 # ---- negative control: a column without its last position -------------------------------------------------
