@@ -4,6 +4,7 @@ The PTX tools (``python -m bench ptx``) and the policy tests iterate over this t
 so a new kernel is checked as soon as it is registered here.
 """
 
+from .auto_columns import column_builds
 from .auto_launch import builds as auto_builds
 from .fused_row import FUSED_KERNELS
 from .row_stages import divide_stage, exp_stage, row_max_stage, row_sum_stage
@@ -34,3 +35,8 @@ KERNELS = {
 #: (dispatcher, Numba signature). Apart from KERNELS because they are the library's, not the protocol's
 #: (no nvcc twins, not in the experiments); tests/cpu/test_auto_kernels_ptx.py checks their policy.
 AUTO_KERNELS = auto_builds()
+
+#: The column kernels of softmax along a dimension that is not the last (kernels/auto_columns.py: every geometry
+#: for float32, bfloat16 and float64, checked or not, and samples of the other pairs); like AUTO_KERNELS, the
+#: library's; tests/cpu/test_column_kernels_ptx.py checks their policy and registers.
+COLUMN_KERNELS = column_builds()
