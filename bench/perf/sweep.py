@@ -23,7 +23,8 @@ bit for bit on the sampled rows. A variant that fails is reported and not timed.
 
 ``DIR/sweep.json`` (every raw sample) and ``DIR/sweep.md`` are written after each problem; ``sweep.png`` at the
 end. An existing ``DIR/sweep.json`` of the same device is merged: problems rerun replace theirs, the others
-stay. No problem starts after ``--budget-s`` seconds: those left are listed with the command that runs them.
+stay. No problem starts ``--budget-s`` seconds (default 450) after the command started: those left are listed with
+the command that runs them (merged into the same folder).
 Exit status: 0 when every required measurement ran; 1 when ``auto`` or the copy failed its check, an installed
 peer could not be set up, or a problem raised; 2 usage; 3 wrong device model; 4 no GPU.
 """
@@ -314,6 +315,7 @@ def _progress(index, total, entry, elapsed):
 
 def run_sweep(args, argv, out_dir):
     """The GPU sweep (args parsed and checked by ``bench.perf.main``); returns the exit status."""
+    start = time.perf_counter()  # --budget-s counts from here
     problem = gpu_problem("python -m bench perf --sweep widths")
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -357,7 +359,6 @@ def run_sweep(args, argv, out_dir):
     except Exception as exc:
         notes.append(f"compiling the auto builds in parallel processes failed ({type(exc).__name__}: {exc}); "
                      "each compiles when first launched")
-    start = time.perf_counter()
     for index, problem in enumerate(problems):
         if time.perf_counter() - start > args.budget_s:
             report["not_run"].append(problem.name)

@@ -253,17 +253,27 @@ def sweep_figure(report):
 
 def write_outputs(out_dir, report, plot):
     """sweep.json (strict JSON, written atomically), sweep.md and, with ``plot``, sweep.png; returns the
-    markdown. A bug in the goals or the rendering still leaves sweep.json (with the traceback)."""
+    markdown. A bug in the goals or the rendering still leaves sweep.json (with the traceback); a plot that
+    cannot be drawn (no matplotlib) is said so in sweep.md."""
+    from bench.plots import matplotlib_available
     try:
         report = dict(report, goals=evaluate_sweep_goals(report))
         markdown = render_sweep(report)
-        if plot and report.get("problems"):
-            sweep_figure(report).savefig(os.path.join(out_dir, "sweep.png"), format="png", dpi=PLOT_DPI,
-                                         metadata={"Software": None})
     except Exception:
         failure = traceback.format_exc()
         report = dict(report, report_failure=failure)
         markdown = f"# python -m bench perf --sweep widths\n\nrendering the report FAILED:\n\n```\n{failure}```\n"
+    if plot and report.get("problems"):
+        try:
+            reason = matplotlib_available()
+            if reason:
+                raise ImportError(reason)
+            sweep_figure(report).savefig(os.path.join(out_dir, "sweep.png"), format="png", dpi=PLOT_DPI,
+                                         metadata={"Software": None})
+        except Exception as exc:
+            report = dict(report, plot_failure=traceback.format_exc())
+            markdown += (f"\nsweep.png was not drawn ({type(exc).__name__}: {exc}); `python -m bench perf --sweep "
+                         "widths --report-only --out DIR` draws it from sweep.json.\n")
     tmp = os.path.join(out_dir, "sweep.json.tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
         json.dump(jsonable(report), handle, allow_nan=False, separators=(",", ":"))

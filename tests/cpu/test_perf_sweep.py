@@ -239,3 +239,11 @@ def test_the_results_index_reads_a_sweep_folder(tmp_path):
     write_outputs(str(folder), _report(auto_at_4097=75.0), plot=False)
     row = next(line for line in render_index(tmp_path / "results").splitlines() if "perf/sweep/" in line)
     assert "| perf_sweep |" in row and "width sweep goals: 3 MET, 7 MISSED, 0 NOT MEASURED" in row
+
+
+def test_without_matplotlib_the_report_says_the_plot_was_not_drawn(tmp_path, monkeypatch):
+    import bench.plots
+    monkeypatch.setattr(bench.plots, "matplotlib_available", lambda: "matplotlib is not installed")
+    markdown = write_outputs(str(tmp_path), _report(), plot=True)
+    assert "## Goals" in markdown and "sweep.png was not drawn" in markdown and not (tmp_path / "sweep.png").exists()
+    assert "plot_failure" in json.loads((tmp_path / "sweep.json").read_text())
