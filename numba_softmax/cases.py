@@ -36,6 +36,36 @@ EXPERIMENT_A_SHAPES = EXPERIMENT_A_TIMED_SHAPES + (EXPERIMENT_A_MASK_SHAPE,)
 #: Small shapes the simulator can run in seconds (one block at a time there).
 EXPERIMENT_A_SIM_SHAPES = ((1, 128), (7, 781))
 
+# ---- the width sweep (python -m bench perf --sweep widths) ------------------------------
+#: Row lengths of the width sweep, 1 to 262,144: every residue mod 8 (1-8, 4097-4103), powers of two and their
+#: neighbours 2^k - 1 and 2^k + 1 (each crossing one of ``auto``'s width limits), primes (2, 3, 5, 7, 127, 4093,
+#: 4099, 8191, 65537, 131071) and LLM vocabulary sizes (32000, 32768, 50257, 128256, 151936, 152064, 256000).
+#: Each width >= 64 that is not a multiple of 8 comes with its nearest multiple of 8 (:func:`nearest_multiple_of_8`).
+SWEEP_WIDTHS = (1, 2, 3, 4, 5, 6, 7, 8, 32, 64, 127, 128, 129, 256, 512, 1023, 1024, 1025, 2048,
+                4093, 4095, 4096, 4097, 4098, 4099, 4100, 4101, 4102, 4103, 4104, 8191, 8192, 16383, 16384, 16385,
+                32000, 32767, 32768, 32769, 50256, 50257, 65535, 65536, 65537, 128256, 131071, 131072,
+                151936, 152064, 256000, 262143, 262144)
+SWEEP_MAX_WIDTH = 262144
+#: Bytes each sweep problem moves: the input read once and the output written once (2 x rows x width x itemsize).
+SWEEP_PROBLEM_BYTES = 256 * 2**20
+#: The small problems (latency): these row counts at these widths.
+SWEEP_SMALL_ROWS = (1, 8, 64)
+SWEEP_SMALL_WIDTHS = (128, 4096, 32768, 151936)
+#: The element types of the sweep (inputs and outputs of one type).
+SWEEP_DTYPES = ("float32", "bfloat16")
+
+
+def sweep_rows(width, itemsize):
+    """Rows of a sweep problem: ``round(SWEEP_PROBLEM_BYTES / (2 * width * itemsize))``, at least 1, so that
+    reading the input once and writing the output once moves 256 MiB (within half a row)."""
+    return max(1, round(SWEEP_PROBLEM_BYTES / (2 * width * itemsize)))
+
+
+def nearest_multiple_of_8(width):
+    """The multiple of 8 nearest ``width`` (a tie, ``width % 8 == 4``, goes down)."""
+    return 8 * ((width + 3) // 8)
+
+
 # ---- fixtures --------------------------------------------------------------------------
 #: Every fixture family. Each ID regenerates the same float32 bits for a given shape.
 FIXTURE_FAMILIES = ("random", "constant", "dominant", "offset")

@@ -4,6 +4,8 @@
                          [--input-sets auto|N] [--no-cudnn] [--no-torch] [--no-triton] [--no-launch]
                          [--auto-geometries table|none|NAME,NAME]
     python -m bench perf --floors [--copy-tbs 4.25]      (byte floors table only; no GPU)
+    python -m bench perf --sweep widths [--dtypes float32,bfloat16] [--widths N,...] [--budget-s S] [--no-liger]
+                         [--report-only]                (auto against its peers across widths: bench/perf/sweep.py)
 
 Prints a report (goals table last) and writes ``DIR/perf.json`` (every raw sample, the device
 record, package versions) and ``DIR/perf.md`` (the printed report). Exit status: 0 when every
@@ -95,6 +97,7 @@ What is measured, and how
 
 The package, by concern: :mod:`.ceilings` (1), :mod:`.peers` (2), :mod:`.launch_path` (3),
 :mod:`.goals` (4), :mod:`.render` (perf.md, JSON, the byte floors); this module runs them in order.
+``--sweep widths`` runs :mod:`.sweep` instead (its goals and report: :mod:`.sweep_report`).
 The single-invocation sample behind a delay kernel is :class:`bench.timing.DelaySampler`.
 Everything GPU-independent (bytes, rotation count, ratios, goals, tables, the nvcc command, the
 launch timer's JSON) is a pure function tested in tests/cpu/test_perf_tool.py.
@@ -118,6 +121,8 @@ from bench.perf.launch_path import measure_api_overhead, measure_graph_completio
 from bench.perf.peers import (DEFAULT_ROUNDS, DEFAULT_SHAPES, L2_TRAFFIC_FACTOR, MIN_INPUT_SETS, MIN_ROUNDS, WARMUPS,
                               copy_kernels_for, measure_shape)
 from bench.perf.render import floors_markdown, jsonable, render_markdown
+from bench.perf.sweep import (SWEEP_BUDGET_S, SWEEP_MIN_ROUNDS, SWEEP_ROUNDS, parse_dtypes, parse_widths, report_only,
+                              run_sweep)
 from bench.protocol import BATCH
 from bench.shapes import parse_shapes
 from bench.timing import DELAY_FACTOR, DELAY_MAX_US, DELAY_MIN_US, DelaySampler
@@ -133,8 +138,9 @@ def _parser():
                         help="device model the run is for; any other model stops the run (default H100)")
     parser.add_argument("--shapes", help="comma-separated RxC shapes (default: "
                                          + ",".join(shape_name(s) for s in DEFAULT_SHAPES) + ")")
-    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
-                        help=f"shuffled rounds per shape (>= {MIN_ROUNDS})")
+    parser.add_argument("--rounds", type=int,
+                        help=f"shuffled rounds per shape (default {DEFAULT_ROUNDS}, >= {MIN_ROUNDS}; with --sweep: "
+                             f"per problem, default {SWEEP_ROUNDS}, >= {SWEEP_MIN_ROUNDS})")
     parser.add_argument("--input-sets", default="auto",
                         help=f"input sets to rotate among: auto (>= {MIN_INPUT_SETS}, enough to defeat L2) or N >= 4")
     parser.add_argument("--seed", type=int, default=20261019, help="seed of the per-round shuffles")
@@ -150,6 +156,17 @@ def _parser():
                         help="plain copy kernels timed at every shape beside the copy engine: none, sweep (the "
                              "designs of numba_softmax/kernels/stream_copy.py), or comma-separated names such as "
                              "copy_t256_u4,copy_t256_u4_b8")
+    parser.add_argument("--sweep", choices=("widths",),
+                        help="widths: auto against torch, Triton, Liger, cuDNN and a same-size copy across the widths "
+                             "of numba_softmax/cases.py SWEEP_WIDTHS (sweep.json, sweep.md, sweep.png)")
+    parser.add_argument("--dtypes", help="--sweep: comma-separated element types (default float32,bfloat16)")
+    parser.add_argument("--widths", help="--sweep: comma-separated widths to run (merged into an existing "
+                                         "DIR/sweep.json; default: every sweep width and the small problems)")
+    parser.add_argument("--budget-s", type=float, default=SWEEP_BUDGET_S,
+                        help=f"--sweep: start no problem after this many seconds (default {SWEEP_BUDGET_S:g})")
+    parser.add_argument("--no-liger", action="store_true", help="--sweep: skip the Liger-Kernel peer")
+    parser.add_argument("--report-only", action="store_true",
+                        help="--sweep: write sweep.md and sweep.png again from --out's sweep.json (no GPU)")
     parser.add_argument("--floors", action="store_true", help="print the byte-floor tables and exit (no GPU)")
     parser.add_argument("--copy-tbs", type=float, default=H200_COPY_TBS, help="copy bandwidth for --floors")
     return parser
@@ -174,6 +191,28 @@ def _write(out_dir, report):
     return markdown
 
 
+def _sweep(args, argv):
+    """``--sweep widths``: options checked here (status 2 on a bad one), then :func:`bench.perf.sweep.run_sweep`."""
+    try:
+        if args.shapes:
+            raise ValueError("--shapes is not an option of --sweep widths (its problems: --widths, --dtypes)")
+        args.dtypes = parse_dtypes(args.dtypes or "float32,bfloat16")
+        args.widths = parse_widths(args.widths) if args.widths else None
+        args.rounds = SWEEP_ROUNDS if args.rounds is None else args.rounds
+        if args.rounds < SWEEP_MIN_ROUNDS:
+            raise ValueError(f"--rounds {args.rounds}: the sweep needs at least {SWEEP_MIN_ROUNDS} rounds")
+        if args.budget_s <= 0:
+            raise ValueError(f"--budget-s {args.budget_s:g}: must be positive")
+        if args.report_only and not args.out:
+            raise ValueError("--report-only needs --out DIR (the folder of sweep.json)")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.report_only:
+        return report_only(args.out)
+    return run_sweep(args, argv, args.out or default_run_folder("sweep"))
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
@@ -182,7 +221,13 @@ def main(argv=None):
     if args.floors:
         print(floors_markdown(args.copy_tbs))
         return 0
+    if args.sweep:
+        return _sweep(args, argv)
     try:
+        for option in ("dtypes", "widths", "report_only", "no_liger"):
+            if getattr(args, option):
+                raise ValueError(f"--{option.replace('_', '-')} is an option of --sweep widths")
+        args.rounds = DEFAULT_ROUNDS if args.rounds is None else args.rounds
         shapes = parse_shapes(args.shapes) if args.shapes else list(DEFAULT_SHAPES)
         if args.auto_geometries not in ("table", "none"):
             for name in args.auto_geometries.split(","):

@@ -32,6 +32,7 @@ from numba_softmax.kernels.row_copy import row_copy_launches
 from numba_softmax.kernels.stream_copy import SWEEP, parse, stream_copy_launches
 from numba_softmax.launch.driver import Invocation, device_record
 from numba_softmax.launch.graphs import CapturedGraph
+from numba_softmax.element_types import from_float64
 from numba_softmax.oracle import check_matrix
 from numba_softmax.peers import triton_softmax
 from numba_softmax.peers.cudnn import CudnnSoftmax
@@ -157,15 +158,23 @@ class _Variant:
         self.extra = {}
 
 
-def _check_variant(sampler, variant, d_out0, host_x0, kind="softmax"):
-    """Fill set 0's output with NaN, run the variant once on set 0, check it. Returns a record."""
+def run_once(sampler, variant, d_out0, element_type="float32"):
+    """Fill set 0's output with NaN, run the variant once on set 0, return its output as a host array (an
+    output that is not written stays NaN)."""
     stream = sampler.stream
-    d_out0.copy_to_device(np.full(d_out0.shape, np.nan, dtype=np.float32), stream=stream.numba)
+    nan = from_float64(np.array(np.nan), element_type)
+    d_out0.copy_to_device(np.full(d_out0.shape, nan, dtype=nan.dtype), stream=stream.numba)
     stream.synchronize()
     variant.submits[0](stream)
     stream.synchronize()
     out = variant.read_output() if variant.read_output else d_out0.copy_to_host(stream=stream.numba)
     stream.synchronize()
+    return out
+
+
+def _check_variant(sampler, variant, d_out0, host_x0, kind="softmax"):
+    """Run the variant once on set 0 (:func:`run_once`) and check its output. Returns a record."""
+    out = run_once(sampler, variant, d_out0)
     if kind == "copy":
         passed = bool(np.array_equal(out.view(np.uint32), host_x0.view(np.uint32)))
         return {"passed": passed, "kind": "bitwise copy of the input"}
@@ -176,19 +185,71 @@ def _check_variant(sampler, variant, d_out0, host_x0, kind="softmax"):
     return record
 
 
-def _torch_variant(sampler, d_x, d_y, shape):
+def check_variants(variants, check, records, label, ours, errors, notes):
+    """Check each variant (``check(variant)`` -> a record with "passed") before timing; returns those that pass.
+    A failure is recorded in ``records[name]``, reported (in ``errors`` where ``ours(name)``, else in ``notes``)
+    and not timed."""
+    timed = []
+    for variant in variants:
+        record = records[variant.name] = {"call": variant.call, **variant.extra}
+        try:
+            result = check(variant)
+        except Exception as exc:
+            result = {"passed": False, "error": f"{type(exc).__name__}: {exc}"}
+        record["check"] = result
+        if not result["passed"]:
+            record["status"] = "failed check"
+            record["reason"] = result.get("description") or result.get("error") or "output differs"
+            message = f"{label}: {variant.name} failed its check before timing, not timed: {record['reason']}"
+            (errors if ours(variant.name) else notes).append(message)
+            log(message)
+            continue
+        record["status"] = "timed"
+        timed.append(variant)
+    return timed
+
+
+def torch_tensors(arrays, element_type="float32"):
+    """torch tensors on the buffers of Numba device arrays, in place (bfloat16: the uint16 bits, seen through
+    an int16 view, as ``torch.bfloat16``); each checked to wrap its buffer with the expected dtype and shape."""
+    import torch
+    dtype = getattr(torch, element_type)
+    if element_type == "bfloat16":
+        tensors = [torch.as_tensor(d.view(np.int16), device="cuda").view(torch.bfloat16) for d in arrays]
+    else:
+        tensors = [torch.as_tensor(d, device="cuda") for d in arrays]
+    for t, d in zip(tensors, arrays, strict=True):
+        if t.data_ptr() != ceilings.device_ptr(d) or t.dtype != dtype or tuple(t.shape) != tuple(d.shape):
+            raise RuntimeError("torch.as_tensor did not wrap our device buffer in place")
+    return tensors
+
+
+def torch_on_our_stream(sampler):
+    """Make torch's current stream ours (``torch.cuda.ExternalStream``) and check that Triton launches on it;
+    returns how Triton's stream was read."""
     import torch
     if not torch.cuda.is_available():
         raise RuntimeError("torch.cuda.is_available() is False")
-    external = torch.cuda.ExternalStream(sampler.stream.ptr)
-    torch.cuda.set_stream(external)
+    if torch.cuda.current_stream().cuda_stream != sampler.stream.ptr:
+        torch.cuda.set_stream(torch.cuda.ExternalStream(sampler.stream.ptr))
     if torch.cuda.current_stream().cuda_stream != sampler.stream.ptr:
         raise RuntimeError("torch's current stream is not our stream after torch.cuda.set_stream")
-    tx = [torch.as_tensor(d, device="cuda") for d in d_x]
-    ty = [torch.as_tensor(d, device="cuda") for d in d_y]
-    for t, d in zip(tx + ty, list(d_x) + list(d_y), strict=True):
-        if t.data_ptr() != ceilings.device_ptr(d) or t.dtype != torch.float32 or tuple(t.shape) != tuple(shape):
-            raise RuntimeError("torch.as_tensor did not wrap our device buffer in place")
+    try:
+        from triton.runtime import driver as triton_driver
+        triton_stream = triton_driver.active.get_current_stream(torch.cuda.current_device())
+        stream_check = "triton.runtime.driver.active.get_current_stream()"
+    except Exception:  # no Triton, or an older/newer one: it launches on torch's current stream
+        triton_stream = torch.cuda.current_stream().cuda_stream
+        stream_check = "torch.cuda.current_stream() (Triton's launcher stream API not found)"
+    if int(triton_stream) != sampler.stream.ptr:
+        raise RuntimeError(f"Triton would launch on stream {triton_stream:#x}, not ours ({sampler.stream.ptr:#x})")
+    return stream_check
+
+
+def _torch_variant(sampler, d_x, d_y, shape, element_type="float32"):
+    import torch
+    torch_on_our_stream(sampler)
+    tx, ty = torch_tensors(d_x, element_type), torch_tensors(d_y, element_type)
     forms = [
         ("torch.softmax(x, 1, out=y)", lambda x, y: torch.softmax(x, 1, out=y)),
         ("torch._softmax(x, 1, False, out=y)", lambda x, y: torch._softmax(x, 1, False, out=y)),
@@ -205,7 +266,7 @@ def _torch_variant(sampler, d_x, d_y, shape):
         variant = _Variant(TORCH, submits,
                            f"{text} on torch.cuda.ExternalStream(our stream) (torch {torch.__version__})")
         variant.extra["out_form_failures"] = failures
-        variant.keep = (tx, ty, external)
+        variant.keep = (tx, ty)
         return variant
     # Neither out= form exists: the allocating call, its output read back from the last result.
     last = {}
@@ -215,28 +276,24 @@ def _torch_variant(sampler, d_x, d_y, shape):
     submits = [lambda s, x=x, i=i: alloc(s, x, i) for i, x in enumerate(tx)]
     variant = _Variant(TORCH, submits, f"torch.softmax(x, 1) (allocating: no out= form worked: {failures}; "
                                        f"torch {torch.__version__})",
-                       read_output=lambda: last[0].cpu().numpy())
-    variant.keep = (tx, ty, external, last)
+                       read_output=lambda: host_array(last[0]))
+    variant.keep = (tx, ty, last)
     return variant
 
 
-def _triton_variant(sampler, d_x, d_y, shape):
+def host_array(tensor):
+    """A torch CUDA tensor's values on the host in their storage dtype (bfloat16: its bits as uint16)."""
     import torch
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).cpu().numpy().view(np.uint16)
+    return tensor.cpu().numpy()
+
+
+def _triton_variant(sampler, d_x, d_y, shape, element_type="float32"):
     import triton
     rows, cols = shape
-    if torch.cuda.current_stream().cuda_stream != sampler.stream.ptr:
-        torch.cuda.set_stream(torch.cuda.ExternalStream(sampler.stream.ptr))
-    try:
-        from triton.runtime import driver as triton_driver
-        triton_stream = triton_driver.active.get_current_stream(torch.cuda.current_device())
-        stream_check = "triton.runtime.driver.active.get_current_stream()"
-    except Exception:  # older/newer Triton: it launches on torch's current stream
-        triton_stream = torch.cuda.current_stream().cuda_stream
-        stream_check = "torch.cuda.current_stream() (Triton's launcher stream API not found)"
-    if int(triton_stream) != sampler.stream.ptr:
-        raise RuntimeError(f"Triton would launch on stream {triton_stream:#x}, not ours ({sampler.stream.ptr:#x})")
-    tx = [torch.as_tensor(d, device="cuda") for d in d_x]
-    ty = [torch.as_tensor(d, device="cuda") for d in d_y]
+    stream_check = torch_on_our_stream(sampler)
+    tx, ty = torch_tensors(d_x, element_type), torch_tensors(d_y, element_type)
     launch, geometry = triton_softmax.launcher(rows, cols)
     try:  # the tutorial kernel holds the whole row in one program: very long rows may not compile
         launch(tx[0], ty[0])
@@ -269,19 +326,20 @@ def auto_geometries_for(cols, option="table"):
     return [g.name for g in geometries if g.max_columns is None or cols <= g.max_columns]
 
 
-def _auto_variants(shape, d_x, d_y, args):
-    """``auto`` (the table's geometry) and ``auto:<geometry>`` for each candidate, unchecked builds."""
+def auto_variants(shape, d_x, d_y, option="table", types=("float32", "float32")):
+    """``auto`` (the table's geometry) and ``auto:<geometry>`` for each candidate of ``option``
+    (:func:`auto_geometries_for`), unchecked builds for elements of ``types``."""
     cols = shape[1]
     pairs = list(zip(d_x, d_y, strict=True))
-    candidates = auto_geometries_for(cols, getattr(args, "auto_geometries", "table"))
+    candidates = auto_geometries_for(cols, option)
     made = []
     for name, geometry in [(AUTO, auto_geometry(cols))] + [(AUTO_CANDIDATE_PREFIX + g, g) for g in candidates]:
         if name == AUTO:
-            launches = [auto_launches(x, y) for x, y in pairs]
-            how = "auto_launches(x, y)"
+            launches = [auto_launches(x, y, types=types) for x, y in pairs]
+            how = f"auto_launches(x, y, types={types})"
         else:
-            launches = [geometry_launches(geometry, x, y) for x, y in pairs]
-            how = f"geometry_launches({geometry!r}, x, y)"
+            launches = [geometry_launches(geometry, x, y, types=types) for x, y in pairs]
+            how = f"geometry_launches({geometry!r}, x, y, types={types})"
         invocations = [Invocation.from_launches(f"{name}-{i}", ls) for i, ls in enumerate(launches)]
         first = launches[0][0]
         variant = _Variant(name, [inv.enqueue for inv in invocations],
@@ -291,6 +349,50 @@ def _auto_variants(shape, d_x, d_y, args):
         variant.extra["kernel_resources"] = invocations[0].kernel_resources()
         made.append(variant)
     return made
+
+
+def cudnn_variant(sampler, d_x, d_y, shape):
+    """``cudnnSoftmaxForward`` (ACCURATE / INSTANCE) on float32 rows, its kernels loaded by three calls."""
+    rows, cols = shape
+    softmax = CudnnSoftmax(rows, cols, sampler.stream.ptr)
+    ptrs = [(ceilings.device_ptr(x), ceilings.device_ptr(y)) for x, y in zip(d_x, d_y, strict=True)]
+    submits = [lambda s, xp=xp, yp=yp: softmax.forward(xp, yp) for xp, yp in ptrs]
+    for _ in range(3):  # cuDNN's first call loads its kernels
+        submits[0](sampler.stream)
+    sampler.stream.synchronize()
+    variant = _Variant(CUDNN, submits, f"cudnnSoftmaxForward ACCURATE/INSTANCE (cuDNN "
+                                       f"{softmax.lib.version_string}, {softmax.lib.path})")
+    variant.library = softmax
+    return variant
+
+
+def copy_variant(d_x, d_y, nbytes):
+    """``cuMemcpyDtoDAsync`` of each set's ``nbytes``-byte input into its output: a same-size copy ceiling."""
+    return _Variant(COPY, [ceilings.memcpy_submit(ceilings.device_ptr(y), ceilings.device_ptr(x), nbytes)
+                           for x, y in zip(d_x, d_y, strict=True)],
+                    f"cuMemcpyDtoDAsync of the {nbytes:,}-byte input (same-size copy ceiling)")
+
+
+def add_peer(variants, name, enabled, factory, label, notes, errors, skipped):
+    """Append ``factory()``'s variant of the peer ``name``, or record in ``skipped[name]`` why it is absent:
+    ``--no-<name>`` or not installed (a note once), it cannot run here (:class:`PeerCannotRun`: a note), or it
+    is installed but its set-up failed (an error: exit status 1)."""
+    if not enabled:
+        skipped[name] = f"--no-{name}"
+        _note_once(notes, f"{name} peer skipped: --no-{name}")
+        return
+    try:
+        variants.append(factory())
+    except ImportError as exc:
+        skipped[name] = f"not installed ({exc})"
+        _note_once(notes, f"{name} peer skipped: not installed ({exc})")
+    except PeerCannotRun as exc:
+        skipped[name] = str(exc)
+        notes.append(f"{label}: {name} skipped: {exc}")
+    except Exception as exc:  # installed but unusable: say so loudly (exit status 1)
+        skipped[name] = f"set-up failed: {type(exc).__name__}: {exc}"
+        errors.append(f"{label}: {name} is installed but could not be set up, not timed "
+                      f"(pass --no-{name} to skip it): {type(exc).__name__}: {exc}")
 
 
 def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):
@@ -313,44 +415,21 @@ def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):
     else:  # the protocol's kernel holds rows of up to MAX_FUSED_COLUMNS; longer rows are auto's alone
         for name in (FUSED, FUSED_GRAPH, ROW_COPY):
             skipped[name] = f"{cols} columns > {MAX_FUSED_COLUMNS}: the fused kernel's geometry does not hold the row"
-    variants += _auto_variants(shape, d_x, d_y, args)
+    variants += auto_variants(shape, d_x, d_y, getattr(args, "auto_geometries", "table"))
     if args.no_cudnn:
         skipped[CUDNN] = "--no-cudnn"
         _note_once(notes, "cuDNN peer skipped: --no-cudnn")
     else:
         try:
-            softmax = CudnnSoftmax(rows, cols, sampler.stream.ptr)
-            ptrs = [(ceilings.device_ptr(x), ceilings.device_ptr(y)) for x, y in zip(d_x, d_y, strict=True)]
-            submits = [lambda s, xp=xp, yp=yp: softmax.forward(xp, yp) for xp, yp in ptrs]
-            for _ in range(3):  # cuDNN's first call loads its kernels
-                submits[0](sampler.stream)
-            sampler.stream.synchronize()
-            variant = _Variant(CUDNN, submits, f"cudnnSoftmaxForward ACCURATE/INSTANCE (cuDNN "
-                                               f"{softmax.lib.version_string}, {softmax.lib.path})")
-            variant.library = softmax
-            variants.append(variant)
+            variants.append(cudnn_variant(sampler, d_x, d_y, shape))
         except Exception as exc:
             skipped[CUDNN] = f"unavailable: {type(exc).__name__}: {exc}"
             errors.append(f"{shape_name(shape)}: cuDNN unavailable (pass --no-cudnn to skip it): "
                           f"{type(exc).__name__}: {exc}")
     for name, enabled, factory in ((TORCH, not args.no_torch, _torch_variant),
                                    (TRITON, not args.no_triton, _triton_variant)):
-        if not enabled:
-            skipped[name] = f"--no-{name}"
-            _note_once(notes, f"{name} peer skipped: --no-{name}")
-            continue
-        try:
-            variants.append(factory(sampler, d_x, d_y, shape))
-        except ImportError as exc:
-            skipped[name] = f"not installed ({exc})"
-            _note_once(notes, f"{name} peer skipped: not installed ({exc})")
-        except PeerCannotRun as exc:
-            skipped[name] = str(exc)
-            notes.append(f"{shape_name(shape)}: {name} skipped: {exc}")
-        except Exception as exc:  # installed but unusable: say so loudly (exit status 1)
-            skipped[name] = f"set-up failed: {type(exc).__name__}: {exc}"
-            errors.append(f"{shape_name(shape)}: {name} is installed but could not be set up, not timed "
-                          f"(pass --no-{name} to skip it): {type(exc).__name__}: {exc}")
+        add_peer(variants, name, enabled, lambda factory=factory: factory(sampler, d_x, d_y, shape),
+                 shape_name(shape), notes, errors, skipped)
     if cols <= MAX_FUSED_COLUMNS:
         launches = [row_copy_launches(x, y) for x, y in zip(d_x, d_y, strict=True)]
         invocations = [Invocation.from_launches(f"row-copy-{i}", ls) for i, ls in enumerate(launches)]
@@ -376,11 +455,74 @@ def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):
                            "of the input's bytes (numba_softmax/kernels/stream_copy.py)")
         variant.extra["kernel_resources"] = invocations[0].kernel_resources()
         variants.append(variant)
-    nbytes = rows * cols * 4
-    variants.append(_Variant(COPY, [ceilings.memcpy_submit(ceilings.device_ptr(y), ceilings.device_ptr(x), nbytes)
-                                    for x, y in zip(d_x, d_y, strict=True)],
-                             f"cuMemcpyDtoDAsync of the {nbytes:,}-byte input (same-size copy ceiling)"))
+    variants.append(copy_variant(d_x, d_y, rows * cols * 4))
     return variants
+
+
+def time_rounds(sampler, timed, n_sets, rounds, seed, records, batch=BATCH):
+    """The timing of checked variants (each with one submit per input set): warm-up (max(WARMUPS, n_sets)
+    invocations each, rotating sets), the host enqueue window that sizes each one's delay kernel (recorded in
+    ``records[name]``), then ``rounds`` rounds in shuffled orders (seeded), one delay-kernel sample of one
+    invocation per variant per round and, with ``batch``, one of ``batch`` back-to-back invocations. The set
+    counter advances with every invocation. Returns the rounds' records (every raw sample)."""
+    counter = 0
+    for variant in timed:  # warm-up, then the host enqueue window that sizes the delay kernel
+        for _ in range(max(WARMUPS, n_sets)):
+            variant.submits[counter % n_sets](sampler.stream)
+            counter += 1
+        sampler.stream.synchronize()
+        window = sampler.host_window_us(variant.submits[counter % n_sets])
+        variant.delay_single = sampler.iterations_for(window)
+        variant.delay_batch = sampler.iterations_for(window, batch or 1)
+        records[variant.name].update(host_enqueue_us=window, delay_iterations=variant.delay_single)
+        if batch:
+            records[variant.name]["batch_delay_iterations"] = variant.delay_batch
+    by_name = {v.name: v for v in timed}
+    orders = round_orders(list(by_name), rounds, seed=seed) if timed else []
+    result = []
+    for r, order in enumerate(orders):
+        record = {"round": r, "order": order, "samples": {}}
+        for name in order:
+            variant = by_name[name]
+            first = counter % n_sets
+            single, retakes, variant.delay_single = sampler.sample_unstarved([variant.submits[first]],
+                                                                             variant.delay_single)
+            counter += 1
+            sample = record["samples"][name] = {"set": first, **single, "retakes": retakes}
+            if not batch:
+                continue
+            batch_first = counter % n_sets
+            taken, batch_retakes, variant.delay_batch = sampler.sample_unstarved(
+                [variant.submits[(batch_first + k) % n_sets] for k in range(batch)], variant.delay_batch)
+            counter += batch
+            sample.update({"batch_first_set": batch_first, "batch_invocations": batch,
+                           "batch_event_us": taken["event_us"], "batch_delay_gpu_us": taken["delay_gpu_us"],
+                           "batch_host_window_us": taken["host_window_us"], "batch_starved": taken["starved"],
+                           "batch_retakes": batch_retakes})
+        result.append(record)
+    return result
+
+
+def note_starved(label, rounds, notes):
+    """Notes on the samples retaken with a longer delay kernel and those still starved after the retakes."""
+    starved = sum(s["starved"] for r in rounds for s in r["samples"].values())
+    retaken = sum(s.get("retakes", 0) + s.get("batch_retakes", 0) for r in rounds for s in r["samples"].values())
+    if retaken:
+        notes.append(f"{label}: {retaken} starved samples were retaken with a longer delay kernel")
+    if starved:
+        notes.append(f"{label}: {starved} single-invocation samples still had a host enqueue window >= "
+                     "the delay kernel's duration after the retakes (the GPU may have waited for the host); "
+                     "kept, counted in the table")
+
+
+def close_variants(variants):
+    """Release what the variants hold outside Python's memory: cuDNN handles, captured graphs."""
+    for variant in variants:
+        library = getattr(variant, "library", None)
+        if library is not None:
+            library.close()
+        for graph in getattr(variant, "keep", ()) if variant.name == FUSED_GRAPH else ():
+            graph.close()
 
 
 def measure_shape(sampler, shape, index, args, notes, errors):
@@ -401,76 +543,18 @@ def measure_shape(sampler, shape, index, args, notes, errors):
     for name, reason in skipped.items():
         entry["variants"][name] = {"status": "skipped", "reason": reason}
 
-    timed = []
-    for variant in variants:
-        record = entry["variants"][variant.name] = {"call": variant.call, **variant.extra}
-        try:
-            check = _check_variant(sampler, variant, d_y[0], hosts[0], "copy" if is_copy(variant.name) else "softmax")
-        except Exception as exc:
-            check = {"passed": False, "error": f"{type(exc).__name__}: {exc}"}
-        record["check"] = check
-        if not check["passed"]:
-            record["status"] = "failed check"
-            record["reason"] = check.get("description") or check.get("error") or "output differs"
-            message = f"{entry['name']}: {variant.name} failed its check before timing, not timed: {record['reason']}"
-            ours = variant.name in (FUSED, FUSED_GRAPH, AUTO) or is_copy(variant.name) \
-                or variant.name.startswith(AUTO_CANDIDATE_PREFIX)
-            (errors if ours else notes).append(message)
-            log(message)
-            continue
-        record["status"] = "timed"
-        timed.append(variant)
+    def ours(name):
+        return name in (FUSED, FUSED_GRAPH, AUTO) or is_copy(name) or name.startswith(AUTO_CANDIDATE_PREFIX)
 
-    counter = 0
-    for variant in timed:  # warm-up, then the host enqueue window that sizes the delay kernel
-        for _ in range(max(WARMUPS, n_sets)):
-            variant.submits[counter % n_sets](sampler.stream)
-            counter += 1
-        sampler.stream.synchronize()
-        window = sampler.host_window_us(variant.submits[counter % n_sets])
-        variant.delay_single = sampler.iterations_for(window)
-        variant.delay_batch = sampler.iterations_for(window, BATCH)
-        entry["variants"][variant.name].update(host_enqueue_us=window, delay_iterations=variant.delay_single,
-                                               batch_delay_iterations=variant.delay_batch)
-
+    timed = check_variants(variants, lambda v: _check_variant(sampler, v, d_y[0], hosts[0],
+                                                              "copy" if is_copy(v.name) else "softmax"),
+                           entry["variants"], entry["name"], ours, errors, notes)
     names = [v.name for v in timed]
-    by_name = {v.name: v for v in timed}
-    orders = round_orders(names, args.rounds, seed=args.seed + index) if names else []
-    rounds = []
     log(f"{entry['name']}: {args.rounds} rounds of {names}")
-    for r, order in enumerate(orders):
-        record = {"round": r, "order": order, "samples": {}}
-        for name in order:
-            variant = by_name[name]
-            first = counter % n_sets
-            single, retakes, variant.delay_single = sampler.sample_unstarved([variant.submits[first]],
-                                                                             variant.delay_single)
-            counter += 1
-            batch_first = counter % n_sets
-            batch, batch_retakes, variant.delay_batch = sampler.sample_unstarved(
-                [variant.submits[(batch_first + k) % n_sets] for k in range(BATCH)], variant.delay_batch)
-            counter += BATCH
-            record["samples"][name] = {
-                "set": first, **single, "retakes": retakes,
-                "batch_first_set": batch_first, "batch_invocations": BATCH, "batch_event_us": batch["event_us"],
-                "batch_delay_gpu_us": batch["delay_gpu_us"], "batch_host_window_us": batch["host_window_us"],
-                "batch_starved": batch["starved"], "batch_retakes": batch_retakes}
-        rounds.append(record)
+    rounds = time_rounds(sampler, timed, n_sets, args.rounds, args.seed + index, entry["variants"])
     entry["rounds"] = rounds
     copy_tbs = (args.report.get("copy_ceiling") or {}).get("bandwidth_tbs")
     entry["analysis"] = summarize_shape(rounds, names, entry["logical_bytes"], copy_tbs)
-    starved = sum(s["starved"] for r in rounds for s in r["samples"].values())
-    retaken = sum(s.get("retakes", 0) + s.get("batch_retakes", 0) for r in rounds for s in r["samples"].values())
-    if retaken:
-        notes.append(f"{entry['name']}: {retaken} starved samples were retaken with a longer delay kernel")
-    if starved:
-        notes.append(f"{entry['name']}: {starved} single-invocation samples still had a host enqueue window >= "
-                     "the delay kernel's duration after the retakes (the GPU may have waited for the host); "
-                     "kept, counted in the table")
-    for variant in variants:
-        library = getattr(variant, "library", None)
-        if library is not None:
-            library.close()
-        for graph in getattr(variant, "keep", ()) if variant.name == FUSED_GRAPH else ():
-            graph.close()
+    note_starved(entry["name"], rounds, notes)
+    close_variants(variants)
     return entry

@@ -1,10 +1,13 @@
 """Triton's fused-softmax tutorial kernel, the peer that holds a whole row in one program.
 
 One program per row (grid ``(rows,)``); the row is loaded once into a block of ``next_power_of_2(cols)``
-lanes (masked with ``-inf``), reduced to its maximum and its sum of exponentials, divided and stored:
-``8 * rows * cols`` bytes moved in float32. Triton's ``exp`` and division are the approximate ones, not
-this project's numerics policy. Rows past what one program can hold (beyond 65,536 columns on the H200)
-do not compile; :func:`softmax_kernel` raises ``ImportError`` where Triton is absent.
+lanes (masked with ``-inf``), converted to float32 (a no-op for float32 rows; bfloat16 and float16 rows
+compute in float32 like this project's kernels), reduced to its maximum and its sum of exponentials, divided
+and stored, rounded once to the output tensor's element type by the store: ``2 * rows * cols * itemsize``
+bytes moved. Triton's ``exp`` and division are the approximate ones, not this project's numerics policy. The
+whole row sits in one program's registers: past 65,536 columns it spills (it ran at 131,072 and 262,144
+columns on the H200 at a fifth of ``auto``'s speed); where it does not compile or run the caller reports so.
+:func:`softmax_kernel` raises ``ImportError`` where Triton is absent.
 """
 
 import functools
@@ -42,7 +45,7 @@ def softmax_kernel():
         row_start_ptr = input_ptr + row_idx * input_row_stride
         col_offsets = tl.arange(0, BLOCK_SIZE)
         mask = col_offsets < n_cols
-        row = tl.load(row_start_ptr + col_offsets, mask=mask, other=-float("inf"))
+        row = tl.load(row_start_ptr + col_offsets, mask=mask, other=-float("inf")).to(tl.float32)
         row_minus_max = row - tl.max(row, axis=0)
         numerator = tl.exp(row_minus_max)
         denominator = tl.sum(numerator, axis=0)
@@ -54,8 +57,8 @@ def softmax_kernel():
 
 
 def launcher(rows, cols):
-    """``launch(x, y)`` of the kernel for a ``(rows, cols)`` float32 torch tensor pair on torch's current stream,
-    and a description of its geometry."""
+    """``launch(x, y)`` of the kernel for a ``(rows, cols)`` torch tensor pair (float32, bfloat16 or float16,
+    row-major) on torch's current stream, and a description of its geometry."""
     _triton, kernel = softmax_kernel()
     block = next_power_of_2(cols)
     warps = num_warps(block)
