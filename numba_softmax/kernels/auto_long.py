@@ -70,13 +70,14 @@ def make_long_body(geometry, types, checked):
                     record_status(status, STATUS_NONFINITE,
                                   row * cols + start + QUAD * lane + STRIDE * (k // QUAD) + k % QUAD, alarm)
             new_max = MAX(run_max, chunk_max)
-            # While every value so far is -inf the sum stays 0 (exp(-inf - (-inf)) would be NaN).
-            if new_max != NEG:
-                if run_max != NEG:
-                    run_sum = MUL(run_sum, AEXP(SUB(run_max, new_max)))
-                for k in range(VALUES):
-                    run_sum = ADD(run_sum, AEXP(SUB(values[k], new_max)))
-                run_max = new_max
+            # Terms are taken against 0 while every value so far is -inf (exp(-inf - (-inf)) would be NaN): a
+            # -inf adds 0 and the sum stays 0, a NaN (which the max skips) still reaches the sum.
+            reference = new_max if new_max != NEG else ZERO
+            if run_max != NEG:
+                run_sum = MUL(run_sum, AEXP(SUB(run_max, new_max)))
+            for k in range(VALUES):
+                run_sum = ADD(run_sum, AEXP(SUB(values[k], reference)))
+            run_max = new_max
 
         row_max = row_max_of(run_max, partials)
         scaled = run_sum  # 0, or NaN, while this lane has seen only -inf

@@ -131,6 +131,18 @@ def test_long_path_with_edges(types, width, geometry):
     expect_softmax(x, y, types)
 
 
+@pytest.mark.parametrize("types", [("float32", "float32"), ("bfloat16", "bfloat16")], ids=lambda t: t[0])
+def test_long_path_a_nan_among_leading_masked_chunks_makes_the_row_nan(types):
+    """A chunk of only -inf and NaN while the running max is still -inf (the max skips NaN): the NaN must still
+    reach the sum, so the row is NaN (unchecked), as torch gives, though later chunks are finite."""
+    values = matrix_fixture("offset", (ROWS, 1031)).astype(np.float64)
+    values[0, :300] = -np.inf
+    values[0, 150] = np.nan
+    x, y, _ = run(values, types, x_at=(3, 1), geometry="long_l32_q1")
+    assert np.isnan(to_float64(y[0], types[1])).all()
+    expect_softmax(x[1:], y[1:], types)
+
+
 @GPU_ONLY
 @pytest.mark.parametrize("width", [8191, 16385, 32766, 32769, 65535, 100003, 131071, 262143])
 @pytest.mark.parametrize("types", [("float32", "float32"), ("bfloat16", "bfloat16"), ("float16", "float32"),
