@@ -51,11 +51,11 @@ def _parse_build(name):
     """(geometry name, (in type, out type)) of a build name ``auto_<geometry>[_<types>][_checked]``."""
     parts = name.removeprefix("auto_").removesuffix("_checked").split("_")
     types = {short: full for full, short in SHORT_TYPES.items()}
-    for cut in range(len(parts), 0, -1):
-        if all(part in types for part in parts[cut:]):
-            suffix = [types[part] for part in parts[cut:]] or ["float32"]
-            return "_".join(parts[:cut]), (suffix[0], suffix[-1])
-    raise ValueError(name)
+    cut = len(parts)
+    while parts[cut - 1] in types:
+        cut -= 1
+    suffix = [types[part] for part in parts[cut:]] or ["float32"]
+    return "_".join(parts[:cut]), (suffix[0], suffix[-1])
 
 
 def _values(geometry, element_type="float32"):
