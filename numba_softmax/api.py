@@ -283,7 +283,7 @@ def softmax(x, dim=-1, dtype=None, *, method="auto", out=None, stream=None, chec
     kind = array_kind(x)
     requested = requested_type(dtype)
     if kind == NUMPY:
-        return _softmax_host(x, dim, requested, method, out, stream, check is not False)
+        return _softmax_host(x, dim, requested, method, out, stream, check is None or bool(check))
     handle = arrays.stream_handle(stream) if stream is not None and kind == arrays.DLPACK else None
     source = read_operand(x, "x", handle, kind)
     types, axis = _call_types(source, requested, dim, method)
