@@ -81,12 +81,11 @@ class LaunchPlan:
     ``where``: (shape, dim) of the call, for naming an offending element by its index.
     """
 
-    def __init__(self, method, checked, x, y, types=("float32", "float32"), layout=None, where=None):
+    def __init__(self, method, checked, x, y, types, layout, where):
         self.method = method
         self.shape = tuple(x.shape)
         self.x, self.y = x, y
-        self.layout = layout or Rows(self.shape[0], self.shape[1], self.shape[1])
-        self.where = where or (self.shape, 1)
+        self.layout, self.where = layout, where
         self.cached = False  # in the plan cache (cached_plan): a remembered call may use it
         self.status = self.alarm = self.alarm_word = None
         if checked:
@@ -360,7 +359,7 @@ def _softmax_host(x, dim, requested, method, out, stream, checked):
     storage = [STORAGE_DTYPES[t] for t in types]
     plan = cached_plan((method, checked, NUMPY, (rows, cols), types), lambda: LaunchPlan(
         method, checked, cuda.device_array((rows, cols), dtype=storage[0]),
-        cuda.device_array((rows, cols), dtype=storage[1]), types))
+        cuda.device_array((rows, cols), dtype=storage[1]), types, Rows(rows, cols, cols), (x.shape, dim)))
     plan.x.copy_to_device(np.ascontiguousarray(rows_first).reshape(rows, cols), stream=target.numba)
     plan.run(target, (x.shape, dim))
     if out is not None and last and dest.strides is None:

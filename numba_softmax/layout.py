@@ -33,6 +33,8 @@ class Columns(NamedTuple):
 
 def normalize_dim(dim, ndim):
     """``dim`` in ``range(ndim)`` (negative counts from the end); ValueError if it is out of range."""
+    if dim.__class__ is int and -ndim <= dim < ndim:   # the common case, first (it runs on every call)
+        return dim % ndim
     if isinstance(dim, bool) or not hasattr(dim, "__index__"):
         raise ValueError(f"dim: expected an integer, got {dim!r}")
     dim = dim.__index__()
