@@ -39,9 +39,9 @@ from .element_types import STORAGE_DTYPES
 from .kernels.auto_launch import auto_launches, check_launches
 from .kernels.fused_row import fused_launches
 from .kernels.row_stages import stages_launches
-from .layout import Rows, check_shape, normalize_dim
-from .validation import (STATUS_CLEAR, STATUS_WORDS, check_method_layout, check_out, check_separate_host,
-                         element_type, plan_operands, read_operand, requested_type, status_error_at)
+from .layout import Rows
+from .validation import (STATUS_CLEAR, STATUS_WORDS, check_call, check_method_layout, check_out,
+                         check_separate_host, plan_operands, read_operand, requested_type, status_error_at)
 
 METHODS = ("auto", "fused", "stages")
 #: Launch plans kept (least recently used dropped first): each holds packed arguments and, when
@@ -285,7 +285,7 @@ def softmax(x, dim=-1, dtype=None, *, method="auto", out=None, stream=None, chec
         return _softmax_host(x, dim, requested, method, out, stream, check is None or bool(check))
     handle = arrays.stream_handle(stream) if stream is not None and kind == arrays.DLPACK else None
     source = read_operand(x, "x", handle, kind)
-    types, axis = _call_types(source, requested, dim, method)
+    types, axis = check_call(source, requested, dim, method)
     target = resolve_stream(stream, x, kind, source.stream)
     result = new_like(x, kind, source.shape, types[1], target.numba) if out is None else out
     dest = read_operand(result, "out")
@@ -309,16 +309,6 @@ def softmax(x, dim=-1, dtype=None, *, method="auto", out=None, stream=None, chec
                    device, current))
     plan.run(target)
     return result
-
-
-def _call_types(source, requested, dim, method):
-    """``((in_type, out_type), dim in range(ndim))`` of a call, checked against x's shape and the method."""
-    check_shape(source.shape, "x")
-    axis = normalize_dim(dim, len(source.shape))
-    in_type = element_type(source.dtype, requested)
-    types = (in_type, requested or in_type)
-    check_method_layout(method, source, types, axis, "x")
-    return types, axis
 
 
 def _view(array, operand, layout, element):
@@ -345,7 +335,7 @@ def _softmax_host(x, dim, requested, method, out, stream, checked):
     """A numpy input: its softmax rows copied into the plan's own device arrays, the result copied back into
     x's shape (``out`` of any strides); synchronizes."""
     source = read_operand(x, "x", kind=NUMPY)
-    types, dim = _call_types(source, requested, dim, method)
+    types, dim = check_call(source, requested, dim, method)
     if out is not None:
         dest = read_operand(out, "out")
         check_out(dest, source, types[1])

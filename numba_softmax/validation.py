@@ -13,7 +13,7 @@ import numpy as np
 from .arrays import DEVICE_KINDS, FLOAT32, NUMPY, array_kind, kind_error, read_device
 from .contiguity import c_contiguous
 from .element_types import ELEMENT_TYPES, STORAGE_DTYPES
-from .layout import Rows, normalize_dim, plan_pair, self_overlapping
+from .layout import Rows, check_shape, normalize_dim, plan_pair, self_overlapping
 from .simulator import SIMULATOR
 
 _OVERLAP = "out: overlaps x: softmax never writes its input; pass a separate out"
@@ -94,6 +94,17 @@ def element_type(dtype, requested, what="x"):
         raise ValueError(f"{what}: uint16 is read as bfloat16 bits only with dtype='bfloat16' (numpy, Numba and "
                          "CuPy have no bfloat16 dtype); any other uint16 array is refused")
     raise ValueError(f"{what}: dtype {dtype} is not one softmax takes (float32, float16, bfloat16, float64)")
+
+
+def check_call(source, requested, dim, method):
+    """``((in_type, out_type), dim in range(ndim))`` of a call on x read as ``source`` with ``dtype=`` read as
+    ``requested``: x's shape, element type and ``dim``, and what the method takes."""
+    check_shape(source.shape, "x")
+    axis = normalize_dim(dim, len(source.shape))
+    in_type = element_type(source.dtype, requested)
+    types = (in_type, requested or in_type)
+    check_method_layout(method, source, types, axis, "x")
+    return types, axis
 
 
 def check_out(dest, source, out_type):
