@@ -111,13 +111,13 @@ def _run_fused(build):
     picked = fused_kernel_for(d_x, d_y).py_func.__name__
     if picked != build:
         return f"shape {host.shape} runs {picked}, not {build}"
-    softmax(d_x, "fused", out=d_y)
+    softmax(d_x, method="fused", out=d_y, check=True)
     return _problem(check_matrix(d_y.copy_to_host(), host))
 
 
 def _run_stages():
     host = matrix_fixture(FIXTURE, STAGES_SHAPE)
-    return _problem(check_matrix(softmax(host, "stages"), host))
+    return _problem(check_matrix(softmax(host, method="stages"), host))
 
 
 def _run_row_copy():

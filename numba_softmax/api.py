@@ -1,28 +1,28 @@
-"""``softmax()``: the library call. Any array kind in place, checks on the device, cached launch plans.
+"""``softmax()``: the library call. Any array kind in place, any layout the kernels take, cached launch plans.
 
 One call:
 
 1. read the input where it lives (:mod:`.arrays`: numpy, Numba, torch, CuPy, any
-   ``__cuda_array_interface__`` or DLPack object) and check kind, dtype, rank, layout and shape on
-   the host, once, into a :class:`~.validation.Matrix` the rest of the call uses (nothing is copied);
-   ``out=`` (or the new result) the same way;
+   ``__cuda_array_interface__`` or DLPack object) and check kind, dtype and shape on the host, once, into an
+   :class:`~.validation.Operand` the rest of the call uses (nothing is copied); ``out=`` (or the new result)
+   the same way;
 2. pick the launch stream (the caller's, else the input's own, else the legacy default stream);
-3. take the cached :class:`LaunchPlan` for (method, check, input pointer, output pointer, shape):
-   compiled kernels, arguments packed once, the status words and the alarm of the device-side
-   check allocated once. Nothing is allocated when ``out=`` is given;
-4. enqueue; with ``check=True`` synchronize and read the alarm (pinned host memory the kernel
-   writes only when it finds something), raising ``ValueError`` with the first offending row and
-   column; with ``check=False`` return at once (asynchronous on the stream) unless the result has
-   to come back to a numpy array.
+3. take the cached :class:`LaunchPlan` for (method, check, pointers, shape, dim, strides, element types):
+   the layout plan of both arrays (:mod:`.layout`: rows, or columns when ``dim`` is not the last),
+   compiled kernels, arguments packed once, the status words and the alarm of the device-side check
+   allocated once. Nothing is allocated when ``out=`` is given;
+4. enqueue; when checked, synchronize and read the alarm (pinned host memory the kernel writes only when it
+   finds something), raising ``ValueError`` with the first offending position; unchecked, return at once
+   (asynchronous on the stream) unless the result has to come back to a numpy array.
 
 A call that repeats an earlier one with the same Numba device arrays (the same objects, whose
-pointer, shape and layout cannot change), ``out=``, method, check and stream skips steps 1-3
+pointer, shape and layout cannot change), ``out=``, dim, dtype, method, check and stream skips steps 1-3
 (:class:`RepeatedCall`): at one row of 128 columns those steps cost about as much host time as
 the launch itself. The same torch tensors with ``out=`` skip them too, after a look at each
-tensor's pointer, shape, dtype and contiguity (a tensor can be resized or rebound in place) and,
+tensor's pointer, shape, dtype and strides (a tensor can be resized or rebound in place) and,
 without ``stream=``, at torch's current stream (the call runs there, and it can change between calls).
 
-docs/api.md describes what each input kind returns, the checks, masks, streams and caching.
+docs/api.md describes what each input kind returns, the layouts, the checks, masks, streams and caching.
 """
 
 import weakref
@@ -32,14 +32,16 @@ import numpy as np
 from numba import cuda
 
 from . import arrays
-from .arrays import NUMPY, array_kind, new_like, resolve_stream
+from .arrays import NUMPY, array_kind, device_view, new_like, resolve_stream, simulated_view
 from .backend import SIMULATOR, invocation
 from .device import gpu_present
+from .element_types import STORAGE_DTYPES
 from .kernels.auto_launch import auto_launches, check_launches
 from .kernels.fused_row import fused_launches
 from .kernels.row_stages import stages_launches
-from .validation import (STATUS_CLEAR, STATUS_WORDS, check_separate, check_separate_host, status_error,
-                         validate_matrix, validate_out)
+from .layout import Rows
+from .validation import (STATUS_CLEAR, STATUS_WORDS, check_call, check_method_layout, check_out,
+                         check_separate_host, plan_operands, read_operand, requested_type, status_error_at)
 
 METHODS = ("auto", "fused", "stages")
 #: Launch plans kept (least recently used dropped first): each holds packed arguments and, when
@@ -70,17 +72,20 @@ def require_device():
 
 
 class LaunchPlan:
-    """Everything one (method, check, x, y, shape) needs, prepared once.
+    """Everything one (method, check, x, y, layout, element types) needs, prepared once.
 
-    ``x`` and ``y`` are device arrays the plan launches on: on a GPU, views that do not own the
-    memory (the key's pointers are re-read from the caller's arrays on every call, so a hit
-    always launches on memory the caller holds); in the simulator, the arrays themselves.
+    ``x`` and ``y`` are device arrays the plan launches on, shaped as ``layout`` says (``(rows, cols)``
+    for :class:`~.layout.Rows`, ``(outer, length, inner)`` for :class:`~.layout.Columns`): on a GPU, views
+    that do not own the memory (the key's pointers are re-read from the caller's arrays on every call, so a
+    hit always launches on memory the caller holds); in the simulator, views of the arrays themselves.
+    ``where``: (shape, dim) of the call, for naming an offending element by its index.
     """
 
-    def __init__(self, method, checked, x, y):
+    def __init__(self, method, checked, x, y, types, layout, where):
         self.method = method
         self.shape = tuple(x.shape)
         self.x, self.y = x, y
+        self.layout, self.where = layout, where
         self.cached = False  # in the plan cache (cached_plan): a remembered call may use it
         self.status = self.alarm = self.alarm_word = None
         if checked:
@@ -91,9 +96,10 @@ class LaunchPlan:
             self.alarm[0] = 0
             self.alarm_word = np.asarray(self.alarm)
         self.check_pass = None
-        rows, cols = self.shape
-        if method == "auto":
-            launches = auto_launches(x, y, self.status, self.alarm)
+        if method == "auto" and isinstance(self.layout, Rows):
+            launches = auto_launches(x, y, self.status, self.alarm, types)
+        elif method == "auto":
+            launches = column_launches(x, y, self.status, self.alarm, types)
         else:
             if checked:
                 # The protocol's kernels are validated before they launch (-inf is refused there).
@@ -102,26 +108,28 @@ class LaunchPlan:
             if method == "fused":
                 launches = fused_launches(x, y)
             else:
+                rows, cols = self.shape
                 self.intermediates = (cuda.device_array(rows, dtype=np.float32),
                                       cuda.device_array((rows, cols), dtype=np.float32),
                                       cuda.device_array(rows, dtype=np.float32))
                 launches = stages_launches(x, y, *self.intermediates)
         self.kernels = invocation(f"softmax-{method}", launches)
 
-    def run(self, stream, what="input"):
-        """Enqueue on ``stream``; when checked, synchronize and raise what the device recorded."""
+    def run(self, stream, where=None):
+        """Enqueue on ``stream``; when checked, synchronize and raise what the device recorded (``where``:
+        (shape, dim) of this call when it is not the plan's own)."""
         if self.check_pass is not None:
             self.check_pass.enqueue(stream)
             stream.synchronize()
             if self.alarm_word[0]:
-                self._report(stream, what)
+                self._report(stream, where or self.where)
         self.kernels.enqueue(stream)
         if self.status is not None:
             stream.synchronize()
             if self.alarm_word[0]:
-                self._report(stream, what)
+                self._report(stream, where or self.where)
 
-    def _report(self, stream, what):
+    def _report(self, stream, where, what="x"):
         """The alarm is up: read and clear what the device recorded, and raise it."""
         words = self.status.copy_to_host(stream=stream.numba)
         stream.synchronize()
@@ -129,9 +137,16 @@ class LaunchPlan:
         self.status.copy_to_device(np.full(STATUS_WORDS, STATUS_CLEAR, dtype=np.int64), stream=stream.numba)
         stream.synchronize()
         self.alarm_word[0] = 0
-        message = status_error(words, self.shape, what)
+        message = status_error_at(words, *where, self.layout, what)
         raise ValueError(message or f"{what}: the device check raised its alarm but recorded no position "
                                     f"(status words {list(words)})")
+
+
+def column_launches(x, y, status, alarm, types):
+    """``method="auto"`` along a dimension before the last: the column kernel's launches on 3-D
+    (outer, length, inner) arrays (its module is imported when first needed)."""
+    from .kernels.auto_columns import column_launches as launches
+    return launches(x, y, status, alarm, types)
 
 
 _plans = OrderedDict()
@@ -165,7 +180,7 @@ class RepeatedCall:
     array ends the shortcut, and another array at the same address is another object) with the
     same method, check and stream argument need the same plan on the same stream. A torch tensor
     can be resized or rebound in place (``resize_``, ``set_``, ``.data =``), so for tensors
-    (``torch_layout`` set) each tensor's pointer, shape, dtype and contiguity are compared too, and
+    (``torch_layout`` set) each tensor's pointer, shape, dtype and strides are compared too, and
     without ``stream=`` torch's current stream on the tensor's device."""
 
     __slots__ = ("x", "out", "stream", "x_stream", "method", "check", "key", "plan", "target", "torch_layout")
@@ -181,69 +196,76 @@ class RepeatedCall:
                 and self.check == check):
             return False
         if self.torch_layout is not None:
-            x_pointer, y_pointer, shape, dtype, device, current = self.torch_layout
+            x_pointer, y_pointer, shape, x_dtype, y_dtype, x_strides, y_strides, device, current = self.torch_layout
             return (x.data_ptr() == x_pointer and out.data_ptr() == y_pointer and x.shape == shape
-                    and out.shape == shape and x.dtype is dtype and out.dtype is dtype and x.is_contiguous()
-                    and out.is_contiguous()
+                    and out.shape == shape and x.dtype is x_dtype and out.dtype is y_dtype
+                    # None: contiguous (the common case, the cheaper question)
+                    and (x.is_contiguous() if x_strides is None else x.stride() == x_strides)
+                    and (out.is_contiguous() if y_strides is None else out.stride() == y_strides)
                     # without stream=, torch's current stream then and now (it is where the call runs)
                     and (current is None or arrays.torch_current_stream(device) == current))
         return stream is not None or getattr(x, "stream", None) is self.x_stream
 
 
-#: Remembered calls by (id(x), id(out), method, check, id(stream)); an entry is used only if it
+#: Remembered calls by (id(x), id(out), method, check, id(stream), dim, dtype); an entry is used only if it
 #: still refers to those very objects (an id can be reused once its object is gone). Bounded like
 #: the plans; the oldest entry is dropped first.
 _repeats = {}
 
 
-def _repeat_key(x, out, stream, method, check):
-    return id(x), id(out), method, check, id(stream)
+def _repeat_key(x, out, stream, method, check, dim, dtype):
+    return id(x), id(out), method, check, id(stream), dim, dtype
 
 
-def remembered_call(x, out, stream, method, check):
+def remembered_call(x, out, stream, method, check, dim=-1, dtype=None):
     """The :class:`RepeatedCall` remembered for these arguments, or None (for diagnostics)."""
-    return _repeats.get(_repeat_key(x, out, stream, method, check))
+    return _repeats.get(_repeat_key(x, out, stream, method, check, dim, dtype))
 
 
-def _remember(x, out, stream, method, check, key, plan, target, torch_layout=None):
+def _remember(x, out, stream, method, check, dim, dtype, key, plan, target, torch_layout=None):
     """Remember a call with Numba arrays, or torch tensors and ``out=``, for :class:`RepeatedCall`."""
     try:
         entry = RepeatedCall(x, out, stream, method, check, key, plan, target, torch_layout)
-    except TypeError:  # an array type without weak references: no shortcut
+        repeat_key = _repeat_key(x, out, stream, method, check, dim, dtype)
+    except TypeError:  # an array type without weak references, an unhashable dtype: no shortcut
         return
-    _repeats[_repeat_key(x, out, stream, method, check)] = entry
+    _repeats[repeat_key] = entry
     if len(_repeats) > PLAN_CACHE_SIZE:
         del _repeats[next(iter(_repeats))]
 
 
-def softmax(x, method="auto", out=None, stream=None, check=True):
-    """Row-wise softmax of a float32 C-contiguous (rows, cols) array, on the GPU, in place.
+def softmax(x, dim=-1, dtype=None, *, method="auto", out=None, stream=None, check=None):
+    """Softmax of ``x`` along ``dim``, on the GPU, in place where ``x`` lives (torch's ``softmax(x, dim, dtype=)``).
 
-    ``x``: a numpy array (result: numpy), a Numba device array (result: Numba device array), a
-    PyTorch CUDA tensor (result: torch tensor), a CuPy array (result: CuPy array), or any other
-    object with ``__cuda_array_interface__`` or DLPack on a CUDA device (result: Numba device
-    array). Device inputs are used in place, never copied to the host.
+    ``x``: a numpy array (result: numpy), a Numba device array (result: Numba device array), a PyTorch CUDA
+    tensor (result: torch tensor), a CuPy array (result: CuPy array), or any other object with
+    ``__cuda_array_interface__`` or DLPack on a CUDA device (result: Numba device array), of float32,
+    float16, bfloat16 (a torch tensor; elsewhere uint16 bits with ``dtype="bfloat16"``) or float64, 1-D or
+    more, strided as :mod:`.layout` takes without a copy. Device inputs are never copied.
 
-    ``out``: where to write (returned): same shape, float32, C-contiguous, on the device for a
-    device input (any device kind) or a numpy array for a numpy input; must not overlap ``x``.
+    ``dim``: the dimension the softmax runs along (negative counts from the end).
+    ``dtype``: the result's type (float32, float16, bfloat16, float64: a numpy dtype, its name or a torch
+    dtype); None keeps x's. The input is cast to it first; float16 and bfloat16 compute in float32.
 
-    ``method``: ``"auto"`` (the fastest kernel for the width, any row length, ``-inf`` entries
-    get weight 0), or the protocol's ``"fused"`` (rows up to 4096 columns) and ``"stages"``
-    (finite inputs only).
+    ``method``: ``"auto"`` (any width, ``-inf`` entries get weight 0), or the protocol's ``"fused"`` (rows up to
+    4096 columns) and ``"stages"`` (finite inputs only), which take float32 C-contiguous 2-D arrays only.
 
-    ``check=True``: NaN or +inf, or (auto) a row with no finite entry, raise ``ValueError`` naming
-    the first offending row and column, found on the device; the call synchronizes its stream to
-    report. ``check=False``: no check (NaN propagates; a fully masked row gives NaN) and, for a
-    device input, no synchronization: the call returns once the work is queued.
+    ``out``: where to write (returned): x's shape, the result's type, any layout the kernels take, on the device
+    for a device input (any device kind) or a numpy array for a numpy input; must not overlap ``x``.
 
-    ``stream``: a Numba, cuda-python, cuda.core, torch or CuPy stream or a handle (int). Without
-    one: torch's current stream for a tensor, the stream the input's ``__cuda_array_interface__``
-    names, else the legacy default stream.
+    ``check``: None (default) checks a numpy input and not a device input; True: NaN or +inf, or (auto) a softmax
+    with no finite entry, raise ``ValueError`` naming the first offending position, found on the device (the
+    call synchronizes its stream); False: no check (NaN propagates, a fully masked softmax gives NaN) and, for a
+    device input, the call returns once the work is queued.
+
+    ``stream``: a Numba, cuda-python, cuda.core, torch or CuPy stream or a handle (int). Without one: torch's
+    current stream for a tensor, the stream the input's ``__cuda_array_interface__`` names, else the legacy
+    default stream.
     """
-    # Only calls that passed every check below are remembered, so a bad method or check misses here and
-    # gets its own error below (an unhashable one too: the key cannot be looked up).
+    # Only calls that passed every check below are remembered, so a bad argument misses here and gets its own
+    # error below (an unhashable one too: the key cannot be looked up).
     try:
-        repeat = _repeats.get((id(x), id(out), method, check, id(stream)))  # _repeat_key, inline: one call less
+        repeat = _repeats.get((id(x), id(out), method, check, id(stream), dim, dtype))  # _repeat_key, inline
     except TypeError:
         repeat = None
     if repeat is not None and repeat.plan.cached and repeat.matches(x, out, stream, method, check):
@@ -252,62 +274,93 @@ def softmax(x, method="auto", out=None, stream=None, check=True):
         repeat.plan.run(repeat.target)
         return out
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
+        raise ValueError(f"method: unknown method {method!r}; expected one of {METHODS}")
+    if check not in (None, True, False):
+        raise ValueError(f"check: expected None, True or False, got {check!r}")
     if not _gpu_confirmed:
         require_device()
     kind = array_kind(x)
+    requested = requested_type(dtype)
     if kind == NUMPY:
-        return _softmax_host(x, method, out, stream, check)
+        return _softmax_host(x, dim, requested, method, out, stream, check is None or bool(check))
     handle = arrays.stream_handle(stream) if stream is not None and kind == arrays.DLPACK else None
-    source = validate_matrix(x, "input", handle, kind)
+    source = read_operand(x, "x", handle, kind)
+    types, axis = check_call(source, requested, dim, method)
     target = resolve_stream(stream, x, kind, source.stream)
-    result = new_like(x, kind, source.shape, target.numba) if out is None else out
-    dest = validate_out(result, source)
-    x_pointer, y_pointer, shape = source.pointer, dest.pointer, source.shape
-    if SIMULATOR:
-        # No device pointers there: the plan holds the arrays, keyed by their host buffers.
-        x_pointer, y_pointer = _simulated_address(x), _simulated_address(result)
-    key = (method, check, x_pointer, y_pointer, shape)
+    result = new_like(x, kind, source.shape, types[1], target.numba) if out is None else out
+    dest = read_operand(result, "out")
+    check_out(dest, source, types[1])
+    check_method_layout(method, dest, types, axis, "out")
+    checked = bool(check)
+    key = (method, checked, source.pointer, dest.pointer, source.shape, axis, source.strides, dest.strides, types)
     plan = _plans.get(key)
     if plan is None:
-        plan = cached_plan(key, lambda: _device_plan(method, check, x, result, x_pointer, y_pointer, shape))
+        plan = cached_plan(key, lambda: _device_plan(method, checked, x, result, source, dest, types, axis))
     else:
         _plans.move_to_end(key)
     if kind == arrays.NUMBA and dest.kind == arrays.NUMBA:
-        _remember(x, result, stream, method, check, key, plan, target)
+        _remember(x, result, stream, method, check, dim, dtype, key, plan, target)
     elif kind == arrays.TORCH and dest.kind == arrays.TORCH and out is not None:
         device = x.get_device()
         current = None if stream is not None else arrays.torch_current_stream(device)
-        _remember(x, result, stream, method, check, key, plan, target,
-                  (x_pointer, y_pointer, x.shape, x.dtype, device, current))
+        _remember(x, result, stream, method, check, dim, dtype, key, plan, target,
+                  (source.pointer, dest.pointer, x.shape, x.dtype, out.dtype,
+                   None if source.strides is None else x.stride(), None if dest.strides is None else out.stride(),
+                   device, current))
     plan.run(target)
     return result
 
 
-def _simulated_address(array):
-    return array.__array_interface__["data"][0]
-
-
-def _device_plan(method, check, x, y, x_pointer, y_pointer, shape):
-    check_separate(x_pointer, y_pointer, shape)
+def _view(array, operand, layout, element):
+    """The device array a plan launches on: ``array``'s memory shaped as ``layout`` (elements of ``element``)."""
+    storage = STORAGE_DTYPES[element]
+    size = storage.itemsize
+    if isinstance(layout, Rows):
+        shape = (layout.rows, layout.cols)
+        strides = None if layout.row_stride == layout.cols else (layout.row_stride * size, size)
+    else:
+        shape, strides = tuple(layout[:3]), tuple(s * size for s in layout.strides)
     if SIMULATOR:
-        return LaunchPlan(method, check, x, y)
-    return LaunchPlan(method, check, arrays.device_view(x_pointer, shape), arrays.device_view(y_pointer, shape))
+        return simulated_view(array, shape, strides or (shape[1] * size, size))
+    return device_view(operand.pointer, shape, strides, storage)
 
 
-def _softmax_host(x, method, out, stream, check):
-    """A numpy input: copied into the plan's own device arrays, the result copied back; synchronizes."""
-    source = validate_matrix(x, "input", kind=NUMPY)
-    shape = source.shape
+def _device_plan(method, checked, x, y, source, dest, types, dim):
+    x_layout, y_layout = plan_operands(source, dest, types, dim)
+    return LaunchPlan(method, checked, _view(x, source, x_layout, types[0]), _view(y, dest, y_layout, types[1]),
+                      types, x_layout, (tuple(source.shape), dim))
+
+
+def _softmax_host(x, dim, requested, method, out, stream, checked):
+    """A numpy input: its softmax rows copied into the plan's own device arrays, the result copied back into
+    x's shape (``out`` of any strides); synchronizes."""
+    source = read_operand(x, "x", kind=NUMPY)
+    types, dim = check_call(source, requested, dim, method)
     if out is not None:
-        validate_out(out, source)
+        dest = read_operand(out, "out")
+        check_out(dest, source, types[1])
+        check_method_layout(method, dest, types, dim, "out")
         check_separate_host(x, out)
     target = resolve_stream(stream, x, NUMPY, None)
-    plan = cached_plan((method, check, NUMPY, shape), lambda: LaunchPlan(
-        method, check, cuda.device_array(shape, dtype=np.float32), cuda.device_array(shape, dtype=np.float32)))
-    plan.x.copy_to_device(x, stream=target.numba)
-    plan.run(target)
-    result = np.empty(shape, dtype=np.float32) if out is None else out
+    last = dim == x.ndim - 1
+    rows_first = x if last else np.moveaxis(x, dim, -1)
+    cols = x.shape[dim]
+    rows = x.size // cols
+    storage = [STORAGE_DTYPES[t] for t in types]
+    plan = cached_plan((method, checked, NUMPY, (rows, cols), types), lambda: LaunchPlan(
+        method, checked, cuda.device_array((rows, cols), dtype=storage[0]),
+        cuda.device_array((rows, cols), dtype=storage[1]), types, Rows(rows, cols, cols), (x.shape, dim)))
+    plan.x.copy_to_device(np.ascontiguousarray(rows_first).reshape(rows, cols), stream=target.numba)
+    plan.run(target, (x.shape, dim))
+    if out is not None and last and dest.strides is None:
+        plan.y.copy_to_host(out.reshape(rows, cols), stream=target.numba)   # a view of out: no extra copy
+        target.synchronize()
+        return out
+    result = np.empty((rows, cols), dtype=storage[1])
     plan.y.copy_to_host(result, stream=target.numba)
     target.synchronize()
-    return result
+    shaped = np.moveaxis(result.reshape(rows_first.shape), -1, dim)
+    if out is None:
+        return np.ascontiguousarray(shaped)
+    out[...] = shaped
+    return out

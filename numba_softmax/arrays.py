@@ -10,10 +10,10 @@ Array kinds (docs/api.md has the table of what each gives back):
 * a CuPy array, or any other object with ``__cuda_array_interface__``;
 * any other object with ``__dlpack__`` on a CUDA device (its capsule is read with ctypes).
 
-Every device kind is used in place: :func:`read_device` gives its pointer, shape, dtype and
-whether it is C-contiguous, and :func:`device_view` wraps a pointer as a Numba device array that
-does not own the memory (what the launch layer packs), so a cached launch never keeps the caller's
-array alive.
+Every device kind is used in place: :func:`read_device` gives its pointer, shape, strides (in bytes;
+None when C-contiguous) and dtype, and :func:`device_view` wraps a pointer, shape, strides and dtype as
+a Numba device array that does not own the memory (what the launch layer packs), so a cached launch never
+keeps the caller's array alive.
 
 Streams (:func:`launch_stream_for`): a Numba stream, the launch layer's ``Stream``, a cuda-python
 ``CUstream``, any object with ``__cuda_stream__`` (cuda.core), a torch stream (``cuda_stream``), a
@@ -30,6 +30,7 @@ from numba import cuda
 
 from .backend import SIMULATOR, SimulatorStream
 from .contiguity import c_contiguous
+from .element_types import STORAGE_DTYPES
 from .launch.driver import Stream
 
 FLOAT32 = np.dtype(np.float32)
@@ -69,7 +70,7 @@ def _classify(x, cls):
 
 
 def kind_error(x, what):
-    return ValueError(f"{what} must be a numpy array, a Numba device array, a CUDA tensor or array "
+    return ValueError(f"{what}: must be a numpy array, a Numba device array, a CUDA tensor or array "
                       f"(__cuda_array_interface__ or DLPack), got {type(x).__module__}.{type(x).__name__}")
 
 
@@ -85,12 +86,19 @@ def _dtype_of_typestr(typestr):
     return dtype
 
 
+def _strides_or_none(shape, strides, itemsize):
+    """None for C-contiguous strides (the common case, compared without building anything), else a tuple."""
+    return None if c_contiguous(shape, strides, itemsize) else tuple(strides)
+
+
 def _read_numba(x):
-    if SIMULATOR:
-        return 0, x.shape, x.dtype, c_contiguous(x.shape, x.strides, x.dtype.itemsize), None
-    dtype, data, stream = x.dtype, x.gpu_data, x.stream
-    return (int(data.device_pointer) if data is not None else 0, x.shape, dtype,
-            c_contiguous(x.shape, x.strides, dtype.itemsize), int(stream.handle) if stream else None)
+    dtype, shape = x.dtype, x.shape
+    strides = _strides_or_none(shape, x.strides, dtype.itemsize)
+    if SIMULATOR:   # no device pointers there: the host buffer's address stands in for one
+        return x.__array_interface__["data"][0], shape, strides, dtype, None
+    data, stream = x.gpu_data, x.stream
+    return (int(data.device_pointer) if data is not None else 0, shape, strides, dtype,
+            int(stream.handle) if stream else None)
 
 
 def _read_interface(x):
@@ -100,8 +108,9 @@ def _read_interface(x):
     shape = tuple(desc["shape"])
     dtype = _dtype_of_typestr(desc["typestr"])
     strides = desc.get("strides")
-    contiguous = strides is None or c_contiguous(shape, strides, dtype.itemsize)
-    return desc["data"][0], shape, dtype, contiguous, desc.get("stream")
+    if strides is not None:
+        strides = _strides_or_none(shape, strides, dtype.itemsize)
+    return desc["data"][0], shape, strides, dtype, desc.get("stream")
 
 
 _torch_dtypes = {}
@@ -115,10 +124,13 @@ def _read_torch(x):
     if dtype is None:
         name = str(x.dtype).replace("torch.", "")
         dtype = _torch_dtypes[x.dtype] = np.dtype(name) if hasattr(np, name) else name
-    return x.data_ptr(), tuple(x.shape), dtype, x.is_contiguous(), None
+    if x.is_contiguous():
+        return x.data_ptr(), tuple(x.shape), None, dtype, None
+    itemsize = x.element_size()
+    return x.data_ptr(), tuple(x.shape), tuple(s * itemsize for s in x.stride()), dtype, None
 
 
-_DLPACK_CUDA, _DLPACK_CUDA_MANAGED, _DLPACK_FLOAT = 2, 13, 2
+_DLPACK_CUDA, _DLPACK_CUDA_MANAGED, _DLPACK_FLOAT, _DLPACK_BFLOAT = 2, 13, 2, 4
 
 
 class _DLDevice(ctypes.Structure):
@@ -160,17 +172,22 @@ def _read_dlpack(x, stream_handle=None):
     tensor = managed.contents.dl_tensor
     shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
     code, bits, lanes = tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes
-    dtype = (np.dtype(f"f{bits // 8}") if code == _DLPACK_FLOAT and lanes == 1 and bits in (16, 32, 64)
-             else f"DLPack dtype (code {code}, {bits} bits, {lanes} lanes)")
+    if code == _DLPACK_FLOAT and lanes == 1 and bits in (16, 32, 64):
+        dtype = np.dtype(f"f{bits // 8}")
+    elif code == _DLPACK_BFLOAT and lanes == 1 and bits == 16:
+        dtype = "bfloat16"
+    else:
+        dtype = f"DLPack (code {code}, {bits} bits, {lanes} lanes)"
     itemsize = bits // 8 * lanes
-    contiguous = (not tensor.strides
-                  or c_contiguous(shape, [tensor.strides[i] * itemsize for i in range(tensor.ndim)], itemsize))
+    strides = None
+    if tensor.strides:
+        strides = _strides_or_none(shape, [tensor.strides[i] * itemsize for i in range(tensor.ndim)], itemsize)
     pointer = (tensor.data or 0) + tensor.byte_offset
     # The data belongs to ``x`` (the caller holds it); the capsule is done with.
     _capsule_rename(capsule, b"used_dltensor")
     if managed.contents.deleter:
         managed.contents.deleter(managed)
-    return pointer, shape, dtype, contiguous, None
+    return pointer, shape, strides, dtype, None
 
 
 _READERS = {NUMBA: _read_numba, TORCH: _read_torch, CUPY: _read_interface,
@@ -178,31 +195,44 @@ _READERS = {NUMBA: _read_numba, TORCH: _read_torch, CUPY: _read_interface,
 
 
 def read_device(x, kind, stream_handle=None):
-    """``(pointer, shape, dtype, c_contiguous, stream the array names or None)`` of a device array,
-    read in place (nothing copied)."""
+    """``(pointer, shape, strides in bytes or None when C-contiguous, dtype, stream the array names or None)``
+    of a device array, read in place (nothing copied). dtype: a numpy dtype, or the name of a torch or DLPack
+    type numpy lacks (``"bfloat16"``)."""
     if kind == DLPACK:
         return _read_dlpack(x, stream_handle)
     return _READERS[kind](x)
 
 
-def device_view(pointer, shape):
-    """A float32 C-contiguous Numba device array over ``pointer`` that does not own the memory
-    (the caller's array does): what a cached launch packs."""
-    desc = {"shape": tuple(shape), "strides": None, "data": (pointer, False), "typestr": "<f4", "version": 3}
+def device_view(pointer, shape, strides, dtype):
+    """A Numba device array of ``dtype`` over ``pointer`` with ``shape`` and byte ``strides`` (None:
+    C-contiguous) that does not own the memory (the caller's array does): what a cached launch packs."""
+    desc = {"shape": tuple(shape), "strides": None if strides is None else tuple(strides),
+            "data": (pointer, False), "typestr": np.dtype(dtype).str, "version": 3}
     return cuda.from_cuda_array_interface(desc, owner=None, sync=False)
 
 
-def new_like(x, kind, shape, numba_stream=0):
-    """A new float32 result of the input's own kind where that is cheap: a torch tensor on the
-    same device, a CuPy array, else a Numba device array."""
+def simulated_view(array, shape, strides):
+    """In the simulator: a view of a (simulated) device array's own buffer with ``shape`` and byte ``strides``
+    from its first element (what :func:`device_view` is on a GPU)."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    base = array._ary if isinstance(array, FakeCUDAArray) else np.asarray(array)
+    return FakeCUDAArray(np.lib.stride_tricks.as_strided(base, shape=tuple(shape), strides=tuple(strides)))
+
+
+def new_like(x, kind, shape, element, numba_stream=0):
+    """A new C-contiguous result of element type ``element`` of the input's own kind where that is cheap: a
+    torch tensor on the same device, a CuPy array, else a Numba device array (bfloat16: uint16 bits, except
+    torch's own bfloat16)."""
     if kind == TORCH:
         import torch
-        return torch.empty(shape, dtype=torch.float32, device=x.device)
+        return torch.empty(shape, dtype=getattr(torch, element), device=x.device)
+    dtype = STORAGE_DTYPES[element]
     if kind == CUPY:
         import cupy
         with cupy.cuda.Device(x.device.id):
-            return cupy.empty(shape, dtype=cupy.float32)
-    return cuda.device_array(shape, dtype=np.float32, stream=numba_stream)
+            return cupy.empty(shape, dtype=dtype)
+    return cuda.device_array(shape, dtype=dtype, stream=numba_stream)
 
 
 # ---- streams ---------------------------------------------------------------------------------------

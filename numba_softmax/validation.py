@@ -12,22 +12,28 @@ import numpy as np
 
 from .arrays import DEVICE_KINDS, FLOAT32, NUMPY, array_kind, kind_error, read_device
 from .contiguity import c_contiguous
+from .element_types import ELEMENT_TYPES, STORAGE_DTYPES
+from .layout import Rows, check_shape, normalize_dim, plan_pair, self_overlapping
 from .simulator import SIMULATOR
 
-_OVERLAP = "out overlaps the input: softmax never writes its input; pass a separate out"
+_OVERLAP = "out: overlaps x: softmax never writes its input; pass a separate out"
+UINT16 = np.dtype(np.uint16)
+#: The element type of each dtype an array reader gives (torch's and DLPack's bfloat16 come as a name).
+_ELEMENTS = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16", np.dtype(np.float64): "float64",
+             "bfloat16": "bfloat16"}
+_REQUESTED = {}
 
 
-class Matrix(NamedTuple):
-    """A matrix argument read and checked once, at the API boundary: what the rest of the call uses.
-
-    Its dtype and strides are not kept: a ``Matrix`` is float32 and C-contiguous, or was refused.
+class Operand(NamedTuple):
+    """An array argument read once, at the API boundary, in place: what the rest of the call uses.
     (A named tuple rather than a frozen dataclass: it is built on every call that misses the repeated-call
-    shortcut, and a named tuple costs half as much to build.)
-    """
+    shortcut, and a named tuple costs half as much to build.)"""
 
     kind: str            # one of the kinds of :mod:`.arrays`
-    pointer: int | None  # the device address; None for a numpy array (it is copied to the device)
-    shape: tuple         # (rows, cols), both >= 1
+    pointer: int | None  # the device address (the simulator: the host buffer's); None for a numpy array
+    shape: tuple
+    strides: tuple | None  # in bytes; None when C-contiguous
+    dtype: object        # a numpy dtype, or a name (torch's "bfloat16")
     stream: int | None   # the stream the array names (its __cuda_array_interface__), or None
 
 
@@ -36,63 +42,127 @@ def is_device_array(x):
     return array_kind(x) in DEVICE_KINDS
 
 
-def check_matrix_layout(shape, dtype, contiguous, what="input"):
-    """A (rows, cols) float32 C-contiguous matrix with rows >= 1 and cols >= 1; returns (rows, cols)."""
-    if dtype != FLOAT32:
-        raise ValueError(f"{what} must be float32, got {dtype}")
-    if len(shape) != 2:
-        raise ValueError(f"{what} must be 2-D (rows, columns), got {len(shape)}-D shape {tuple(shape)}")
-    rows, cols = shape
-    if rows == 0:
-        raise ValueError(f"{what} has zero rows")
-    if cols == 0:
-        raise ValueError(f"{what} has empty rows (zero columns), first empty row is row 0")
-    if not contiguous:
-        raise ValueError(f"{what} must be C-contiguous (row-major, no gaps), got a strided array of shape "
-                         f"{tuple(shape)}: pass a contiguous copy")
-    return rows, cols
-
-
-def _read(x, kind, what, stream_handle=None):
-    """``(pointer or None, shape, dtype, c_contiguous, stream or None)`` of an array of any kind, read in place."""
+def read_operand(x, what="x", stream_handle=None, kind=None):
+    """Read an array of any kind softmax() takes, in place (its values are checked on the device).
+    ``stream_handle``: the launch stream, for a DLPack producer to order its work before; ``kind``:
+    :func:`~.arrays.array_kind` of ``x`` where the caller has it already."""
+    if kind is None:
+        kind = array_kind(x)
     if kind is None:
         raise kind_error(x, what)
     if kind == NUMPY:
-        return None, x.shape, x.dtype, c_contiguous(x.shape, x.strides, x.dtype.itemsize), None
-    return read_device(x, kind, stream_handle)
+        strides = None if c_contiguous(x.shape, x.strides, x.itemsize) else x.strides
+        return Operand(kind, None, x.shape, strides, x.dtype, None)
+    return Operand(kind, *read_device(x, kind, stream_handle))
 
 
-def validate_matrix(x, what="input", stream_handle=None, kind=None):
-    """Read and check a matrix of any kind softmax() takes (its values are checked on the device).
+def requested_type(dtype):
+    """``dtype=`` as an element type name (None stays None): a numpy dtype or type, a name, or a torch dtype."""
+    if dtype is None:
+        return None
+    try:
+        found = _REQUESTED.get(dtype)
+    except TypeError:  # unhashable: reported below
+        found = None
+    if found is not None:
+        return found
+    if type(dtype).__module__ == "torch":
+        name = str(dtype).removeprefix("torch.")
+    elif dtype == "bfloat16":
+        name = "bfloat16"
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = None
+    if name not in ELEMENT_TYPES:
+        raise ValueError(f"dtype: expected one of {', '.join(ELEMENT_TYPES)} (a numpy dtype, its name or a torch "
+                         f"dtype), got {dtype!r}")
+    _REQUESTED[dtype] = name
+    return name
 
-    Returns a :class:`Matrix`. ``stream_handle``: the launch stream, for a DLPack producer to order its
-    work before; ``kind``: :func:`~.arrays.array_kind` of ``x`` where the caller has it already."""
-    if kind is None:
-        kind = array_kind(x)
-    pointer, shape, dtype, contiguous, stream = _read(x, kind, what, stream_handle)
-    if not (contiguous and dtype is FLOAT32 and len(shape) == 2 and shape[0] and shape[1]):
-        shape = check_matrix_layout(shape, dtype, contiguous, what)   # raises, naming the reason
-    return Matrix(kind, pointer, shape, stream)
+
+def element_type(dtype, requested, what="x"):
+    """The element type of an array of ``dtype``. A uint16 array holds bfloat16 bits only when the requested
+    type is bfloat16 (numpy, Numba and CuPy have no bfloat16 dtype; torch's bfloat16 tensors need no hint)."""
+    element = _ELEMENTS.get(dtype)
+    if element is not None:
+        return element
+    if dtype == UINT16:
+        if requested == "bfloat16":
+            return "bfloat16"
+        raise ValueError(f"{what}: uint16 is read as bfloat16 bits only with dtype='bfloat16' (numpy, Numba and "
+                         "CuPy have no bfloat16 dtype); any other uint16 array is refused")
+    raise ValueError(f"{what}: dtype {dtype} is not one softmax takes (float32, float16, bfloat16, float64)")
 
 
-def validate_out(out, source):
-    """``out=`` of a call whose input is ``source`` (a :class:`Matrix`): the same kind of memory (host for
-    a numpy input, any device kind for a device input) and the same shape. Returns its :class:`Matrix`."""
-    kind = array_kind(out)
-    if source.kind != NUMPY and kind == NUMPY:
-        raise ValueError("out must be a device array for a device input (the result stays on the device)")
-    matrix = validate_matrix(out, "out", kind=kind)
-    if source.kind == NUMPY and kind != NUMPY:
-        raise ValueError("out must be a numpy array for a numpy input (the result comes back to the host)")
-    if matrix.shape != source.shape:
-        raise ValueError(f"out must have the input's shape {source.shape}, got {matrix.shape}")
-    return matrix
+def check_call(source, requested, dim, method):
+    """``((in_type, out_type), dim in range(ndim))`` of a call on x read as ``source`` with ``dtype=`` read as
+    ``requested``: x's shape, element type and ``dim``, and what the method takes."""
+    check_shape(source.shape, "x")
+    axis = normalize_dim(dim, len(source.shape))
+    in_type = element_type(source.dtype, requested)
+    types = (in_type, requested or in_type)
+    check_method_layout(method, source, types, axis, "x")
+    return types, axis
 
 
-def check_separate(x_pointer, y_pointer, shape):
-    """Raise unless the float32 matrices of ``shape`` at these two device addresses are apart."""
-    nbytes = shape[0] * shape[1] * 4
-    if x_pointer < y_pointer + nbytes and y_pointer < x_pointer + nbytes:
+def check_out(dest, source, out_type):
+    """``out=`` read as ``dest`` against the input ``source``: the same kind of memory (host for a numpy
+    input, any device kind for a device input), the input's shape, the result's element type."""
+    if source.kind != NUMPY and dest.kind == NUMPY:
+        raise ValueError("out: must be a device array for a device input (the result stays on the device)")
+    if source.kind == NUMPY and dest.kind != NUMPY:
+        raise ValueError("out: must be a numpy array for a numpy input (the result comes back to the host)")
+    if tuple(dest.shape) != tuple(source.shape):
+        raise ValueError(f"out: must have x's shape {tuple(source.shape)}, got {tuple(dest.shape)}")
+    if element_type(dest.dtype, out_type, "out") != out_type:
+        raise ValueError(f"out: dtype {dest.dtype} is not the result's {out_type} (the result has dtype=, "
+                         "else x's type)")
+
+
+def check_method_layout(method, operand, types, dim, what="x"):
+    """The protocol's kernels (``fused``, ``stages``) take float32 C-contiguous 2-D rows only (``dim``: in
+    ``range(ndim)``)."""
+    if method == "auto":
+        return
+    if types != ("float32", "float32"):
+        raise ValueError(f"{what}: method={method!r} takes float32 in and out, got {types[0]} -> {types[1]}: use "
+                         "method='auto'")
+    if len(operand.shape) != 2 or operand.strides is not None or dim != 1:
+        raise ValueError(f"{what}: method={method!r} takes C-contiguous 2-D arrays along their last dimension, "
+                         f"got shape {tuple(operand.shape)}, strides {operand.strides}, dim {dim}: use "
+                         "method='auto'")
+
+
+def plan_operands(source, dest, types, dim):
+    """The layout plans (:mod:`.layout`) of x and out, and every check that needs them: elements aligned,
+    an out whose elements are apart, x and out apart. Raises ``ValueError`` naming the argument."""
+    x_size, out_size = (STORAGE_DTYPES[t].itemsize for t in types)
+    for what, operand, size in (("x", source, x_size), ("out", dest, out_size)):
+        if operand.pointer is not None and operand.pointer % size:
+            raise ValueError(f"{what}: the data does not start on a {size}-byte boundary (its element size)")
+    x_plan, out_plan = plan_pair(source.shape, dim, (source.strides, x_size), (dest.strides, out_size))
+    if self_overlapping(out_plan):
+        raise ValueError(f"out: its elements overlap one another (strides {dest.strides} bytes): each would be "
+                         "written more than once")
+    if source.pointer is not None:
+        check_separate((source.pointer, source.shape, source.strides, x_size),
+                       (dest.pointer, dest.shape, dest.strides, out_size))
+    return x_plan, out_plan
+
+
+def _memory(pointer, shape, strides, itemsize):
+    """A numpy array describing (never reading) the bytes of a device array: for ``np.shares_memory``."""
+    interface = {"shape": tuple(shape), "strides": None if strides is None else tuple(strides),
+                 "typestr": f"|V{itemsize}", "data": (pointer, True), "version": 3}
+    return np.asarray(type("Described", (), {"__array_interface__": interface})())
+
+
+def check_separate(x, out):
+    """Raise unless the arrays ``(pointer, shape, strides in bytes or None, itemsize)`` share no byte
+    (strided arrays that interleave are apart; numpy solves it exactly)."""
+    if np.shares_memory(_memory(*x), _memory(*out), max_work=10**6):
         raise ValueError(_OVERLAP)
 
 
@@ -121,8 +191,8 @@ def validate_packed(values, row_lengths, what="values"):
 
     Returns ``(kind, pointer or None for numpy, int64 row lengths)``; the values are checked on
     the device."""
-    kind = array_kind(values)
-    pointer, shape, dtype, contiguous, _stream = _read(values, kind, what)
+    kind, pointer, shape, strides, dtype, _stream = read_operand(values, what)
+    contiguous = strides is None
     if dtype != FLOAT32:
         raise ValueError(f"{what} must be float32, got {dtype}")
     if len(shape) != 1:
@@ -216,4 +286,43 @@ def status_error(status_host, shape, what="input"):
     if words[STATUS_MASKED_ROW] != STATUS_CLEAR:
         return (f"{what} row {words[STATUS_MASKED_ROW]} has no finite entry (every value is -inf): its softmax "
                 "is undefined (check=False gives NaN for it, as torch.softmax does)")
+    return None
+
+
+def _index_text(index):
+    return "(" + ", ".join(str(i) for i in index) + ("," if len(index) == 1 else "") + ")"
+
+
+def status_error_at(status_host, shape, dim, plan, what="x"):
+    """:func:`status_error` for an array of any ``shape`` whose softmax along ``dim`` ran as ``plan`` (a
+    :class:`~.layout.Rows` or :class:`~.layout.Columns`): a 2-D array along its last dimension is named by row
+    and column, any other by its N-D index (the softmax axis written ``:`` for a row with no finite entry)."""
+    dim = normalize_dim(dim, len(shape))
+    if len(shape) == 2 and dim == 1:
+        return status_error(status_host, shape, what)
+    words = [int(w) for w in np.asarray(status_host).reshape(-1)]
+    others = [n for i, n in enumerate(shape) if i != dim]
+
+    def index_of(line, position):
+        """The N-D index of element ``position`` along the softmax axis of line ``line``."""
+        if isinstance(plan, Rows):   # lines: the other dimensions in C order
+            outer = [int(i) for i in np.unravel_index(line, others)] if others else []
+            return (*outer[:dim], position, *outer[dim:])
+        before, after = divmod(line, plan.inner)   # lines: (outer, inner) pairs
+        head = [int(i) for i in np.unravel_index(before, shape[:dim])] if dim else []
+        tail = [int(i) for i in np.unravel_index(after, shape[dim + 1:])] if dim + 1 < len(shape) else []
+        return (*head, position, *tail)
+
+    if words[STATUS_NONFINITE] != STATUS_CLEAR:
+        flat = words[STATUS_NONFINITE]
+        if isinstance(plan, Rows):
+            index = index_of(*divmod(flat, plan.cols))
+        else:   # the column kernel's flat index runs over (outer, length, inner): x's own C order
+            index = tuple(int(i) for i in np.unravel_index(flat, shape))
+        return f"{what} has a non-finite value (NaN or infinity) at index {_index_text(index)}"
+    if words[STATUS_MASKED_ROW] != STATUS_CLEAR:
+        index = list(index_of(words[STATUS_MASKED_ROW], 0))
+        index[dim] = ":"
+        return (f"{what} has no finite entry along dim {dim} at index {_index_text(index)} (every value is -inf): "
+                "its softmax is undefined (check=False gives NaN there, as torch.softmax does)")
     return None

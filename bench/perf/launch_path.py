@@ -5,7 +5,7 @@
 (b) the same with ``reference_cu/launch_timer.cu``, a C++ program built at run time with nvcc
 that launches its empty kernel with ``cuLaunchKernel``; (a) and (b) alternate. (c) Host
 completion of ONE replay of the fused (1, 128) graph against an empty-kernel graph.
-(d) The API's overhead: host completion (call + synchronize) of ``softmax(x, out=y, stream=s)``
+(d) The API's overhead: host completion (call + synchronize) of ``softmax(x, out=y, stream=s, check=True)``
 on Numba device arrays (``method="auto"``, ``check=True``, the defaults) against the launch
 layer's own host completion of the same kernel (``auto_launches`` with its status words and
 alarm, one ``Invocation.enqueue`` + synchronize), at 1x128 and 4096x4096; and the same call on
@@ -357,7 +357,7 @@ API_WARMUPS = 20
 def measure_api_overhead(sampler, args, report, errors):
     """(d): ``softmax()`` against the launch layer, and a torch tensor against a Numba array."""
     section = report["api_overhead"] = {"rounds": API_ROUNDS, "warmups": API_WARMUPS, "shapes": [],
-                                        "api_call": "softmax(x, out=y, stream=s) (check=True: it synchronizes "
+                                        "api_call": "softmax(x, out=y, stream=s, check=True) (it synchronizes "
                                                     "to report, so the result is complete when it returns)",
                                         "api_unchecked_call": "softmax(x, out=y, stream=s, check=False) + "
                                                               "s.synchronize()",
@@ -393,7 +393,7 @@ def _api_overhead_shape(entry, shape, stream, torch, seed, errors):
     # Each call returns when its result is complete on the device: the checked softmax() synchronizes
     # itself to report (a second synchronize would time an idle stream's ~2 us driver call too);
     # the unchecked one and the launch layer are followed by one synchronize.
-    calls = {"api": lambda: softmax(d_x, out=d_y, stream=stream),
+    calls = {"api": lambda: softmax(d_x, out=d_y, stream=stream, check=True),
              "api_unchecked": lambda: (softmax(d_x, out=d_y, stream=stream, check=False), stream.synchronize()),
              "launch_layer": lambda: (launch_layer.enqueue(stream), stream.synchronize())}
     read = {"api": d_y.copy_to_host, "api_unchecked": d_y.copy_to_host, "launch_layer": d_ref.copy_to_host}
@@ -401,10 +401,10 @@ def _api_overhead_shape(entry, shape, stream, torch, seed, errors):
         t_x = torch.as_tensor(host, device="cuda")
         t_y = torch.empty(shape, dtype=torch.float32, device="cuda")
         torch.cuda.synchronize()
-        calls["torch_api"] = lambda: softmax(t_x, out=t_y, stream=stream)
+        calls["torch_api"] = lambda: softmax(t_x, out=t_y, stream=stream, check=True)
         read["torch_api"] = lambda: t_y.cpu().numpy()
         # The same tensors without stream=: the call runs on torch's current stream, set to ours below.
-        calls["torch_api_current_stream"] = lambda: softmax(t_x, out=t_y)
+        calls["torch_api_current_stream"] = lambda: softmax(t_x, out=t_y, check=True)
         read["torch_api_current_stream"] = lambda: t_y.cpu().numpy()
         previous = torch.cuda.current_stream()
         torch.cuda.set_stream(torch.cuda.ExternalStream(stream.ptr))

@@ -4,7 +4,7 @@ Per shape (default 1x128 and 4096x4096, the goal's shapes), the median host time
 ``--calls`` calls of each of (the goal compares the first two):
 
 * ``launch_layer``        the checked ``auto`` kernel through the launch layer + one synchronize;
-* ``api``                 ``softmax(x, out=y, stream=s)`` (checked: it synchronizes itself);
+* ``api``                 ``softmax(x, out=y, stream=s, check=True)`` (it synchronizes itself);
 * ``api_unchecked``       ``softmax(..., check=False)`` + one synchronize;
 * ``api_alternating``     ``api`` with a call on other arrays in between (the repeated-call shortcut
                           remembers more than the last call: this must cost what ``api`` costs);
@@ -57,15 +57,16 @@ def probe_shape(shape, stream, calls, rounds=0, seed=20261203):
     kind = arrays.array_kind(x)
     steps = {
         "launch_layer": lambda: (launch_layer.enqueue(stream), stream.synchronize()),
-        "api": lambda: softmax(x, out=y, stream=stream),
+        "api": lambda: softmax(x, out=y, stream=stream, check=True),
         "api_unchecked": lambda: (softmax(x, out=y, stream=stream, check=False), stream.synchronize()),
-        "api_alternating": lambda: (softmax(x, out=other, stream=stream), softmax(x, out=y, stream=stream)),
+        "api_alternating": lambda: (softmax(x, out=other, stream=stream, check=True),
+                                    softmax(x, out=y, stream=stream, check=True)),
         "idle_sync": stream.synchronize,
         "read_device": lambda: arrays.read_device(x, kind),
         "array_kind": lambda: arrays.array_kind(x),
         "resolve_stream": lambda: arrays.resolve_stream(stream, x, kind, None),
     }
-    softmax(x, out=y, stream=stream)
+    softmax(x, out=y, stream=stream, check=True)
     numba_repeat = api_module.remembered_call(x, y, stream, "auto", True)
     steps["api_plan_run"] = lambda: numba_repeat.plan.run(numba_repeat.target)
     torch = _cuda_torch()
@@ -73,13 +74,13 @@ def probe_shape(shape, stream, calls, rounds=0, seed=20261203):
         t_x = torch.as_tensor(matrix_fixture("random-0", shape), device="cuda")
         t_y = torch.empty(shape, dtype=torch.float32, device="cuda")
         torch.cuda.synchronize()
-        steps["torch_api"] = lambda: softmax(t_x, out=t_y, stream=stream)
+        steps["torch_api"] = lambda: softmax(t_x, out=t_y, stream=stream, check=True)
         steps["torch_read_device"] = lambda: arrays.read_device(t_x, arrays.TORCH)
-        softmax(t_x, out=t_y, stream=stream)
+        softmax(t_x, out=t_y, stream=stream, check=True)
         repeat = api_module.remembered_call(t_x, t_y, stream, "auto", True)
         steps["torch_repeat_check"] = lambda: repeat.matches(t_x, t_y, stream, "auto", True)
         steps["torch_plan_run"] = lambda: repeat.plan.run(repeat.target)
-        steps["torch_api_current_stream"] = lambda: softmax(t_x, out=t_y)
+        steps["torch_api_current_stream"] = lambda: softmax(t_x, out=t_y, check=True)
         device = t_x.get_device()
         steps["torch_current_stream"] = lambda: arrays.torch_current_stream(device)
         steps["torch_current_stream_object"] = lambda: torch.cuda.current_stream(t_x.device).cuda_stream

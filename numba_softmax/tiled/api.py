@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..api import require_device
-from ..arrays import NUMPY, device_view, resolve_stream
+from ..arrays import FLOAT32, NUMPY, device_view, resolve_stream
 from ..backend import SIMULATOR, invocation
 from ..cases import TILE_ELEMENTS
 from ..kernels.auto_launch import check_launches
@@ -73,7 +73,7 @@ def tiled_softmax(values, row_lengths, scheduler="separate", workers=None, strea
     copy_stream = target.numba
     if buffers is None:
         buffers = TiledBuffers.allocate(layout, stream=copy_stream, trace=trace)
-    source = values if kind == NUMPY or SIMULATOR else device_view(pointer, (layout.total_elements,))
+    source = values if kind == NUMPY or SIMULATOR else device_view(pointer, (layout.total_elements,), None, FLOAT32)
     buffers.load_values(source, stream=copy_stream)
     if check:
         _check_values(buffers, target)

@@ -12,7 +12,15 @@ import pytest
 from numba_softmax import arrays
 from numba_softmax.contiguity import c_contiguous
 from numba_softmax.device import gpu_present
-from numba_softmax.validation import is_device_array, validate_matrix
+from numba_softmax.layout import Rows, plan_layout
+from numba_softmax.validation import element_type, is_device_array, read_operand
+
+
+def validate(array, what="x"):
+    """What softmax() checks of one array on the host: kind, dtype, layout (-> its rows plan)."""
+    operand = read_operand(array, what)
+    element_type(operand.dtype, None, what)
+    return plan_layout(operand.shape, operand.strides, operand.dtype.itemsize, -1, what)
 
 
 class InterfaceArray:
@@ -47,36 +55,42 @@ def test_kinds_are_told_apart():
 
 
 def test_an_interface_array_is_read_in_place():
-    kind, pointer, shape, stream = validate_matrix(InterfaceArray((3, 8), stream=7))
-    assert (kind, pointer, shape, stream) == (arrays.CUDA_ARRAY_INTERFACE, 0x7F0000000000, (3, 8), 7)
+    kind, pointer, shape, strides, dtype, stream = read_operand(InterfaceArray((3, 8), stream=7))
+    assert (kind, pointer, shape, strides, stream) == (arrays.CUDA_ARRAY_INTERFACE, 0x7F0000000000, (3, 8), None, 7)
+    assert dtype == np.float32
     # Explicit C strides and odd strides of an extent-1 dimension are still contiguous.
-    assert validate_matrix(InterfaceArray((3, 8), strides=(32, 4)))[2] == (3, 8)
-    assert validate_matrix(InterfaceArray((1, 8), strides=(4, 4)))[2] == (1, 8)
+    assert read_operand(InterfaceArray((3, 8), strides=(32, 4))).strides is None
+    assert read_operand(InterfaceArray((1, 8), strides=(4, 4))).strides is None
+    # Any other strides are read, in bytes.
+    assert read_operand(InterfaceArray((3, 8), strides=(64, 4))).strides == (64, 4)
+    assert validate(InterfaceArray((3, 8), strides=(64, 4))) == Rows(3, 8, 16)
 
 
 @pytest.mark.parametrize("array, message", [
-    (InterfaceArray((3, 8), strides=(64, 8)), "out must be C-contiguous"),      # every other column
-    (InterfaceArray((3, 8), strides=(4, 12)), "out must be C-contiguous"),      # column-major
-    (InterfaceArray((3, 8), typestr="<f8"), "out must be float32, got float64"),
-    (InterfaceArray((3, 8), typestr="<f2"), "out must be float32, got float16"),
-    (InterfaceArray((24,)), "out must be 2-D"),
-    (InterfaceArray((0, 8)), "out has zero rows"),
+    (InterfaceArray((3, 8), strides=(64, 8)), "out: the elements along dim 1 are 2 elements apart"),
+    (InterfaceArray((3, 8), strides=(4, 12)), "out: the elements along dim 1 are 3 elements apart"),
+    (InterfaceArray((3, 8), typestr="<i4"), "out: dtype int32 is not one softmax takes"),
+    (InterfaceArray((3, 8), typestr="<u2"), "out: uint16 is read as bfloat16 bits only with dtype='bfloat16'"),
+    (InterfaceArray((3, 8), strides=(-32, 4)), "out: negative stride -32 bytes"),
+    (InterfaceArray(()), "out: a 0-D array"),
+    (InterfaceArray((0, 8)), "out: shape \\(0, 8\\) has a zero-size dimension"),
 ])
 def test_a_bad_device_array_is_rejected_from_its_interface_alone(array, message):
     with pytest.raises(ValueError, match=message):
-        validate_matrix(array, "out")
+        validate(array, "out")
 
 
 def test_a_dlpack_capsule_is_read_in_place():
     host = np.arange(24, dtype=np.float32).reshape(3, 8)
-    kind, pointer, shape, _ = validate_matrix(CudaLabelledDLPack(host))
-    assert (kind, pointer, shape) == (arrays.DLPACK, host.ctypes.data, (3, 8))
-    with pytest.raises(ValueError, match="must be C-contiguous"):
-        validate_matrix(CudaLabelledDLPack(np.zeros((3, 16), np.float32)[:, ::2]))
-    with pytest.raises(ValueError, match="must be float32, got float64"):
-        validate_matrix(CudaLabelledDLPack(np.zeros((3, 8))))
+    kind, pointer, shape, strides, dtype, _ = read_operand(CudaLabelledDLPack(host))
+    assert (kind, pointer, shape, strides, dtype) == (arrays.DLPACK, host.ctypes.data, (3, 8), None, np.float32)
+    assert read_operand(CudaLabelledDLPack(np.zeros((3, 16), np.float32)[:, ::2])).strides == (64, 8)
+    assert read_operand(CudaLabelledDLPack(np.zeros((3, 8)))).dtype == np.float64
+    assert validate(CudaLabelledDLPack(np.zeros((3, 16), np.float16)[:, 2:10])) == Rows(3, 8, 16)
+    with pytest.raises(ValueError, match=r"x: dtype DLPack \(code 0, 64 bits, 1 lanes\) is not one softmax takes"):
+        validate(CudaLabelledDLPack(np.zeros((3, 8), np.int64)))
     offset = np.zeros((4, 8), np.float32)[1:]
-    assert validate_matrix(CudaLabelledDLPack(offset))[1] == offset.ctypes.data
+    assert read_operand(CudaLabelledDLPack(offset)).pointer == offset.ctypes.data
 
 
 def test_a_host_dlpack_object_is_not_taken_for_a_device_one():
@@ -84,7 +98,7 @@ def test_a_host_dlpack_object_is_not_taken_for_a_device_one():
         def __dlpack_device__(self):
             return (1, 0)
     with pytest.raises(ValueError, match="not on a CUDA device"):
-        validate_matrix(HostDLPack(np.zeros((2, 2), np.float32)))
+        read_operand(HostDLPack(np.zeros((2, 2), np.float32)))
 
 
 def test_stream_kinds_give_their_handle():
@@ -150,4 +164,4 @@ def test_in_the_simulator_a_positive_infinity_prints_the_value_error_alone():
     assert proc.returncode != 0
     assert "Warning" not in proc.stderr, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
-    assert last == "ValueError: input has a non-finite value (NaN or infinity) at row 1, column 3"
+    assert last == "ValueError: x has a non-finite value (NaN or infinity) at row 1, column 3"

@@ -38,11 +38,11 @@ def test_torch_tensor_in_torch_tensor_out_in_place():
     torch = _torch()
     x = matrix_fixture("random", SHAPE)
     t = torch.from_numpy(x).cuda()
-    y = softmax(t)
+    y = softmax(t, check=True)
     assert isinstance(y, torch.Tensor) and y.is_cuda and y.dtype == torch.float32
     assert check_matrix(y.cpu().numpy(), x).passed
     out = torch.full(SHAPE, float("nan"), device="cuda")
-    assert softmax(t, out=out) is out
+    assert softmax(t, out=out, check=True) is out
     assert torch.equal(out, y)
     assert torch.allclose(out, torch.softmax(t, dim=1), rtol=1e-5, atol=1e-7)
 
@@ -51,11 +51,11 @@ def test_cupy_array_in_cupy_array_out():
     cupy = _cupy()
     x = matrix_fixture("offset", SHAPE)
     c = cupy.asarray(x)
-    y = softmax(c)
+    y = softmax(c, check=True)
     assert isinstance(y, cupy.ndarray)
     assert check_matrix(cupy.asnumpy(y), x).passed
     out = cupy.empty(SHAPE, dtype=cupy.float32)
-    assert softmax(c, out=out, method="fused") is out
+    assert softmax(c, out=out, method="fused", check=True) is out
     assert check_matrix(cupy.asnumpy(out), x).passed
 
 
@@ -63,21 +63,21 @@ def test_mixed_device_kinds_for_input_and_out():
     torch = _torch()
     x = matrix_fixture("random", SHAPE)
     out = cuda.device_array(SHAPE, np.float32)
-    softmax(torch.from_numpy(x).cuda(), out=out)
+    softmax(torch.from_numpy(x).cuda(), out=out, check=True)
     assert check_matrix(out.copy_to_host(), x).passed
 
 
-def test_strided_device_out_is_rejected():
+def test_device_arrays_whose_rows_are_not_adjacent_elements_are_refused():
     torch = _torch()
     t = torch.from_numpy(matrix_fixture("random", SHAPE)).cuda()
     wide = torch.empty((SHAPE[0], 2 * SHAPE[1]), device="cuda")
-    with pytest.raises(ValueError, match="out must be C-contiguous"):
+    with pytest.raises(ValueError, match="out: the elements along dim 1 are 2 elements apart"):
         softmax(t, out=wide[:, ::2])
-    with pytest.raises(ValueError, match="out must be C-contiguous"):
+    with pytest.raises(ValueError, match=f"out: the elements along dim 1 are {SHAPE[0]} elements apart"):
         softmax(t, out=torch.empty(SHAPE[::-1], device="cuda").T)
-    with pytest.raises(ValueError, match="input must be C-contiguous"):
+    with pytest.raises(ValueError, match="x: the elements along dim 1 are 2 elements apart"):
         softmax(wide[:, ::2])
-    with pytest.raises(ValueError, match="out must be C-contiguous"):
+    with pytest.raises(ValueError, match="out: the elements along dim 1 are 2 elements apart"):
         softmax(cuda.to_device(matrix_fixture("random", SHAPE)),
                 out=cuda.device_array((SHAPE[0], 2 * SHAPE[1]), np.float32)[:, ::2])
 
@@ -97,11 +97,11 @@ def test_the_device_reports_the_first_non_finite_row_and_column(kind, method):
         d_x, out = cuda.to_device(x), cuda.device_array(SHAPE, np.float32)
         read = lambda a: a.copy_to_host()  # noqa: E731
     with pytest.raises(ValueError, match=r"at row 37, column 911$"):
-        softmax(d_x, out=out, method=method)
+        softmax(d_x, out=out, method=method, check=True)
     assert np.array_equal(read(d_x), x, equal_nan=True)
     x[37, 911] = x[37, 912] = x[50, 3] = 0.25
     clean = torch.from_numpy(x).cuda() if kind == "torch" else cuda.to_device(x)
-    softmax(clean, out=out, method=method)   # the cleared status words let a clean call through
+    softmax(clean, out=out, method=method, check=True)   # the cleared status words let a clean call through
     assert check_matrix(read(out), x).passed
 
 
@@ -112,13 +112,13 @@ def test_neg_inf_masks_and_fully_masked_rows_against_float64_and_torch():
     x[1, ::2] = -np.inf
     x[5, 17] = -np.inf
     t = torch.from_numpy(x).cuda()
-    y = softmax(t).cpu().numpy()
+    y = softmax(t, check=True).cpu().numpy()
     _masked_check(y, x)
     assert np.allclose(y, torch.softmax(t, dim=1).cpu().numpy(), rtol=1e-5, atol=1e-7)
     x[9, :] = -np.inf
     t = torch.from_numpy(x).cuda()
     with pytest.raises(ValueError, match="row 9 has no finite entry"):
-        softmax(t)
+        softmax(t, check=True)
     y = softmax(t, check=False)
     torch.cuda.synchronize()
     assert torch.isnan(y[9]).all() and torch.isnan(torch.softmax(t, dim=1)[9]).all()
@@ -128,7 +128,7 @@ def test_long_rows_through_auto_against_float64():
     torch = _torch()
     x = matrix_fixture("random", (3, 262144))
     x[1, 5::7] = -np.inf
-    y = softmax(torch.from_numpy(x).cuda()).cpu().numpy()
+    y = softmax(torch.from_numpy(x).cuda(), check=True).cpu().numpy()
     _masked_check(y, x)
 
 
@@ -180,7 +180,7 @@ def test_every_stream_kind_runs_on_that_stream(name, make):
     softmax(d_x, out=d_y, stream=stream, check=False)     # asynchronous: queued on `stream`
     launch_stream_for(handle).synchronize()
     assert check_matrix(d_y.copy_to_host(), x).passed
-    softmax(d_x, out=d_y, stream=stream)                  # checked: synchronizes itself
+    softmax(d_x, out=d_y, stream=stream, check=True)                  # checked: synchronizes itself
 
 
 def test_check_false_with_a_stream_returns_before_the_kernel_finishes():
@@ -196,13 +196,13 @@ def test_check_false_with_a_stream_returns_before_the_kernel_finishes():
     stream = cuda.stream()
     x = matrix_fixture("random", SHAPE)
     d_x, d_y = cuda.to_device(x), cuda.device_array(SHAPE, np.float32)
-    softmax(d_x, out=d_y, stream=stream)                  # plan made, kernels compiled
+    softmax(d_x, out=d_y, stream=stream, check=True)                  # plan made, kernels compiled
     sleep[1, 1, stream](200_000_000)                      # 0.2 s
     softmax(d_x, out=d_y, stream=stream, check=False)
     busy = cu.cuStreamQuery(cu.CUstream(int(stream.handle)))[0]
     assert busy == cu.CUresult.CUDA_ERROR_NOT_READY, "check=False waited for the stream"
     sleep[1, 1, stream](200_000_000)
-    softmax(d_x, out=d_y, stream=stream)
+    softmax(d_x, out=d_y, stream=stream, check=True)
     assert cu.cuStreamQuery(cu.CUstream(int(stream.handle)))[0] == cu.CUresult.CUDA_SUCCESS
     assert check_matrix(d_y.copy_to_host(), x).passed
 
@@ -224,7 +224,7 @@ def test_repeated_calls_reuse_the_plan_and_never_copy_to_the_host(monkeypatch):
     x = matrix_fixture("random", SHAPE)
     d_x, d_y = cuda.to_device(x), cuda.device_array(SHAPE, np.float32)
     api.clear_plans()
-    softmax(d_x, out=d_y)
+    softmax(d_x, out=d_y, check=True)
     plans = dict(api._plans)
 
     def forbidden(*args, **kwargs):
@@ -234,7 +234,7 @@ def test_repeated_calls_reuse_the_plan_and_never_copy_to_the_host(monkeypatch):
         monkeypatch.setattr(cuda, name, forbidden)
     monkeypatch.setattr(DeviceNDArray, "copy_to_host", forbidden)
     for _ in range(5):
-        softmax(d_x, out=d_y)
+        softmax(d_x, out=d_y, check=True)
     assert dict(api._plans) == plans
     with pytest.raises(AssertionError, match="copied to the host"):
         d_y.copy_to_host()            # the patch is live
@@ -249,7 +249,7 @@ def test_the_plan_cache_is_bounded_at_its_real_size():
     held = []  # the arrays stay alive: a freed one's pointer could come back and hit an earlier plan
     for _ in range(api.PLAN_CACHE_SIZE + 5):
         d_x = cuda.to_device(matrix_fixture("random", (1, 8)))
-        held.append((d_x, softmax(d_x)))
+        held.append((d_x, softmax(d_x, check=True)))
     assert len(api._plans) == api.PLAN_CACHE_SIZE
 
 
@@ -286,15 +286,15 @@ def test_the_repeated_call_shortcut_releases_a_freed_array():
     api.clear_plans()
     x = matrix_fixture("random", (8, 256))
     dx, dy = cuda.to_device(x), cuda.device_array((8, 256), dtype=np.float32)
-    softmax(dx, out=dy)
-    softmax(dx, out=dy)                                  # the shortcut
+    softmax(dx, out=dy, check=True)
+    softmax(dx, out=dy, check=True)                                  # the shortcut
     assert check_matrix(dy.copy_to_host(), x).passed
     del dx
     gc.collect()
     remembered = [r for r in api._repeats.values() if r.out() is dy]
     assert remembered and all(r.x() is None for r in remembered)
     x2 = matrix_fixture("offset", (8, 256))
-    softmax(cuda.to_device(x2), out=dy)
+    softmax(cuda.to_device(x2), out=dy, check=True)
     assert check_matrix(dy.copy_to_host(), x2).passed
 
 
@@ -307,11 +307,11 @@ def test_a_repeated_torch_call_without_a_stream_follows_torchs_current_stream(mo
     api.clear_plans()
     x, x2 = matrix_fixture("random", SHAPE), matrix_fixture("offset", SHAPE)
     t_x, t_y = torch.from_numpy(x).cuda(), torch.empty(SHAPE, device="cuda")
-    softmax(t_x, out=t_y)
+    softmax(t_x, out=t_y, check=True)
     reads = []
     real_read = validation.read_device
     monkeypatch.setattr(validation, "read_device", lambda *a: reads.append(a) or real_read(*a))
-    softmax(t_x, out=t_y)
+    softmax(t_x, out=t_y, check=True)
     assert reads == [] and check_matrix(t_y.cpu().numpy(), x).passed  # the shortcut
     side = torch.cuda.Stream()
     pending = torch.from_numpy(x2).pin_memory()
@@ -337,8 +337,8 @@ def test_a_repeated_torch_call_with_a_stream_takes_the_shortcut_and_follows_a_re
     x = matrix_fixture("random", SHAPE)
     t_x = torch.from_numpy(x).cuda()
     t_y = torch.empty(SHAPE, device="cuda")
-    softmax(t_x, out=t_y, stream=stream)
-    softmax(t_x, out=t_y, stream=stream)                 # the shortcut
+    softmax(t_x, out=t_y, stream=stream, check=True)
+    softmax(t_x, out=t_y, stream=stream, check=True)                 # the shortcut
     assert [r.out() for r in api._repeats.values()] == [t_y]
     assert check_matrix(t_y.cpu().numpy(), x).passed
     first = t_y.view(SHAPE)                              # keeps the first storage alive
@@ -346,9 +346,9 @@ def test_a_repeated_torch_call_with_a_stream_takes_the_shortcut_and_follows_a_re
     x2 = matrix_fixture("offset", SHAPE)
     t_x.copy_(torch.from_numpy(x2))
     torch.cuda.synchronize()
-    softmax(t_x, out=t_y, stream=stream)
+    softmax(t_x, out=t_y, stream=stream, check=True)
     assert check_matrix(t_y.cpu().numpy(), x2).passed
     assert check_matrix(first.cpu().numpy(), x).passed  # the first storage was not written again
     t_x.resize_(SHAPE[0] // 2, SHAPE[1])                 # the same pointer, a smaller shape
-    with pytest.raises(ValueError, match="out must have the input's shape"):
-        softmax(t_x, out=t_y, stream=stream)
+    with pytest.raises(ValueError, match="out: must have x's shape"):
+        softmax(t_x, out=t_y, stream=stream, check=True)

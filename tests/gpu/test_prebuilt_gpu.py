@@ -31,8 +31,8 @@ out = {}
 for shape in ((3, 128), (3, 1024), (3, 781), (3, 4096)):
     x = matrix_fixture("random", shape)
     d_x, d_y = cuda.to_device(x), cuda.device_array(shape, dtype=np.float32)
-    out[f"fused {shape}"] = softmax(d_x, "fused", out=d_y).copy_to_host()
-    out[f"stages {shape}"] = softmax(x, "stages")
+    out[f"fused {shape}"] = softmax(d_x, method="fused", out=d_y, check=True).copy_to_host()
+    out[f"stages {shape}"] = softmax(x, method="stages")
 _, lengths = EXPERIMENT_B_SIM_CASES[0]
 values = packed_fixture("random", lengths)
 for scheduler in ("separate", "phased", "dag"):
