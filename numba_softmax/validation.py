@@ -314,11 +314,9 @@ def status_error_at(status_host, shape, dim, plan, what="x"):
         return (*head, position, *tail)
 
     if words[STATUS_NONFINITE] != STATUS_CLEAR:
-        flat = words[STATUS_NONFINITE]
-        if isinstance(plan, Rows):
-            index = index_of(*divmod(flat, plan.cols))
-        else:   # the column kernel's flat index runs over (outer, length, inner): x's own C order
-            index = tuple(int(i) for i in np.unravel_index(flat, shape))
+        # line * length + position: the row kernels' row * cols + col; the column kernel's (o * inner + i) *
+        # length + l (its first offending element in that order)
+        index = index_of(*divmod(words[STATUS_NONFINITE], plan.cols if isinstance(plan, Rows) else plan.length))
         return f"{what} has a non-finite value (NaN or infinity) at index {_index_text(index)}"
     if words[STATUS_MASKED_ROW] != STATUS_CLEAR:
         index = list(index_of(words[STATUS_MASKED_ROW], 0))

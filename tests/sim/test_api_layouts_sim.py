@@ -132,7 +132,6 @@ def test_dim_along_a_transposed_matrix_is_rows_when_out_has_the_same_layout():
 
 
 def test_a_dimension_before_the_last_runs_the_column_kernel():
-    pytest.importorskip("numba_softmax.kernels.auto_columns", reason="the column kernel is not in this checkout")
     x = values((3, 5, 8))
     for dim in (0, 1):
         assert_softmax(softmax(cuda.to_device(x), dim=dim), x, ("float32", "float32"), dim)
