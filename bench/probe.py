@@ -21,6 +21,7 @@ PROBES = {
     "launch": ("bench.probes.launch", "host time per launch through each layer of the launch path"),
     "handoff": ("bench.probes.handoff", "latency of a release/acquire hand-off, an atomic and a load through L2"),
     "api": ("bench.probes.api", "host time of softmax() against the launch layer, step by step"),
+    "layouts": ("bench.probes.layouts", "softmax() on strided, N-D and dim-not-last tensors and in each check mode"),
     "twins": ("bench.probes.twins", "each stage and separate tile kernel timed alone beside its nvcc twin"),
     "floors": ("bench.probes.floors", "the persistent schedulers' empty-work floors taken apart, against CUDA C++"),
 }
