@@ -1,4 +1,4 @@
-"""``python -m bench probe tiles|launch|handoff|api|twins|floors [OPTIONS]``: one measurement probe (GPU only).
+"""``python -m bench probe tiles|launch|handoff|api|layouts|twins|floors [OPTIONS]``: one measurement probe (GPU only).
 
     python -m bench probe tiles  [--cases balanced-2048,...] [--compare-tree DIR] [--out DIR]
     python -m bench probe launch [--batches 200] [--out DIR]
