@@ -176,7 +176,7 @@ def check_policy(kernel, ptx):
     report.divisions = {op: n for op, n in hist.items() if op.startswith("div.") and op[-3:] in ("f32", "f64")}
     for op, n in report.divisions.items():
         if op not in ("div.rn.f32", "div.rn.f64"):
-            report.violations.append(f"{n} x {op}: float division must be IEEE div.rn")
+            report.violations.append(f"{n} x {op}: float division must be IEEE div.rn.f32 (div.rn.f64 in float64)")
     report.local_memory = bool(re.search(r"\.local\b", ptx))
     return report
 

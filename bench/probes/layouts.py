@@ -23,7 +23,7 @@ from bench.probes import refuse_existing_results, require_gpu, write_results
 from bench.timing import host_rounds
 from numba_softmax import softmax
 
-FILENAME = "layouts.json"
+RESULTS_FILE = "layouts.json"
 
 
 def _groups(torch):
@@ -80,11 +80,11 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=20, help="calls per timed loop (default 20)")
     parser.add_argument("--rounds", type=int, default=30, help="shuffled rounds (default 30)")
-    parser.add_argument("--out", help=f"folder for {FILENAME} (a new file; never overwritten)")
+    parser.add_argument("--out", help=f"folder for {RESULTS_FILE} (a new file; never overwritten)")
     args = parser.parse_args(argv)
     if args.calls < 1 or args.rounds < 5:
         parser.error("--calls must be >= 1 and --rounds >= 5")
-    refuse_existing_results(parser, args.out, FILENAME)
+    refuse_existing_results(parser, args.out, RESULTS_FILE)
     require_gpu(parser)
     import torch
 
@@ -98,5 +98,5 @@ def main(argv=None):
         for name, figures in summary.items():
             print(f"{group:22s} {name:14s} median {figures['median_us']:9.2f} us  p10 {figures['p10_us']:9.2f}  "
                   f"p90 {figures['p90_us']:9.2f}  x{figures[f'paired_ratio_to_{reference}']:.3f} of {reference}")
-    write_results(args.out, FILENAME, results)
+    write_results(args.out, RESULTS_FILE, results)
     return 0

@@ -87,6 +87,13 @@ class ColumnGeometry:
         return self.values if self.kind == "registers" else None
 
     @property
+    def spill_budget(self):
+        """Bytes per thread a float32 or 2-byte build may spill: 16 for the one-thread-per-column online build at
+        the 64-register cap (offline ptxas keeps it in registers; the driver's compiler spilled 16 bytes), else
+        0."""
+        return 16 if self.kind == "online" and self.splits == 1 else 0
+
+    @property
     def columns_per_block(self):
         return COLUMN_BLOCK_THREADS // self.splits
 

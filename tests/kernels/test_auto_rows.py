@@ -585,10 +585,9 @@ def test_every_build_holds_its_values_in_registers(checked, evidence):
     for name, types in plan:
         geometry = Geometry.parse(name)
         cols = geometry.max_columns or 4 * geometry.lanes * geometry.quads * 2
-        dtype = STORAGE_DTYPES[types[0]]
-        d_x = cuda.device_array((1, cols), dtype)
+        d_x, d_y = (cuda.device_array((1, cols), STORAGE_DTYPES[t]) for t in types)
         status, alarm = _status() if checked else (None, None)
-        launches = geometry_launches(name, d_x, cuda.device_array((1, cols), dtype), status, alarm, types)
+        launches = geometry_launches(name, d_x, d_y, status, alarm, types)
         records += invocation(f"{name}-{types[0]}", launches).kernel_resources()
     evidence[f"auto_kernel_resources_{'checked' if checked else 'unchecked'}"] = records
     budgets = {f"auto_{name}": spill_budget(name) for name, _ in plan}
