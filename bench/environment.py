@@ -207,3 +207,13 @@ def base_metadata(gpu, argv):
         meta["timing_disabled_reason"] = ("no CUDA GPU: ran in the Numba CUDA simulator, which validates "
                                           "logic on small cases only")
     return meta
+
+
+def run_header(tool, argv, expected_device):
+    """The fields every perf run record starts with: the tool and its arguments, when it started, the device
+    expected and found, package versions, the source (git and content hash), nvidia-smi and Python."""
+    from numba_softmax.launch.driver import device_record  # needs the CUDA driver: imported when a run starts
+    return {"tool": tool, "schema": 1, "argv": argv,
+            "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "expected_device": expected_device, "device": device_record(), "packages": package_versions(),
+            "git": git_state(), "nvidia_smi": nvidia_smi_record(), "python": sys.version.split()[0]}

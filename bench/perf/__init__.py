@@ -112,8 +112,7 @@ import sys
 import traceback
 
 from bench.artifacts import default_run_folder
-from bench.environment import (DeviceMismatch, check_expected_device, git_state, gpu_problem, nvidia_smi_record,
-                               package_versions)
+from bench.environment import DeviceMismatch, check_expected_device, gpu_problem, run_header
 from bench.floors import H200_COPY_TBS, shape_name
 from bench.perf.ceilings import log, measure_copy_ceiling, measure_event_floor
 from bench.perf.goals import evaluate_goals
@@ -127,7 +126,6 @@ from bench.protocol import BATCH
 from bench.shapes import parse_shapes
 from bench.timing import DELAY_FACTOR, DELAY_MAX_US, DELAY_MIN_US, DelaySampler
 from numba_softmax.kernels.auto_geometry import Geometry
-from numba_softmax.launch.driver import device_record
 
 
 def _parser():
@@ -253,10 +251,7 @@ def main(argv=None):
     out_dir = args.out or default_run_folder("perf")
     os.makedirs(out_dir, exist_ok=True)
     notes, errors = [], []
-    report = {"tool": "python -m bench perf", "schema": 1, "argv": argv,
-              "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-              "expected_device": args.expect_device, "device": device_record(), "packages": package_versions(),
-              "git": git_state(), "nvidia_smi": nvidia_smi_record(), "python": sys.version.split()[0],
+    report = {**run_header("python -m bench perf", argv, args.expect_device),
               "protocol": {"rounds": args.rounds, "seed": args.seed, "warmups": WARMUPS, "batch": BATCH,
                            "input_sets": args.input_sets or "auto", "l2_traffic_factor": L2_TRAFFIC_FACTOR,
                            "delay": {"min_us": DELAY_MIN_US, "factor": DELAY_FACTOR, "max_us": DELAY_MAX_US},

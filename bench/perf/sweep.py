@@ -42,8 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda
 
-from bench.environment import (DeviceMismatch, check_expected_device, git_state, gpu_problem, nvidia_smi_record,
-                               package_versions)
+from bench.environment import DeviceMismatch, check_expected_device, gpu_problem, run_header
 from bench.perf import ceilings
 from bench.perf.ceilings import log
 from bench.perf.peers import (AUTO, COPY, CUDNN, TORCH, TRITON, WARMUPS, PeerCannotRun, _torch_variant,
@@ -323,10 +322,7 @@ def run_sweep(args, argv, out_dir):
     os.makedirs(out_dir, exist_ok=True)
     problems = sweep_problems(args.dtypes, args.widths)
     notes, errors = [], []
-    report = {"tool": "python -m bench perf --sweep widths", "schema": 1, "argv": argv,
-              "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-              "expected_device": args.expect_device, "device": device_record(), "packages": package_versions(),
-              "git": git_state(), "nvidia_smi": nvidia_smi_record(), "python": sys.version.split()[0],
+    report = {**run_header("python -m bench perf --sweep widths", argv, args.expect_device),
               "protocol": {"rounds": args.rounds, "seed": args.seed, "warmups": WARMUPS, "batch": None,
                            "dtypes": args.dtypes, "problem_bytes": SWEEP_PROBLEM_BYTES,
                            "check_elements": CHECK_ELEMENTS, "budget_s": args.budget_s,
