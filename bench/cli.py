@@ -2,6 +2,7 @@
 
     python -m bench --experiment A|B [--out DIR] [--expect-device MODEL] [--shapes 1x128,7x781] [--cases ...]
     python -m bench --experiment A|B --resume DIR      (continue an interrupted run in its folder)
+    python -m bench --experiment A --variant-file my_kernel.py --variants mine   (a variant beside the reference)
     python -m bench SUBCOMMAND --help                  (each subcommand's own options)
 
 Without a GPU the experiments run in the Numba CUDA simulator on small cases, validate
@@ -78,6 +79,11 @@ def experiment_parser():
                                          "in the simulator: the small ones listed below)")
     parser.add_argument("--cases", help="Experiment B only: comma-separated case names, e.g. balanced-128 "
                                         "(in the simulator: the case(s) listed below)")
+    parser.add_argument("--variants", metavar="NAME[,NAME...]",
+                        help="registered variants to run beside the experiment's own (its reference among them), "
+                             "validated, compared and timed in the same rounds (docs/extending.md)")
+    parser.add_argument("--variant-file", metavar="PATH", action="append",
+                        help="a Python file that registers variants (repeatable); bench/variants/ is always loaded")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the per-round shuffles")
     parser.add_argument("--no-arrays", action="store_true", help="do not save inputs/outputs as .npy")
     parser.add_argument("--no-cudnn", action="store_true",
@@ -187,6 +193,9 @@ def argument_problem(args):
         return "--shapes applies to Experiment A; Experiment B takes --cases"
     if args.cases and args.experiment != "B":
         return "--cases applies to Experiment B; Experiment A takes --shapes"
+    problem = variants_problem(args)
+    if problem:
+        return problem
     if args.shapes:
         try:
             parse_shapes(args.shapes)
@@ -198,6 +207,21 @@ def argument_problem(args):
         if unknown:
             return (f"--cases: unknown case(s) {unknown}; on a GPU: {', '.join(GPU_CASE_NAMES)}; "
                     f"in the simulator: {', '.join(SIM_CASE_NAMES)}")
+    return None
+
+
+def variants_problem(args):
+    """What is wrong with ``--variants`` and ``--variant-file`` before anything is loaded, or None (a name
+    that no file registers is refused later, once the files are loaded: bench/variants/)."""
+    text, files = getattr(args, "variants", None), getattr(args, "variant_file", None) or []
+    names = text.split(",") if text is not None else []
+    if text is not None and (not all(names) or len(set(names)) != len(names)):
+        return f"--variants {text!r}: give distinct, comma-separated names"
+    if files and not names:
+        return "--variant-file loads variants; --variants names the ones to run"
+    missing = [path for path in files if not os.path.isfile(path)]
+    if missing:
+        return f"--variant-file: no such file {', '.join(missing)}"
     return None
 
 

@@ -19,6 +19,7 @@ import numba
 from tqdm import tqdm
 
 from bench import resume as resuming
+from bench import variants as registered_variants
 from bench.artifacts import ProtectedFiles, RunFolder, default_run_folder, recorded_files
 from bench.environment import DeviceMismatch, base_metadata, check_device, compile_record
 from bench.experiment_a import EXPERIMENT_PLAN_A
@@ -83,6 +84,13 @@ def run_experiment(args, gpu, argv, after_case=None):
     metadata["expected_device"] = args.expect_device
     metadata["seed"] = args.seed
     metadata.update(resuming.run_identity(args, gpu))
+    try:
+        added = registered_variants.chosen(args)
+    except registered_variants.VariantError as exc:  # before the folder exists: nothing is created
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if added:
+        metadata["variants"] = registered_variants.record(added)
     if gpu:
         try:
             note = check_device(metadata["device"], args.expect_device)

@@ -1,5 +1,6 @@
 """Experiment A: four explicit stages vs one fused row kernel vs cuDNN, per shape (and, with
-``--twins``, the nvcc twins of fused and stages: bench/twins.py).
+``--twins``, the nvcc twins of fused and stages: bench/twins.py; with ``--variants``, registered kernel
+variants: bench/variants/).
 
 Every variant reads the same fixed input buffer and writes its own output buffer;
 all of them are submitted through the launch layer on one non-blocking stream, in
@@ -10,6 +11,7 @@ import numpy as np
 from numba import cuda
 
 from bench.shapes import parse_shapes
+from bench import variants as registered_variants
 from bench.twins import bitwise_groups, matrix_twins, plan_library
 from numba_softmax import backend
 from numba_softmax.cases import EXPERIMENT_A_SHAPES, EXPERIMENT_A_SIM_SHAPES
@@ -46,7 +48,7 @@ class MatrixCase:
     experiment = EXPERIMENT
     bitwise_groups = (("fused", "stages"),)
 
-    def __init__(self, shape, stream, *, gpu, cudnn=None, twins=None):
+    def __init__(self, shape, stream, *, gpu, cudnn=None, twins=None, added=()):
         rows, cols = shape
         self.shape = shape
         self.name = f"{rows}x{cols}"
@@ -68,6 +70,12 @@ class MatrixCase:
             {"out": d_y, "row_max": d_max, "row_sum": d_sum}, stream))
         if cudnn is not None:
             self.variants.append(_cudnn_variant(self.d_x, shape, stream, cudnn))
+        for variant in added:  # --variants: registered kernel variants, each on an output buffer of its own
+            d_y = cuda.device_array(shape, dtype=f32)
+            self.variants.append(_Variant(variant.name, make(variant.name, variant.launches(self.d_x, d_y)),
+                                          {"out": d_y}, stream))
+            if variant.bitwise_with is not None:
+                self.bitwise_groups = self.bitwise_groups + ((variant.bitwise_with, variant.name),)
         if twins is not None:  # --twins: the nvcc twins of fused and stages (bench/twins.py)
             self.variants += matrix_twins(self, twins, _Variant)
             self.bitwise_groups = self.bitwise_groups + bitwise_groups(self.variants)
@@ -134,7 +142,8 @@ def _plan(args, gpu, metadata, run):
     else:
         notes.append("cuDNN variant skipped: --no-cudnn")
     twins = plan_library(args, metadata, notes)
-    factories = [(lambda shape=shape: MatrixCase(shape, stream, gpu=gpu, cudnn=cudnn, twins=twins))
+    added = registered_variants.chosen(args)
+    factories = [(lambda shape=shape: MatrixCase(shape, stream, gpu=gpu, cudnn=cudnn, twins=twins, added=added))
                  for shape in shapes]
     return stream, factories, notes
 

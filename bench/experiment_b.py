@@ -5,11 +5,13 @@ order (so an element a scheduler fails to write can never be masked by another o
 output); each is validated against the oracle, and all three must agree bit for bit
 on the output and on every intermediate (tile summaries, row max, row sum). The DAG
 scheduler's queue state is verified exactly after every validation run and after every
-timed group of invocations (outside the timed intervals).
+timed group of invocations (outside the timed intervals). With ``--variants``, registered scheduler
+variants (bench/variants/) join the case on buffers of their own, held to the same bitwise agreement.
 """
 
 import numpy as np
 
+from bench import variants as registered_variants
 from bench.twins import bitwise_groups, plan_library, tiled_twins
 from numba_softmax import backend
 from numba_softmax.cases import (EXPERIMENT_B_CASES, EXPERIMENT_B_SCHEDULERS, EXPERIMENT_B_SIM_CASES, TILE_ELEMENTS,
@@ -50,9 +52,8 @@ class _SchedulerVariant:
 
 class TiledBenchCase:
     experiment = EXPERIMENT
-    bitwise_groups = (EXPERIMENT_B_SCHEDULERS,)
 
-    def __init__(self, name, row_lengths, stream, *, run, twins=None):
+    def __init__(self, name, row_lengths, stream, *, run, twins=None, added=()):
         self.name = name
         self.row_lengths = np.asarray(row_lengths, dtype=np.int64)
         self.layout = build_layout(self.row_lengths, TILE_ELEMENTS)
@@ -79,6 +80,11 @@ class TiledBenchCase:
                                       workers)
             floor.floor = True
             self.variants.append(floor)
+        for variant in added:  # --variants: registered scheduler variants, each on buffers of its own
+            buffers = TiledBuffers.allocate(self.layout)
+            self.variants.append(_SchedulerVariant(variant.name, buffers,
+                                                   make(variant.name, variant.launches(buffers)), stream, None))
+        self.bitwise_groups = (EXPERIMENT_B_SCHEDULERS + tuple(variant.name for variant in added),)
         if twins is not None:  # --twins: each scheduler's nvcc twin (bench/twins.py)
             self.variants += tiled_twins(self, twins, _SchedulerVariant, stream)
             self.bitwise_groups = self.bitwise_groups + bitwise_groups(self.variants)
@@ -117,7 +123,9 @@ def _plan(args, gpu, metadata, run):
         if not cases:
             raise SystemExit(f"--cases matched nothing; known: {[c.name for c in EXPERIMENT_B_CASES]}")
     twins = plan_library(args, metadata, notes)
-    factories = [(lambda name=name, lengths=lengths: TiledBenchCase(name, lengths, stream, run=run, twins=twins))
+    added = registered_variants.chosen(args)
+    factories = [(lambda name=name, lengths=lengths: TiledBenchCase(name, lengths, stream, run=run, twins=twins,
+                                                                    added=added))
                  for name, lengths in cases]
     return stream, factories, notes
 

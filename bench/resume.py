@@ -75,12 +75,15 @@ def planned_case_names(experiment: str, args, gpu: bool) -> list[str]:
 
 def run_identity(args, gpu: bool) -> dict:
     """The metadata fields that tie a run folder to one configuration."""
+    options = {"expect_device": args.expect_device, "no_cudnn": bool(getattr(args, "no_cudnn", False)),
+               "no_arrays": bool(getattr(args, "no_arrays", False)), "twins": bool(getattr(args, "twins", False))}
+    if getattr(args, "variants", None):  # only then: folders written before --variants existed still resume
+        options["variants"] = args.variants
     return {
         "experiment": args.experiment,
         "case_names": planned_case_names(args.experiment, args, gpu),
         "protocol": protocol_constants(),
-        "options": {"expect_device": args.expect_device, "no_cudnn": bool(getattr(args, "no_cudnn", False)),
-                    "no_arrays": bool(getattr(args, "no_arrays", False)), "twins": bool(getattr(args, "twins", False))},
+        "options": options,
     }
 
 
@@ -123,6 +126,7 @@ COMPARED_FIELDS = (
     ("seed", "seed"),
     ("case_names", "case list"),
     ("options", "options"),
+    ("variants", "registered variants (--variants) and their source files"),
     ("protocol", "protocol constants"),
 )
 

@@ -19,6 +19,7 @@ from numba import cuda
 
 from bench.protocol import TWIN_SUFFIX, twin_name, twin_pairs
 from bench.reference_build import BUILD_DIR, BuildError, NvccNotFound, ensure_built
+from numba_softmax.cases import EXPERIMENT_B_SCHEDULERS
 from numba_softmax.peers.nvcc_twins import (ReferenceLibrary, reference_fused_launches, reference_invocation,
                                             reference_stages_launches, reference_tiled_launches)
 from numba_softmax.tiled import TiledBuffers, verify_queue
@@ -98,8 +99,8 @@ def tiled_twins(case, library, variant_class, stream):
     ``variant_class(name, buffers, invocation, stream, workers)``: the case's scheduler variant type."""
     twins = []
     for variant in list(case.variants):
-        if getattr(variant, "floor", False) or variant.name.endswith(TWIN_SUFFIX):
-            continue
+        if getattr(variant, "floor", False) or variant.name not in EXPERIMENT_B_SCHEDULERS:
+            continue  # floors, twins and registered variants (bench/variants/) have no twin
         buffers = TiledBuffers.allocate(case.layout)
         name = twin_name(variant.name)
         launches = reference_tiled_launches(library, variant.name, buffers, variant.workers)
