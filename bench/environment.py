@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-from numba_softmax.device import gpu_present
+from numba_softmax.device import gpu_present, keep_to, simulator_cpu
 from numba_softmax.source import source_digest
 
 SIMULATOR_BANNER = """
@@ -48,6 +48,7 @@ def select_backend(stream=sys.stderr, *, require_gpu_for=None):
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         _refuse_simulator(require_gpu_for, "NUMBA_ENABLE_CUDASIM=1 selects the simulator")
         print(SIMULATOR_BANNER, file=stream)
+        _keep_the_simulator_to_one_cpu()
         return False
     if "numba" in sys.modules:
         # Already chosen in this process (e.g. a second experiment in one Modal container):
@@ -65,7 +66,15 @@ def select_backend(stream=sys.stderr, *, require_gpu_for=None):
     _refuse_simulator(require_gpu_for, "no CUDA GPU found (the driver did not load or reports no device)")
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     print(SIMULATOR_BANNER, file=stream)
+    _keep_the_simulator_to_one_cpu()
     return False
+
+
+def _keep_the_simulator_to_one_cpu():
+    """The simulator's threads run fastest on one CPU (numba_softmax.device: up to 10x beside a busy process)."""
+    cpu = simulator_cpu()
+    if cpu is not None:
+        keep_to({cpu})
 
 
 def _refuse_simulator(required_model, why):

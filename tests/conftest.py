@@ -40,6 +40,11 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "simulator: runs in the Numba CUDA simulator (its own process)")
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped, with the reason, without one)")
     config.pluginmanager.register(_BackendSelection(), "backend-selection")
+    if backend.SIMULATOR and not os.environ.get(REPORTS_ENV):
+        # This process is the simulator (NUMBA_ENABLE_CUDASIM=1 pytest): one CPU (numba_softmax.device).
+        cpu = device.simulator_cpu()
+        if cpu is not None:
+            device.keep_to({cpu})
     if os.environ.get(REPORTS_ENV) and backend.SIMULATOR:
         config.pluginmanager.register(_ReportWriter(config, os.environ[REPORTS_ENV]), "simulator-report-writer")
     elif not backend.SIMULATOR:
@@ -106,6 +111,7 @@ class _SimulatorChild:
         self.folder = None
         self.reports = {}   # nodeid -> [TestReport] (setup, call, teardown)
         self.kept = None    # where the child's output was kept (after a failure), said at the end
+        self.cpus = None    # this process's CPUs before the child took one (restored at the end)
         self._offset = 0
 
     @pytest.hookimpl(hookwrapper=True)
@@ -124,8 +130,14 @@ class _SimulatorChild:
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                    f"--basetemp={self.folder / 'tmp'}", *[item.nodeid for item in items]]
         self.log = open(self.folder / "child.log", "w", encoding="utf-8")  # noqa: SIM115 (closed in _stop)
+        # The child keeps to one CPU and this process (and what it starts) to the others: spread over CPUs this
+        # process keeps busy, the simulator's threads run up to 10x slower (numba_softmax.device).
+        cpu = device.simulator_cpu()
+        self.cpus = os.sched_getaffinity(0) if cpu is not None else None
         self.process = subprocess.Popen(command, cwd=self.config.rootpath, env=env, stdout=self.log,
                                         stderr=subprocess.STDOUT)
+        if cpu is not None and device.keep_to({cpu}, self.process.pid) and len(self.cpus) > 1:
+            device.keep_to(self.cpus - {cpu})
 
     def _read_new_reports(self):
         path = self.folder / "reports.jsonl"
@@ -183,6 +195,8 @@ class _SimulatorChild:
         except subprocess.TimeoutExpired:  # the run was interrupted (-x, Ctrl-C): do not leave the child behind
             self.process.terminate()
             self.process.wait(timeout=60)
+        if self.cpus is not None:
+            device.keep_to(self.cpus)
         self.log.close()
         failed = any(r.failed for reports in self.reports.values() for r in reports)
         if failed or self.process.returncode != 0:
