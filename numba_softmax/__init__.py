@@ -6,6 +6,11 @@ Public API:
   strided and N-D layouts without a copy: ``method="auto"`` (the fastest kernel for the width, any
   row length, ``-inf`` masks), or Experiment A's ``"fused"`` / ``"stages"``; checks on the device
   when asked (``check=``), cached launch plans (docs/api.md);
+* :func:`log_softmax` -- the same calls for ``(x - max) - log(sum(exp(x - max)))``;
+* :func:`softmax_backward`, :func:`log_softmax_backward` -- their gradients with respect to the input, from the
+  output and the output's gradient;
+* :mod:`numba_softmax.torch` -- both as PyTorch operators with autograd, ``torch.compile`` and CUDA graph
+  support (imports torch; docs/api.md);
 * :func:`tiled_softmax` -- Experiment B, tiled A -> B -> C under one of three schedulers
   ("separate", "phased", "dag"), returning the output and every intermediate;
 * :class:`NoCudaDeviceError` -- raised, in one line, where there is neither a GPU nor the simulator.
@@ -18,7 +23,8 @@ once, when it is first imported, so a harness imports :mod:`numba_softmax.device
 import importlib
 
 #: Each public name and the module that defines it.
-_HOMES = {"softmax": "api", "METHODS": "api", "NoCudaDeviceError": "api", "clear_plans": "api",
+_HOMES = {"softmax": "api", "log_softmax": "api", "METHODS": "api", "NoCudaDeviceError": "api",
+          "clear_plans": "api", "softmax_backward": "backward", "log_softmax_backward": "backward",
           "tiled_softmax": "tiled", "SCHEDULERS": "tiled", "TiledResult": "tiled"}
 
 __all__ = list(_HOMES)

@@ -81,7 +81,7 @@ class LaunchPlan:
     ``where``: (shape, dim) of the call, for naming an offending element by its index.
     """
 
-    def __init__(self, method, checked, x, y, types, layout, where):
+    def __init__(self, method, checked, x, y, types, layout, where, form="softmax"):
         self.method = method
         self.shape = tuple(x.shape)
         self.x, self.y = x, y
@@ -97,9 +97,9 @@ class LaunchPlan:
             self.alarm_word = np.asarray(self.alarm)
         self.check_pass = None
         if method == "auto" and isinstance(self.layout, Rows):
-            launches = auto_launches(x, y, self.status, self.alarm, types)
+            launches = auto_launches(x, y, self.status, self.alarm, types, form)
         elif method == "auto":
-            launches = column_launches(x, y, self.status, self.alarm, types)
+            launches = column_launches(x, y, self.status, self.alarm, types, form)
         else:
             if checked:
                 # The protocol's kernels are validated before they launch (-inf is refused there).
@@ -113,7 +113,7 @@ class LaunchPlan:
                                       cuda.device_array((rows, cols), dtype=np.float32),
                                       cuda.device_array(rows, dtype=np.float32))
                 launches = stages_launches(x, y, *self.intermediates)
-        self.kernels = invocation(f"softmax-{method}", launches)
+        self.kernels = invocation(f"{form}-{method}", launches)
 
     def run(self, stream, where=None):
         """Enqueue on ``stream``; when checked, synchronize and raise what the device recorded (``where``:
@@ -142,11 +142,11 @@ class LaunchPlan:
                                     f"(status words {list(words)})")
 
 
-def column_launches(x, y, status, alarm, types):
+def column_launches(x, y, status, alarm, types, form="softmax"):
     """``method="auto"`` along a dimension before the last: the column kernel's launches on 3-D
     (outer, length, inner) arrays (its module is imported when first needed)."""
     from .kernels.auto_columns import column_launches as launches
-    return launches(x, y, status, alarm, types)
+    return launches(x, y, status, alarm, types, form)
 
 
 _plans = OrderedDict()
@@ -207,26 +207,26 @@ class RepeatedCall:
         return stream is not None or getattr(x, "stream", None) is self.x_stream
 
 
-#: Remembered calls by (id(x), id(out), method, check, id(stream), dim, dtype); an entry is used only if it
+#: Remembered calls by (id(x), id(out), method, check, id(stream), dim, dtype, form); an entry is used only if it
 #: still refers to those very objects (an id can be reused once its object is gone). Bounded like
 #: the plans; the oldest entry is dropped first.
 _repeats = {}
 
 
-def _repeat_key(x, out, stream, method, check, dim, dtype):
-    return id(x), id(out), method, check, id(stream), dim, dtype
+def _repeat_key(x, out, stream, method, check, dim, dtype, form="softmax"):
+    return id(x), id(out), method, check, id(stream), dim, dtype, form
 
 
-def remembered_call(x, out, stream, method, check, dim=-1, dtype=None):
+def remembered_call(x, out, stream, method, check, dim=-1, dtype=None, form="softmax"):
     """The :class:`RepeatedCall` remembered for these arguments, or None (for diagnostics)."""
-    return _repeats.get(_repeat_key(x, out, stream, method, check, dim, dtype))
+    return _repeats.get(_repeat_key(x, out, stream, method, check, dim, dtype, form))
 
 
-def _remember(x, out, stream, method, check, dim, dtype, key, plan, target, torch_layout=None):
+def _remember(x, out, stream, method, check, dim, dtype, key, plan, target, torch_layout=None, form="softmax"):
     """Remember a call with Numba arrays, or torch tensors and ``out=``, for :class:`RepeatedCall`."""
     try:
         entry = RepeatedCall(x, out, stream, method, check, key, plan, target, torch_layout)
-        repeat_key = _repeat_key(x, out, stream, method, check, dim, dtype)
+        repeat_key = _repeat_key(x, out, stream, method, check, dim, dtype, form)
     except TypeError:  # an array type without weak references, an unhashable dtype: no shortcut
         return
     _repeats[repeat_key] = entry
@@ -262,10 +262,24 @@ def softmax(x, dim=-1, dtype=None, *, method="auto", out=None, stream=None, chec
     current stream for a tensor, the stream the input's ``__cuda_array_interface__`` names, else the legacy
     default stream.
     """
+    return _call("softmax", x, dim, dtype, method, out, stream, check)
+
+
+def log_softmax(x, dim=-1, dtype=None, *, out=None, stream=None, check=None):
+    """log_softmax of ``x`` along ``dim`` (torch's ``log_softmax(x, dim, dtype=)``): ``(x - max) - log(sum(exp(x -
+    max)))`` per row, in the numerics policy (libdevice ``exp`` and ``log``), with :func:`softmax`'s inputs,
+    layouts, ``dtype``, ``out``, ``stream`` and ``check`` (``method="auto"``'s kernels: any width; a ``-inf``
+    entry gives ``-inf``, a row without a finite entry NaN unless checked). Rows past the register geometries
+    (more than 16,384 columns) run the long-row path, which reads x twice."""
+    return _call("log_softmax", x, dim, dtype, "auto", out, stream, check)
+
+
+def _call(form, x, dim, dtype, method, out, stream, check):
+    """:func:`softmax` or :func:`log_softmax` (``form``)."""
     # Only calls that passed every check below are remembered, so a bad argument misses here and gets its own
     # error below (an unhashable one too: the key cannot be looked up).
     try:
-        repeat = _repeats.get((id(x), id(out), method, check, id(stream), dim, dtype))  # _repeat_key, inline
+        repeat = _repeats.get((id(x), id(out), method, check, id(stream), dim, dtype, form))  # _repeat_key, inline
     except TypeError:
         repeat = None
     if repeat is not None and repeat.plan.cached and repeat.matches(x, out, stream, method, check):
@@ -282,7 +296,7 @@ def softmax(x, dim=-1, dtype=None, *, method="auto", out=None, stream=None, chec
     kind = array_kind(x)
     requested = requested_type(dtype)
     if kind == NUMPY:
-        return _softmax_host(x, dim, requested, method, out, stream, check is None or bool(check))
+        return _softmax_host(x, dim, requested, method, out, stream, check is None or bool(check), form)
     handle = arrays.stream_handle(stream) if stream is not None and kind == arrays.DLPACK else None
     source = read_operand(x, "x", handle, kind)
     types, axis = check_call(source, requested, dim, method)
@@ -292,26 +306,27 @@ def softmax(x, dim=-1, dtype=None, *, method="auto", out=None, stream=None, chec
     check_out(dest, source, types[1])
     check_method_layout(method, dest, types, axis, "out")
     checked = bool(check)
-    key = (method, checked, source.pointer, dest.pointer, source.shape, axis, source.strides, dest.strides, types)
+    key = (form, method, checked, source.pointer, dest.pointer, source.shape, axis, source.strides, dest.strides,
+           types)
     plan = _plans.get(key)
     if plan is None:
-        plan = cached_plan(key, lambda: _device_plan(method, checked, x, result, source, dest, types, axis))
+        plan = cached_plan(key, lambda: _device_plan(method, checked, x, result, source, dest, types, axis, form))
     else:
         _plans.move_to_end(key)
     if kind == arrays.NUMBA and dest.kind == arrays.NUMBA:
-        _remember(x, result, stream, method, check, dim, dtype, key, plan, target)
+        _remember(x, result, stream, method, check, dim, dtype, key, plan, target, form=form)
     elif kind == arrays.TORCH and dest.kind == arrays.TORCH and out is not None:
         device = x.get_device()
         current = None if stream is not None else arrays.torch_current_stream(device)
         _remember(x, result, stream, method, check, dim, dtype, key, plan, target,
                   (source.pointer, dest.pointer, x.shape, x.dtype, out.dtype,
                    None if source.strides is None else x.stride(), None if dest.strides is None else out.stride(),
-                   device, current))
+                   device, current), form)
     plan.run(target)
     return result
 
 
-def _view(array, operand, layout, element):
+def layout_view(array, operand, layout, element):
     """The device array a plan launches on: ``array``'s memory shaped as ``layout`` (elements of ``element``)."""
     storage = STORAGE_DTYPES[element]
     size = storage.itemsize
@@ -325,13 +340,13 @@ def _view(array, operand, layout, element):
     return device_view(operand.pointer, shape, strides, storage)
 
 
-def _device_plan(method, checked, x, y, source, dest, types, dim):
+def _device_plan(method, checked, x, y, source, dest, types, dim, form):
     x_layout, y_layout = plan_operands(source, dest, types, dim)
-    return LaunchPlan(method, checked, _view(x, source, x_layout, types[0]), _view(y, dest, y_layout, types[1]),
-                      types, x_layout, (tuple(source.shape), dim))
+    return LaunchPlan(method, checked, layout_view(x, source, x_layout, types[0]),
+                      layout_view(y, dest, y_layout, types[1]), types, x_layout, (tuple(source.shape), dim), form)
 
 
-def _softmax_host(x, dim, requested, method, out, stream, checked):
+def _softmax_host(x, dim, requested, method, out, stream, checked, form="softmax"):
     """A numpy input: its softmax rows copied into the plan's own device arrays, the result copied back into
     x's shape (``out`` of any strides); synchronizes."""
     source = read_operand(x, "x", kind=NUMPY)
@@ -347,9 +362,9 @@ def _softmax_host(x, dim, requested, method, out, stream, checked):
     cols = x.shape[dim]
     rows = x.size // cols
     storage = [STORAGE_DTYPES[t] for t in types]
-    plan = cached_plan((method, checked, NUMPY, (rows, cols), types), lambda: LaunchPlan(
+    plan = cached_plan((form, method, checked, NUMPY, (rows, cols), types), lambda: LaunchPlan(
         method, checked, cuda.device_array((rows, cols), dtype=storage[0]),
-        cuda.device_array((rows, cols), dtype=storage[1]), types, Rows(rows, cols, cols), (x.shape, dim)))
+        cuda.device_array((rows, cols), dtype=storage[1]), types, Rows(rows, cols, cols), (x.shape, dim), form))
     plan.x.copy_to_device(np.ascontiguousarray(rows_first).reshape(rows, cols), stream=target.numba)
     plan.run(target, (x.shape, dim))
     if out is not None and last and dest.strides is None:

@@ -52,6 +52,15 @@ the same reduction order); a float64 input cast to a 2-byte type is rounded thro
 takes the operations of its compute type from :func:`arithmetic` (:class:`Arithmetic`); the float32 ones are
 the functions above, so float32 builds are unchanged by the other types.
 
+log_softmax and the backward
+----------------------------
+The same policy covers them: log_softmax writes ``(x - m) - log z`` (two rounded subtractions, torch's order)
+with libdevice ``logf`` (``__nv_logf``: :func:`f32_log`; float64 ``__nv_log``) once per row; its own fmas, and
+the float64 log's ``rcp.approx.ftz.f64`` seed, are the only ones the PTX check allows besides ``expf``'s. The
+backward computes ``s = sum(dy * y)`` (softmax) or ``sum(dy)`` (log_softmax) with every multiply and add rounded
+on its own (no contraction: ``mul.rn`` then ``add.rn``, never ``fma``), in the forward's reduction order, then
+``y * (dy - s)`` or ``dy - exp(y) * s``, again rounded operation by operation.
+
 The Numba CUDA simulator has no libdevice and no warp shuffles. When
 ``NUMBA_ENABLE_CUDASIM=1`` the same names are bound to plain Python/NumPy float32
 helpers, and the block reductions emulate the warp butterfly through shared memory
@@ -110,6 +119,7 @@ class Arithmetic(NamedTuple):
     numba_type: object
     neg_inf: object
     zero: object
+    log: object
 
 
 #: Options every kernel in this project is compiled with (explicit, per the protocol).
@@ -191,6 +201,14 @@ if SIMULATOR:
     @cuda.jit(device=True)
     def f64_div(a, b):
         return float64(np.float64(a) / np.float64(b))
+
+    @cuda.jit(device=True)
+    def f32_log(a):
+        return float32(np.log(np.float32(a)))
+
+    @cuda.jit(device=True)
+    def f64_log(a):
+        return float64(np.log(np.float64(a)))
 
     # The simulator has no approximate instructions: the diagnostic fast-math builds run the policy's.
     approx_exp, approx_div = f32_exp, f32_div
@@ -288,6 +306,15 @@ else:
     def f64_div(a, b):
         return a / b
 
+    # log_softmax's log of the row sum: libdevice ``__nv_logf`` / ``__nv_log`` (``math.log``), as nvcc's ``logf``.
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def f32_log(a):
+        return math.log(a)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def f64_log(a):
+        return math.log(a)
+
     # NOT the policy: the approximate exponential (``ex2.approx`` of x log2(e)) and division (``div.approx``)
     # Triton's softmax uses. Only the diagnostic ``*_fastmath`` auto geometries call them, to measure what the
     # policy's IEEE ``expf`` and division cost (docs/auto_kernels.md); no registered kernel does, and the PTX
@@ -368,9 +395,10 @@ else:
         return _make_reductions(max_op, "Max", warps)[1], _make_reductions(add_op, "Sum", warps)[1]
 
 
-F32 = Arithmetic("float32", f32_add, f32_sub, f32_mul, f32_div, f32_exp, f32_max, float32, NEG_INF, float32(0.0))
+F32 = Arithmetic("float32", f32_add, f32_sub, f32_mul, f32_div, f32_exp, f32_max, float32, NEG_INF, float32(0.0),
+                 f32_log)
 F64 = Arithmetic("float64", f64_add, f64_sub, f64_mul, f64_div, f64_exp, f64_max, float64, float64(-np.inf),
-                 float64(0.0))
+                 float64(0.0), f64_log)
 
 
 def arithmetic(compute):
@@ -414,5 +442,5 @@ __all__ = [
     "f32_add", "f32_sub", "f32_mul", "f32_max", "f32_exp", "f32_div", "udiv", "approx_exp", "approx_div",
     "warp_reduce_max", "warp_reduce_sum", "block_reduce_max", "block_reduce_sum", "block_reductions",
     "host_block_reduce", "int32", "ELEMENT_TYPES", "compute_type", "Arithmetic", "arithmetic", "F32", "F64",
-    "f64_add", "f64_sub", "f64_mul", "f64_max", "f64_exp", "f64_div",
+    "f64_add", "f64_sub", "f64_mul", "f64_max", "f64_exp", "f64_div", "f32_log", "f64_log",
 ]

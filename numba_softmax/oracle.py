@@ -35,6 +35,49 @@ def oracle_softmax(x):
     return e / e.sum(axis=1, keepdims=True)
 
 
+def oracle_log_softmax(x):
+    """float64 log_softmax of a (rows, cols) matrix and the scale of each value's rounding error in the
+    compute type, ``|x - m| + |log z|`` (the two subtractions' operands)."""
+    x = np.asarray(x, dtype=np.float64)
+    m = x.max(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        shifted = x - m
+        log_z = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        return shifted - log_z, np.abs(shifted) + np.abs(log_z)
+
+
+def oracle_softmax_backward(y, dy):
+    """float64 ``dx = y * (dy - sum(dy * y))`` of (rows, cols) matrices, and each value's error scale
+    ``|y| (|dy| + sum |dy * y|)`` (the sum's own rounding grows with its terms' size, not its value's)."""
+    y, dy = np.asarray(y, dtype=np.float64), np.asarray(dy, dtype=np.float64)
+    s = (dy * y).sum(axis=1, keepdims=True)
+    return y * (dy - s), np.abs(y) * (np.abs(dy) + np.abs(dy * y).sum(axis=1, keepdims=True))
+
+
+def oracle_log_softmax_backward(y, dy):
+    """float64 ``dx = dy - exp(y) * sum(dy)`` of (rows, cols) matrices (``y``: log_softmax outputs), and each
+    value's error scale ``|dy| + exp(y) sum |dy|``."""
+    y, dy = np.asarray(y, dtype=np.float64), np.asarray(dy, dtype=np.float64)
+    s = dy.sum(axis=1, keepdims=True)
+    return dy - np.exp(y) * s, np.abs(dy) + np.exp(y) * np.abs(dy).sum(axis=1, keepdims=True)
+
+
+def check_scaled(got, ref, scale, element_type):
+    """``(passed, worst ratio, (row, col) of the worst)`` of ``got`` (``element_type`` values, bfloat16 as
+    bits) against the float64 ``ref``: each ``|got - ref| <= absolute + relative * scale`` with the type's
+    :data:`TOLERANCES` and the oracle's error ``scale`` of the value (an output that sums or subtracts many
+    terms is as exact as its terms' size allows, not its own); equal infinities pass, a NaN fails."""
+    tolerance = TOLERANCES[element_type]
+    got = to_float64(np.asarray(got), element_type)
+    ref = np.asarray(ref, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        same_inf = np.isinf(ref) & (got == ref)
+        ratio = np.abs(got - ref) / (tolerance.absolute + tolerance.relative * np.asarray(scale, dtype=np.float64))
+    ratio = np.where(same_inf, 0.0, np.where(np.isnan(ratio), np.inf, ratio))
+    worst = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+    return bool(ratio[worst] <= 1.0), float(ratio[worst]), tuple(int(i) for i in worst)
+
+
 @dataclass
 class CheckResult:
     passed: bool

@@ -17,7 +17,11 @@ The policy (see :mod:`numba_softmax.numerics`), checked on the PTX text:
   subtract and multiply our source writes is ``.rn``;
 * float division only as IEEE ``div.rn.f32``;
 * float64 builds: every ``fma.rn.f64`` and unrounded ``add.f64`` / ``mul.f64`` belongs to an inlined
-  libdevice ``exp`` (14 to 15 fmas, one add and one mul per expansion), division is ``div.rn.f64``.
+  libdevice ``exp`` (14 to 15 fmas, one add and one mul per expansion), division is ``div.rn.f64``;
+* a log_softmax forward build (name ``auto_log_...``, not a backward) calls libdevice ``log`` once per thread:
+  ``logf`` brings 12 ``fma.rn.f32``, 2 unrounded ``mul.f32`` and 1 ``add.f32``; the float64 ``log`` 17
+  ``fma.rn.f64``, 5 ``mul.f64``, 4 ``add.f64``, 4 ``sub.f64`` and one ``rcp.approx.ftz.f64`` (its initial
+  reciprocal, refined by the fmas). Nothing else may use them.
 
 Registers, stack frame and spills come from ``ptxas -v`` when ptxas is installed
 (on PATH, or the one in the ``nvidia-cuda-nvcc`` wheel numba-cuda's toolkit extra brings).
@@ -139,40 +143,62 @@ EXP_F64_FMAS = 14
 EXP_F64_SIGNATURE = "mul.f64"
 
 
+#: libdevice ``logf`` / ``log`` per expansion: what each brings (module docstring).
+LOGF_EXPANSION = {"fma": 12, "mul": 2, "add": 1}
+LOG_F64_EXPANSION = {"fma": 17, "mul": 5, "add": 4, "sub": 4, "rcp.approx.ftz.f64": 1}
+#: The kernel name prefixes of the log_softmax forward builds (one log per thread), and of the backward builds.
+LOG_FORWARD_PREFIX, BACKWARD_MARK = "auto_log_", "_backward_"
+
+
+def log_expansions(kernel):
+    """The libdevice log expansions a kernel's source calls per thread: one in a log_softmax forward build."""
+    return 1 if kernel.startswith(LOG_FORWARD_PREFIX) and BACKWARD_MARK not in kernel else 0
+
+
 def check_policy(kernel, ptx):
     """Apply the numerics policy to one kernel's PTX."""
     hist = instruction_histogram(ptx)
     report = PolicyReport(kernel=kernel)
+    logs = log_expansions(kernel)
+    float64 = any(op.endswith(".f64") and op.startswith(("fma.", "div.")) for op in hist)
+    logs_f32, logs_f64 = (0, logs) if float64 else (logs, 0)
     report.expf_count = hist.get(EXPF_SIGNATURE, 0)
     report.fma_count = sum(n for op, n in hist.items() if op.startswith("fma.") and op.endswith(".f32"))
-    report.exp_f64_count = hist.get(EXP_F64_SIGNATURE, 0)
-    fma_f64 = sum(n for op, n in hist.items() if op.startswith("fma.") and op.endswith(".f64"))
+    report.exp_f64_count = hist.get(EXP_F64_SIGNATURE, 0) - LOG_F64_EXPANSION["mul"] * logs_f64
+    fma_f64 = sum(n for op, n in hist.items() if op.startswith("fma.") and op.endswith(".f64")) \
+        - LOG_F64_EXPANSION["fma"] * logs_f64
     if not EXP_F64_FMAS * report.exp_f64_count <= fma_f64 <= (EXP_F64_FMAS + 1) * report.exp_f64_count:
         report.violations.append(
             f"{fma_f64} float64 fma instructions but {report.exp_f64_count} libdevice exp expansions (expected "
             f"{EXP_F64_FMAS} to {EXP_F64_FMAS + 1} per exp): contraction of source arithmetic")
-    if hist.get("add.f64", 0) != report.exp_f64_count or hist.get("sub.f64", 0):
+    add_f64 = hist.get("add.f64", 0) - LOG_F64_EXPANSION["add"] * logs_f64
+    sub_f64 = hist.get("sub.f64", 0) - LOG_F64_EXPANSION["sub"] * logs_f64
+    if add_f64 != report.exp_f64_count or sub_f64:
         report.violations.append(
-            f"{hist.get('add.f64', 0)} add.f64 and {hist.get('sub.f64', 0)} sub.f64 without rounding mode; only "
+            f"{add_f64} add.f64 and {sub_f64} sub.f64 without rounding mode beyond libdevice log's; only "
             f"{report.exp_f64_count} come from exp")
+    approx_allowed = {EXPF_SIGNATURE: None, "rcp.approx.ftz.f64": LOG_F64_EXPANSION["rcp.approx.ftz.f64"] * logs_f64}
     for op, n in sorted(hist.items()):
-        if ".ftz" in op and op != EXPF_SIGNATURE:
-            report.violations.append(f"{n} x {op}: flush-to-zero outside libdevice expf")
-        if ".approx" in op and op != EXPF_SIGNATURE:
-            report.violations.append(f"{n} x {op}: approximate instruction outside libdevice expf")
-    if report.fma_count != EXPF_FMAS * report.expf_count:
+        allowed = approx_allowed.get(op, 0)
+        if allowed is not None and n > allowed:
+            if ".ftz" in op:
+                report.violations.append(f"{n} x {op}: flush-to-zero outside libdevice expf (and log)")
+            if ".approx" in op:
+                report.violations.append(f"{n} x {op}: approximate instruction outside libdevice expf (and log)")
+    if report.fma_count != EXPF_FMAS * report.expf_count + LOGF_EXPANSION["fma"] * logs_f32:
         report.violations.append(
-            f"{report.fma_count} fma instructions but {report.expf_count} expf expansions "
-            f"(expected exactly {EXPF_FMAS} per expf): contraction of source arithmetic")
+            f"{report.fma_count} fma instructions but {report.expf_count} expf and {logs_f32} logf expansions "
+            f"(expected exactly {EXPF_FMAS} per expf, {LOGF_EXPANSION['fma']} per logf): contraction of source "
+            "arithmetic")
     for base in ("add", "sub", "mul"):
         report.rounded_arith[base] = hist.get(f"{base}.rn.f32", 0)
         plain = hist.get(f"{base}.f32", 0)
         report.unrounded_arith[base] = plain
-        allowed = report.expf_count if base in ("add", "mul") else 0
+        allowed = (report.expf_count if base in ("add", "mul") else 0) + LOGF_EXPANSION.get(base, 0) * logs_f32
         if plain > allowed:
             report.violations.append(
                 f"{plain} x {base}.f32 without rounding mode (ptxas may fuse them); "
-                f"only {allowed} come from expf")
+                f"only {allowed} come from expf and logf")
     report.divisions = {op: n for op, n in hist.items() if op.startswith("div.") and op[-3:] in ("f32", "f64")}
     for op, n in report.divisions.items():
         if op not in ("div.rn.f32", "div.rn.f64"):

@@ -228,8 +228,8 @@ def torch_on_our_stream(sampler):
     """Make torch's current stream ours (``torch.cuda.ExternalStream``) and check that Triton launches on it;
     returns how Triton's stream was read."""
     import torch
-    if not torch.cuda.is_available():
-        raise RuntimeError("torch.cuda.is_available() is False")
+    if not torch.cuda.is_available():  # a CPU build of torch: the torch-based peers cannot run here
+        raise PeerCannotRun("torch has no CUDA device here (torch.cuda.is_available() is False: a CPU build?)")
     if torch.cuda.current_stream().cuda_stream != sampler.stream.ptr:
         torch.cuda.set_stream(torch.cuda.ExternalStream(sampler.stream.ptr))
     if torch.cuda.current_stream().cuda_stream != sampler.stream.ptr:

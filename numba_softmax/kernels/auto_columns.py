@@ -43,9 +43,9 @@ from numba import cuda, int64, uint64
 from ..launch_spec import KernelLaunch
 from ..numerics import KERNEL_OPTIONS, udiv
 from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE, check_status_buffers
-from .auto_parts import POS_INF, U32_ZERO, bad_bit, lowest_bit, record_status
+from .auto_parts import FORMS, POS_INF, U32_ZERO, bad_bit, lowest_bit, record_status, row_form
 from .auto_launch import auto_launches
-from .auto_rows import bounded_build, types_suffix
+from .auto_rows import FORM_PREFIXES, bounded_build, types_suffix
 from .elements import STORAGE_DTYPES, check_storage, check_types, element_io, types_of
 
 #: Threads per block of every column build.
@@ -179,13 +179,15 @@ def make_record_column(io):
     return record_column
 
 
-def make_register_body(geometry, types, checked, positions=all_positions):
-    """``(body(x, y, status, alarm), block threads)`` of a ``columns_r{V}`` geometry for elements ``types``:
-    one thread per column, its ``V`` values in registers. ``positions(length)``: how many positions the build
-    reads and writes (the negative control's differs)."""
+def make_register_body(geometry, types, checked, positions=all_positions, form="softmax"):
+    """``(body(x, y, status, alarm), block threads)`` of a ``columns_r{V}`` geometry for elements ``types``
+    writing ``form`` (:func:`.auto_parts.row_form`): one thread per column, its ``V`` values in registers.
+    ``positions(length)``: how many positions the build reads and writes (the negative control's differs)."""
     io = element_io(*types)
     A = io.arith
-    ADD, SUB, EXP, DIV, MAX = A.add, A.sub, A.exp, A.div, A.max
+    ADD, SUB, EXP, MAX = A.add, A.sub, A.exp, A.max
+    FORM = row_form(form, A)
+    KEPT, SCALE, OUT = FORM.kept, FORM.scale, FORM.of_kept
     LOAD, STORE = io.load, io.store
     TYPE, NEG, ZERO = A.numba_type, A.neg_inf, A.zero
     VALUES = geometry.values
@@ -212,11 +214,12 @@ def make_register_body(geometry, types, checked, positions=all_positions):
             column_sum = ZERO
             for k in range(VALUES):
                 e = EXP(SUB(values[k], column_max))
-                values[k] = e
+                values[k] = KEPT(values[k], e)
                 column_sum = ADD(column_sum, e)
+            c = SCALE(column_sum)
             for k in range(VALUES):
                 if k < used:
-                    y[o, uint64(k), i] = STORE(DIV(values[k], column_sum))
+                    y[o, uint64(k), i] = STORE(OUT(values[k], column_max, c))
             if CHECKED:
                 # As the row kernels: a column of finite and -inf values has a finite sum (one term is 1); a NaN,
                 # a +inf or a column of -inf alone makes it NaN. Only then is the column read again.
@@ -226,13 +229,15 @@ def make_register_body(geometry, types, checked, positions=all_positions):
     return body, COLUMN_BLOCK_THREADS
 
 
-def make_online_body(geometry, types, checked, positions=all_positions):
+def make_online_body(geometry, types, checked, positions=all_positions, form="softmax"):
     """``(body(x, y, status, alarm), block threads)`` of a ``columns_s{S}_c{C}`` geometry: thread ``j = tid //
     (256 / S)`` of column ``tid % (256 / S)`` (a warp: adjacent columns) takes positions ``j + S t``, chunk ``c``
     its ``t`` in ``[c C, c C + C)``."""
     io = element_io(*types)
     A = io.arith
-    ADD, SUB, MUL, EXP, DIV, MAX = A.add, A.sub, A.mul, A.exp, A.div, A.max
+    ADD, SUB, MUL, EXP, MAX = A.add, A.sub, A.mul, A.exp, A.max
+    FORM = row_form(form, A)
+    SCALE, OUT = FORM.scale, FORM.of_value
     LOAD, STORE = io.load, io.store
     TYPE, NEG, ZERO = A.numba_type, A.neg_inf, A.zero
     CHUNK = geometry.values
@@ -318,6 +323,7 @@ def make_online_body(geometry, types, checked, positions=all_positions):
                 record_status(status, STATUS_MASKED_ROW, p, alarm)
 
         # Pass 2, last chunk first: it is still in registers.
+        scale = SCALE(column_sum)
         for step in range(chunks):
             c = chunks - 1 - step
             if step > 0:
@@ -325,26 +331,28 @@ def make_online_body(geometry, types, checked, positions=all_positions):
             for k in range(CHUNK):
                 t = c * CHUNK + k
                 if t < count:
-                    y[o, uint64(lane + SPLITS * t), i] = STORE(DIV(EXP(SUB(values[k], column_max)), column_sum))
+                    y[o, uint64(lane + SPLITS * t), i] = STORE(OUT(values[k], column_max, scale))
 
     return body, COLUMN_BLOCK_THREADS
 
 
-def build_name(geometry, types, checked):
-    """``auto_<geometry>[_<types>][_checked]``: the kernel's name (its PTX entry, the registry's key)."""
-    return f"auto_{geometry.name}{types_suffix(types)}{'_checked' if checked else ''}"
+def build_name(geometry, types, checked, form="softmax"):
+    """``auto_[log_]<geometry>[_<types>][_checked]``: the kernel's name (its PTX entry, the registry's key)."""
+    return f"{FORM_PREFIXES[form]}{geometry.name}{types_suffix(types)}{'_checked' if checked else ''}"
 
 
-def make_column_body(geometry, types, checked, positions=all_positions):
-    """The body of ``geometry`` (a :class:`ColumnGeometry`) for ``types``: ``(body, block threads)``."""
+def make_column_body(geometry, types, checked, positions=all_positions, form="softmax"):
+    """The body of ``geometry`` (a :class:`ColumnGeometry`) for ``types`` writing ``form``: ``(body, block
+    threads)``."""
     maker = make_register_body if geometry.kind == "registers" else make_online_body
-    return maker(geometry, types, checked, positions)
+    return maker(geometry, types, checked, positions, form)
 
 
-def make_column_kernel(geometry, types, checked):
-    """The shipped build of ``geometry`` for elements ``types`` (made once by :func:`column_kernel`)."""
-    body, block = make_column_body(geometry, types, checked)
-    return bounded_build(body, block, build_name(geometry, types, checked), checked)
+def make_column_kernel(geometry, types, checked, form="softmax"):
+    """The shipped build of ``geometry`` for elements ``types`` writing ``form`` (made once by
+    :func:`column_kernel`)."""
+    body, block = make_column_body(geometry, types, checked, form=form)
+    return bounded_build(body, block, build_name(geometry, types, checked, form), checked)
 
 
 # ---- builds and launchers ---------------------------------------------------------------------------------
@@ -355,11 +363,14 @@ F32 = ("float32", "float32")
 _BUILDS = {}
 
 
-def column_kernel(geometry, types=F32, checked=False):
-    """The dispatcher of one build of ``geometry`` (a :class:`ColumnGeometry` or its name), made once."""
+def column_kernel(geometry, types=F32, checked=False, form="softmax"):
+    """The dispatcher of one build of ``geometry`` (a :class:`ColumnGeometry` or its name) writing ``form``,
+    made once."""
     if isinstance(geometry, str):
         geometry = ColumnGeometry.parse(geometry)
-    key = (geometry, check_types(tuple(types)), bool(checked))
+    if form not in FORMS:
+        raise ValueError(f"form {form!r}: expected one of {FORMS}")
+    key = (geometry, check_types(tuple(types)), bool(checked), form)
     if key not in _BUILDS:
         _BUILDS[key] = make_column_kernel(*key)
     return _BUILDS[key]
@@ -410,7 +421,7 @@ def check_columns_array(name, array):
         raise ValueError(f"{name}: the data does not start on a {itemsize}-byte boundary (its element size)")
 
 
-def column_launches(x, y, status=None, alarm=None, types=None):
+def column_launches(x, y, status=None, alarm=None, types=None, form="softmax"):
     """The launch of softmax along axis 1 of the 3-D ``x`` ``(outer, length, inner)`` into ``y`` (the same shape,
     any strides): the geometry of :func:`column_geometry`, or the row kernels' where the columns are rows (``inner
     == 1``, x and y one element apart along ``length``). ``status is None``: unchecked; else checked (records
@@ -431,12 +442,12 @@ def column_launches(x, y, status=None, alarm=None, types=None):
     if inner == 1 and (length == 1 or (x.strides[1], y.strides[1]) == itemsize):
         # Columns one element apart are rows: the row kernels read them in 16-byte quads, a warp per row or more,
         # where one thread per column would read 32 rows at once. The records are the same (row o, column l).
-        return auto_launches(x[:, :, 0], y[:, :, 0], status, alarm, types)
+        return auto_launches(x[:, :, 0], y[:, :, 0], status, alarm, types, form)
     return geometry_column_launches(column_geometry(outer * inner, length, "float64" in types), x, y, status, alarm,
-                                    types)
+                                    types, form)
 
 
-def geometry_column_launches(geometry, x, y, status=None, alarm=None, types=None):
+def geometry_column_launches(geometry, x, y, status=None, alarm=None, types=None, form="softmax"):
     """The single launch of one named column geometry (:func:`column_launches` picks one; tests and ``bench``
     name them). A register geometry refuses a column longer than it holds."""
     if isinstance(geometry, str):
@@ -448,7 +459,7 @@ def geometry_column_launches(geometry, x, y, status=None, alarm=None, types=None
     outer, length, inner = x.shape
     if geometry.max_length is not None and length > geometry.max_length:
         raise ValueError(f"column too long for geometry {geometry.name}: {length} positions > {geometry.max_length}")
-    kernel = column_kernel(geometry, types, checked)
+    kernel = column_kernel(geometry, types, checked, form)
     grid = (outer * inner + geometry.columns_per_block - 1) // geometry.columns_per_block
     args = (x, y, status, alarm) if checked else (x, y)
-    return [KernelLaunch(f"auto_{geometry.name}", kernel, (grid,), (COLUMN_BLOCK_THREADS,), args)]
+    return [KernelLaunch(f"{FORM_PREFIXES[form]}{geometry.name}", kernel, (grid,), (COLUMN_BLOCK_THREADS,), args)]

@@ -186,6 +186,30 @@ FLOAT64_QUADS = 2
 FLOAT64_LONG = "long_l1024_q2"
 
 
+#: Most quads per thread of each of a backward's two inputs in registers (float32 and 2-byte types; float64).
+BACKWARD_QUADS = 4
+BACKWARD_FLOAT64_QUADS = 1
+#: The long-row geometries of a backward (two inputs per value: half the forward's quads).
+BACKWARD_LONG = "long_l1024_q2"
+BACKWARD_FLOAT64_LONG = "long_l1024_q1"
+
+
+def backward_geometry(cols, float64=False):
+    """The geometry the backward runs for rows of ``cols`` columns (``float64``: float64 elements). A backward
+    holds two values per column (``y`` and ``dy``): the forward's rows geometry with at most
+    :data:`BACKWARD_QUADS` (float64: :data:`BACKWARD_FLOAT64_QUADS`) quads per thread and more lanes instead,
+    and the long-row path where that takes more than 1024 lanes or where the forward leaves its registers."""
+    geometry = Geometry.parse(table_geometry(cols))
+    most = BACKWARD_FLOAT64_QUADS if float64 else BACKWARD_QUADS
+    long_name = BACKWARD_FLOAT64_LONG if float64 else BACKWARD_LONG
+    if geometry.kind != "rows" or geometry.shared_quads:
+        return long_name
+    lanes, quads = geometry.lanes, geometry.quads
+    while quads > most:
+        lanes, quads = 2 * lanes, quads // 2
+    return Geometry("rows", lanes, quads).name if lanes <= 1024 else long_name
+
+
 def spill_budget(geometry, float64=False):
     """Bytes per thread ptxas may spill in a build of ``geometry`` (``float64``: float64 arithmetic): 0, except
     float64 arithmetic (libdevice's double ``exp`` and IEEE division need more than the 64-register cap: up to

@@ -14,7 +14,8 @@ from ..numerics import QUAD
 from ..validation import check_launch_matrix, check_status_buffers, check_strided_rows, is_16_byte_aligned
 from .auto_controls import fast_math_kernel
 from .auto_geometry import AUTO_TABLE, TABLE_GEOMETRIES, Geometry, auto_geometry, float64_geometry
-from .auto_rows import CHECK_BLOCK_THREADS, make_auto_kernel, make_check_kernel
+from .auto_parts import FORMS
+from .auto_rows import CHECK_BLOCK_THREADS, FORM_PREFIXES, make_auto_kernel, make_check_kernel
 from .elements import STORAGE_DTYPES, check_storage, check_types, types_of
 
 F32 = ("float32", "float32")
@@ -31,13 +32,21 @@ def signature(types, checked):
     return f"void({x}, {y}, int64[::1], int32[::1])" if checked else f"void({x}, {y})"
 
 
-def auto_kernel(geometry, types=F32, checked=False):
-    """The dispatcher of one build of ``geometry`` (a :class:`Geometry` or its name), made once."""
+def auto_kernel(geometry, types=F32, checked=False, form="softmax"):
+    """The dispatcher of one build of ``geometry`` (a :class:`Geometry` or its name) writing ``form``
+    (``"softmax"`` or ``"log_softmax"``), made once."""
     if isinstance(geometry, str):
         geometry = Geometry.parse(geometry)
-    key = (geometry, check_types(tuple(types)), bool(checked))
+    if form not in FORMS:
+        raise ValueError(f"form {form!r}: expected one of {FORMS}")
+    key = (geometry, check_types(tuple(types)), bool(checked), form)
     if key not in _BUILDS:
-        _BUILDS[key] = (fast_math_kernel if geometry.fast_math else make_auto_kernel)(*key)
+        if geometry.fast_math:
+            if form != "softmax":
+                raise ValueError(f"geometry {geometry.name}: the fast-math diagnostic builds write the softmax only")
+            _BUILDS[key] = fast_math_kernel(*key[:3])
+        else:
+            _BUILDS[key] = make_auto_kernel(*key)
     return _BUILDS[key]
 
 
@@ -61,6 +70,11 @@ def _geometries_for(types, geometries):
 FULL_TYPES = (F32, ("bfloat16", "bfloat16"))
 #: One geometry of each kind: narrow rows (shuffles), a block per row, shared memory, a cluster, the long path.
 KIND_SAMPLES = ("rows_l8_q1", "rows_l128_q4", "rows_l512_q8_s8", "cluster_l512_q8_c4_s8", AUTO_TABLE[-1][1])
+#: The log_softmax builds registered: every geometry it runs for float32 (checked or not), one narrow rows, one
+#: block-per-row and the long geometry for the other element types (unchecked; their code differs from float32's
+#: by the element conversions only).
+LOG_SAMPLE_TYPES = (("bfloat16", "bfloat16"), ("float16", "float16"), ("float64", "float64"), ("bfloat16", "float32"))
+LOG_KIND_SAMPLES = ("rows_l8_q1", "rows_l128_q4", AUTO_TABLE[-1][1])
 SAMPLE_TYPES = (("float16", "float16"), ("float64", "float64"), ("bfloat16", "float32"), ("float32", "bfloat16"),
                 ("float16", "float32"), ("float64", "float32"), ("float32", "float64"))
 
@@ -84,6 +98,20 @@ def builds(geometries=TABLE_GEOMETRIES):
     return found
 
 
+def log_builds():
+    """name -> (dispatcher, Numba signature) of the log_softmax builds: every geometry ``auto`` runs for float32,
+    checked or not, and :data:`LOG_KIND_SAMPLES` for the :data:`LOG_SAMPLE_TYPES`, unchecked."""
+    found = {}
+    plan = [(F32, sorted({log_geometry(name) for name in TABLE_GEOMETRIES}), (False, True))]
+    plan += [(types, LOG_KIND_SAMPLES, (False,)) for types in LOG_SAMPLE_TYPES]
+    for types, names, checks in plan:
+        for name in _geometries_for(types, names):
+            for checked in checks:
+                kernel = auto_kernel(name, types, checked, "log_softmax")
+                found[kernel.py_func.__name__] = (kernel, signature(types, checked))
+    return found
+
+
 def _types(x, y, types):
     if types is None:
         return types_of(x, y)
@@ -93,9 +121,9 @@ def _types(x, y, types):
     return types
 
 
-def geometry_launches(geometry, x, y, status=None, alarm=None, types=None):
-    """The single launch of one named geometry (``auto`` uses :func:`auto_launches`; ``bench perf``
-    times the candidates through this). A ``rows`` geometry refuses a row it cannot hold."""
+def geometry_launches(geometry, x, y, status=None, alarm=None, types=None, form="softmax"):
+    """The single launch of one named geometry writing ``form`` (``auto`` uses :func:`auto_launches`; ``bench
+    perf`` times the candidates through this). A ``rows`` geometry refuses a row it cannot hold."""
     if isinstance(geometry, str):
         geometry = Geometry.parse(geometry)
     types = _types(x, y, types)
@@ -109,25 +137,34 @@ def geometry_launches(geometry, x, y, status=None, alarm=None, types=None):
     rows, cols = x.shape
     if geometry.max_columns is not None and cols > geometry.max_columns:
         raise ValueError(f"row too long for geometry {geometry.name}: {cols} columns > {geometry.max_columns}")
-    kernel = auto_kernel(geometry, types, checked)
+    kernel = auto_kernel(geometry, types, checked, form)
     grid = (rows + geometry.rows_per_block - 1) // geometry.rows_per_block * geometry.ctas
     args = (x, y, status, alarm) if checked else (x, y)
     shared_bytes = geometry.shared_bytes * STORAGE_DTYPES[types[0]].itemsize // 4
-    return [KernelLaunch(f"auto_{geometry.name}", kernel, (grid,), (geometry.block_threads,), args,
+    return [KernelLaunch(f"{FORM_PREFIXES[form]}{geometry.name}", kernel, (grid,), (geometry.block_threads,), args,
                          shared_bytes=shared_bytes, cluster=geometry.ctas)]
 
 
-def auto_launches(x, y, status=None, alarm=None, types=None):
+def auto_launches(x, y, status=None, alarm=None, types=None, form="softmax"):
     """``method="auto"``: the launch of the table's geometry for this width (any width: the long-row path
-    beyond the table). ``status is None``: unchecked; else checked (records into status and alarm)."""
+    beyond the table) writing ``form``. ``status is None``: unchecked; else checked (records into status and
+    alarm)."""
     types = _types(x, y, types)
     check_strided_rows("x", x)
-    return geometry_launches(geometry_for(x.shape[1], types), x, y, status, alarm, types)
+    return geometry_launches(geometry_for(x.shape[1], types, form), x, y, status, alarm, types, form)
 
 
-def geometry_for(cols, types):
-    """The geometry :func:`auto_launches` runs for rows of ``cols`` elements of ``types``."""
-    return auto_geometry(cols, float64="float64" in types)
+def geometry_for(cols, types, form="softmax"):
+    """The geometry :func:`auto_launches` runs for rows of ``cols`` elements of ``types`` writing ``form``: the
+    log_softmax runs the rows geometries in registers and the long-row path beyond (:func:`log_geometry`)."""
+    name = auto_geometry(cols, float64="float64" in types)
+    return name if form == "softmax" else log_geometry(name)
+
+
+def log_geometry(name):
+    """The geometry the log_softmax runs where the softmax runs ``name``: the same, but the long-row path in
+    place of a cluster or ``_s{S}`` one (those write the softmax only)."""
+    return AUTO_TABLE[-1][1] if Geometry.parse(name).gpu_only else name
 
 
 def check_launches(x, status, alarm, allow_neg_inf):

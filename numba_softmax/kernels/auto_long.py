@@ -15,15 +15,19 @@ from numba import cuda
 from ..numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, QUAD, WARP_SIZE
 from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE
 from .auto_parts import (POS_INF, U32_ZERO, bad_bit, lowest_bit, make_edges, make_load_values, make_quads_aligned,
-                         make_record_edge, make_row_span, make_store_quad_at, record_status, row_reductions)
+                         make_record_edge, make_row_span, make_store_quad_at, record_status, row_form,
+                         row_reductions)
 from .elements import element_io
 
 
-def make_long_body(geometry, types, checked):
-    """``(body(x, y, status, alarm), block threads)`` of a ``long`` geometry for elements ``types`` = (in, out)."""
+def make_long_body(geometry, types, checked, form="softmax"):
+    """``(body(x, y, status, alarm), block threads)`` of a ``long`` geometry for elements ``types`` = (in, out),
+    writing ``form``'s output (:func:`.auto_parts.row_form`)."""
     io = element_io(*types)
     A = io.arith
-    ADD, SUB, MUL, AEXP, ADIV, MAX = A.add, A.sub, A.mul, A.exp, A.div, A.max
+    ADD, SUB, MUL, AEXP, MAX = A.add, A.sub, A.mul, A.exp, A.max
+    FORM = row_form(form, A)
+    SCALE, OUT = FORM.scale, FORM.of_value
     LANES = geometry.lanes
     QUADS = geometry.quads
     VALUES = QUADS * QUAD
@@ -37,7 +41,7 @@ def make_long_body(geometry, types, checked):
     row_span = make_row_span(types[0])
     quads_aligned = make_quads_aligned(types[1])
     store_quad_at = make_store_quad_at(io)
-    edge_max, edge_sum, store_edges = make_edges(LANES, io)
+    edge_max, edge_sum, store_edges = make_edges(LANES, io, form)
     record_edge = make_record_edge(LANES, io)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -89,6 +93,7 @@ def make_long_body(geometry, types, checked):
                 record_status(status, STATUS_MASKED_ROW, np.int64(row), alarm)
 
         # Pass 2, last chunk first: it is still in registers, and the chunks before it were read last.
+        c = SCALE(row_sum)
         aligned = quads_aligned(y, row, head)
         for step in range(chunks):
             start = head + (chunks - 1 - step) * CHUNK
@@ -97,11 +102,9 @@ def make_long_body(geometry, types, checked):
             for q in range(QUADS):
                 base = start + QUAD * lane + STRIDE * q
                 if base < body_end:
-                    store_quad_at(y, row, base,
-                                  ADIV(AEXP(SUB(values[QUAD * q], row_max)), row_sum),
-                                  ADIV(AEXP(SUB(values[QUAD * q + 1], row_max)), row_sum),
-                                  ADIV(AEXP(SUB(values[QUAD * q + 2], row_max)), row_sum),
-                                  ADIV(AEXP(SUB(values[QUAD * q + 3], row_max)), row_sum), aligned)
-        store_edges(x, y, row, lane, head, body_end, edge_count, row_max, row_sum)
+                    store_quad_at(y, row, base, OUT(values[QUAD * q], row_max, c),
+                                  OUT(values[QUAD * q + 1], row_max, c), OUT(values[QUAD * q + 2], row_max, c),
+                                  OUT(values[QUAD * q + 3], row_max, c), aligned)
+        store_edges(x, y, row, lane, head, body_end, edge_count, row_max, c)
 
     return body, LANES

@@ -11,6 +11,7 @@ mapped host memory).
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import cuda, float32, int64, uint32, uint64
@@ -182,6 +183,64 @@ class RowParts:
 POLICY_PARTS = RowParts(f32_exp, f32_div, make_cluster_fold, span_after_registers, edges_of_row)
 
 
+# ---- what a row body writes: the softmax or the log_softmax of the row -----------------------------------------
+
+#: The forms a row body computes: ``softmax`` ``y = exp(x - m) / z``, ``log_softmax`` ``y = (x - m) - log z``
+#: (torch's order of the two subtractions), with m the row max and z = sum exp(x - m).
+FORMS = ("softmax", "log_softmax")
+
+
+class RowForm(NamedTuple):
+    """The device functions that make a row body one form or the other (:func:`row_form`)."""
+    name: str
+    kept: object       # (v, e) -> what a value register holds after the sum pass: e = exp(v - m), or v itself
+    scale: object      # z -> c: the softmax divides by z, the log_softmax subtracts log z
+    of_kept: object    # (kept, m, c) -> the output of a value kept in a register
+    of_value: object   # (v, m, c) -> the output of a value read again from x
+
+
+def row_form(form, arith, exp=None, div=None):
+    """The :class:`RowForm` of ``form`` in ``arith``'s compute type, with ``exp`` and ``div`` (default: the
+    policy's; the negative controls swap one). The softmax keeps each exponential and divides it; the
+    log_softmax keeps the input and subtracts ``m`` then ``log z`` (libdevice ``logf`` once per row)."""
+    if form not in FORMS:
+        raise ValueError(f"form {form!r}: expected one of {FORMS}")
+    EXP = arith.exp if exp is None else exp
+    DIV = arith.div if div is None else div
+    SUB, LOG = arith.sub, arith.log
+    if form == "softmax":
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def kept(v, e):
+            return e
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def scale(z):
+            return z
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def of_kept(k, m, c):
+            return DIV(k, c)
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def of_value(v, m, c):
+            return DIV(EXP(SUB(v, m)), c)
+    else:
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def kept(v, e):
+            return v
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def scale(z):
+            return LOG(z)
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def of_kept(k, m, c):
+            return SUB(SUB(k, m), c)
+
+        of_value = of_kept
+    return RowForm(form, kept, scale, of_kept, of_value)
+
+
 # ---- a row of any width and alignment: head, aligned quads, tail ---------------------------------------------
 
 def make_row_span(element_type):
@@ -202,25 +261,29 @@ def make_row_span(element_type):
     return row_span
 
 
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def edge_column(e, head, body_end):
+    """The column of a row's edge element ``e``: the head's ``e`` (``e < head``), else the tail's ``e - head``."""
+    return e if e < head else body_end + (e - head)
+
+
 def max_edges(element_type):
     """Most edge elements of a row of ``element_type``: a head and a tail of fewer than a 16-byte unit each."""
     unit = 16 // STORAGE_DTYPES[element_type].itemsize
     return (unit - 1) + (max(QUAD, unit) - 1)
 
 
-def make_edges(lanes, io):
+def make_edges(lanes, io, form="softmax"):
     """The edge elements of a row, spread over its ``lanes`` threads (element ``e`` to lane ``e % lanes``, up to
     ``ceil(max_edges / lanes)`` each): ``(edge_max, edge_sum, store_edges)``. Edge ``e < head`` is column ``e``;
     the others are the tail, ``body_end + e - head`` on. They are read from x at each use (a few elements a row,
-    from L1) rather than held in registers through the reductions."""
+    from L1) rather than held in registers through the reductions. ``store_edges`` writes ``form``'s output
+    (``c``: the form's scale of the row sum)."""
     LANES = lanes
     SLOTS = -(-max_edges(io.in_type) // lanes)
     LOAD, STORE, A = io.load, io.store, io.arith
-    ADD, SUB, AEXP, ADIV, MAX = A.add, A.sub, A.exp, A.div, A.max
-
-    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-    def edge_column(e, head, body_end):
-        return e if e < head else body_end + (e - head)
+    ADD, SUB, AEXP, MAX = A.add, A.sub, A.exp, A.max
+    OUT = row_form(form, A).of_value
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def edge_max(x, row, lane, head, body_end, count, local_max):
@@ -241,12 +304,12 @@ def make_edges(lanes, io):
         return local_sum
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-    def store_edges(x, y, row, lane, head, body_end, count, row_max, divisor):
+    def store_edges(x, y, row, lane, head, body_end, count, row_max, c):
         for k in range(SLOTS):
             e = lane + LANES * k
             if e < count:
                 column = edge_column(e, head, body_end)
-                y[row, column] = STORE(ADIV(AEXP(SUB(LOAD(x[row, column]), row_max)), divisor))
+                y[row, column] = STORE(OUT(LOAD(x[row, column]), row_max, c))
 
     return edge_max, edge_sum, store_edges
 
@@ -263,12 +326,27 @@ def make_record_edge(lanes, io):
         for k in range(SLOTS):
             e = lane + LANES * k
             if e < count:
-                column = e if e < head else body_end + (e - head)
+                column = edge_column(e, head, body_end)
                 if not LOAD(x[row, column]) < POS_INF:
                     record_status(status, STATUS_NONFINITE, int64(row) * x.shape[1] + column, alarm)
                     return
 
     return record_edge
+
+
+def make_load_quad_at(io):
+    """``load_quad_at(x, row, col, aligned) -> (a, b, c, d)``: four elements of ``x[row, col:col + 4]`` as compute
+    values, one vector load when x's quads are ``aligned``, else element by element (a second input of a
+    kernel whose quads are placed by another array's alignment)."""
+    LOAD, LOAD_QUAD = io.load, io.load_quad
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def load_quad_at(x, row, col, aligned):
+        if aligned:
+            return LOAD_QUAD(x, row, col)
+        return LOAD(x[row, col]), LOAD(x[row, col + 1]), LOAD(x[row, col + 2]), LOAD(x[row, col + 3])
+
+    return load_quad_at
 
 
 def make_store_quad_at(io):
@@ -289,22 +367,23 @@ def make_store_quad_at(io):
     return store_quad_at
 
 
-def make_store_quotients(quads, stride, io, div):
-    """``store_quotients(y, row, end, first, values, divisor, aligned)``: a thread's ``quads`` quads divided by
-    ``divisor`` into row ``row`` of ``y``, quad ``q`` at column ``first + stride * q``, quads from ``end`` on
-    skipped (:func:`make_store_quad_at`)."""
-    QUADS, STRIDE, DIV = quads, stride, div
+def make_store_outputs(quads, stride, io, out):
+    """``store_outputs(y, row, end, first, values, row_max, c, aligned)``: a thread's ``quads`` quads of kept
+    values as outputs ``out(kept, row_max, c)`` (:attr:`RowForm.of_kept`) into row ``row`` of ``y``, quad ``q``
+    at column ``first + stride * q``, quads from ``end`` on skipped (:func:`make_store_quad_at`)."""
+    QUADS, STRIDE, OUT = quads, stride, out
     store_quad_at = make_store_quad_at(io)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-    def store_quotients(y, row, end, first, values, divisor, aligned):
+    def store_outputs(y, row, end, first, values, row_max, c, aligned):
         for q in range(QUADS):
             base = first + STRIDE * q
             if base < end:
-                store_quad_at(y, row, base, DIV(values[QUAD * q], divisor), DIV(values[QUAD * q + 1], divisor),
-                              DIV(values[QUAD * q + 2], divisor), DIV(values[QUAD * q + 3], divisor), aligned)
+                store_quad_at(y, row, base, OUT(values[QUAD * q], row_max, c),
+                              OUT(values[QUAD * q + 1], row_max, c), OUT(values[QUAD * q + 2], row_max, c),
+                              OUT(values[QUAD * q + 3], row_max, c), aligned)
 
-    return store_quotients
+    return store_outputs
 
 
 def make_quads_aligned(out_type):

@@ -31,7 +31,8 @@ from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMUL
                         f32_max)
 from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE
 from .auto_parts import (CLEAR_WORD, POLICY_PARTS, POS_INF, make_edges, make_quads_aligned, make_record_row,
-                         make_load_values, make_row_span, make_store_quad_at, make_store_quotients, record_status,
+                         make_load_values, make_row_span, make_store_quad_at, make_store_outputs, record_status,
+                         row_form,
                          row_reductions)
 from .auto_long import make_long_body
 from .elements import STORAGE_DTYPES, element_io
@@ -56,9 +57,10 @@ STAGED_TYPES = {"float32": float32, "float16": numba_types.float16, "bfloat16": 
 
 # ---- row kernels: a row in registers (in a block, or in the CTAs of a cluster) ------------------------------
 
-def make_rows_body(geometry, types, checked, parts=POLICY_PARTS):
+def make_rows_body(geometry, types, checked, parts=POLICY_PARTS, form="softmax"):
     """``(body(x, y, status, alarm), block threads)`` of a ``rows`` or ``cluster`` geometry for elements of
-    ``types`` = (in, out): ``geometry.lanes`` threads per row, ``geometry.quads`` quads each in registers; with
+    ``types`` = (in, out), writing ``form``'s output (:func:`.auto_parts.row_form`): ``geometry.lanes`` threads
+    per row, ``geometry.quads`` quads each in registers; with
     ``ctas > 1`` the row is spread over the CTAs of a cluster, CTA ``rank`` holding body columns
     ``rank * 4 * lanes * quads`` on (the edges in rank 0), and both reductions end with the cluster stage.
     A ``_s{S}`` geometry's body is :func:`_make_staged_body`'s."""
@@ -85,14 +87,18 @@ def make_rows_body(geometry, types, checked, parts=POLICY_PARTS):
         raise ValueError("cluster kernels need a GPU (the simulator has no clusters), one row per CTA (more than "
                          f"{WARP_SIZE} lanes; got {LANES}) and float32 arithmetic")
     if geometry.shared_quads:
+        if form != "softmax":
+            raise ValueError(f"geometry {geometry.name}: a _s<S> geometry writes the softmax only, not {form!r}")
         return _make_staged_body(geometry, types, checked, parts)
+    FORM = row_form(form, A, EXP, DIV)
+    KEPT, SCALE = FORM.kept, FORM.scale
     row_max_of, row_sum_of = row_reductions(LANES, BLOCK, A)
     cluster_fold = parts.cluster_fold(CTAS)
     load_values = make_load_values(LANES, QUADS, io)
-    store_quotients = make_store_quotients(QUADS, STRIDE, io, DIV)
+    store_outputs = make_store_outputs(QUADS, STRIDE, io, FORM.of_kept)
     row_span = make_row_span(types[0])
     quads_aligned = make_quads_aligned(types[1])
-    edge_max, edge_sum, store_edges = make_edges(LANES, io)
+    edge_max, edge_sum, store_edges = make_edges(LANES, io, form)
     record_row = make_record_row(LANES, QUADS, io)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -133,7 +139,7 @@ def make_rows_body(geometry, types, checked, parts=POLICY_PARTS):
         if live:  # a group past the last row has nothing to exponentiate (its max is -inf)
             for k in range(VALUES):
                 e = EXP(SUB(values[k], row_max))
-                values[k] = e
+                values[k] = KEPT(values[k], e)
                 local_sum = ADD(local_sum, e)
             local_sum = edge_sum(x, row, lane, head, body_end, edge_count, row_max, local_sum)
         row_sum = row_sum_of(local_sum, partials)
@@ -141,9 +147,10 @@ def make_rows_body(geometry, types, checked, parts=POLICY_PARTS):
             row_sum = cluster_fold(row_sum, sums, rank, False)
 
         if live:
-            store_quotients(y, row, body_end, head + offset + QUAD * lane, values, row_sum,
-                            quads_aligned(y, row, head))
-            store_edges(x, y, row, lane, head, body_end, edge_count, row_max, row_sum)
+            c = SCALE(row_sum)
+            store_outputs(y, row, body_end, head + offset + QUAD * lane, values, row_max, c,
+                          quads_aligned(y, row, head))
+            store_edges(x, y, row, lane, head, body_end, edge_count, row_max, c)
         if CHECKED:
             # The good path tests the row once: every term exp(x - m) of a row of finite and -inf values
             # lies in [0, 1] and one is exp(0) = 1, so its sum is finite; a NaN, a +inf (m = +inf, a term
@@ -371,9 +378,13 @@ def types_suffix(types):
     return "_" + "_".join(SHORT_TYPES[t] for t in (types[:1] if types[0] == types[1] else types))
 
 
-def build_name(geometry, types, checked):
-    """``auto_<geometry>[_<types>][_checked]``: the kernel's name (its PTX entry, the registry's key)."""
-    return f"auto_{geometry.name}{types_suffix(types)}{'_checked' if checked else ''}"
+#: The kernel name prefix of each form's builds.
+FORM_PREFIXES = {"softmax": "auto_", "log_softmax": "auto_log_"}
+
+
+def build_name(geometry, types, checked, form="softmax"):
+    """``auto_[log_]<geometry>[_<types>][_checked]``: the kernel's name (its PTX entry, the registry's key)."""
+    return f"{FORM_PREFIXES[form]}{geometry.name}{types_suffix(types)}{'_checked' if checked else ''}"
 
 
 def bounded_build(body, block, name, checked):
@@ -391,12 +402,14 @@ def bounded_build(body, block, name, checked):
     return bounded_kernel(kernel, block, max(1, MIN_THREADS_PER_SM // block))
 
 
-def make_auto_kernel(geometry, types, checked):
-    """The shipped build of ``geometry`` for elements ``types`` = (in, out) (made once by
-    :func:`.auto_launch.auto_kernel`, compiled on its first launch). The ``_fastmath`` diagnostic geometries are
-    built by :mod:`.auto_controls`."""
+def make_auto_kernel(geometry, types, checked, form="softmax"):
+    """The shipped build of ``geometry`` for elements ``types`` = (in, out) writing ``form`` (``"softmax"`` or
+    ``"log_softmax"``; made once by :func:`.auto_launch.auto_kernel`, compiled on its first launch). The
+    ``_fastmath`` diagnostic geometries are built by :mod:`.auto_controls`."""
     if geometry.fast_math:
         raise ValueError(f"geometry {geometry.name}: a diagnostic fast-math build (auto_controls.fast_math_kernel)")
-    maker = make_long_body if geometry.kind == "long" else make_rows_body
-    body, block = maker(geometry, types, checked)
-    return bounded_build(body, block, build_name(geometry, types, checked), checked)
+    if geometry.kind == "long":
+        body, block = make_long_body(geometry, types, checked, form)
+    else:
+        body, block = make_rows_body(geometry, types, checked, form=form)
+    return bounded_build(body, block, build_name(geometry, types, checked, form), checked)

@@ -4,8 +4,10 @@ The PTX tools (``python -m bench ptx``) and the policy tests iterate over this t
 so a new kernel is checked as soon as it is registered here.
 """
 
+from .auto_backward import backward_builds
 from .auto_columns import column_builds
 from .auto_launch import builds as auto_builds
+from .auto_launch import log_builds
 from .fused_row import FUSED_KERNELS
 from .row_stages import divide_stage, exp_stage, row_max_stage, row_sum_stage
 from .persistent import SIGNATURES as PERSISTENT_SIGNATURES
@@ -40,3 +42,8 @@ AUTO_KERNELS = auto_builds()
 #: for float32, bfloat16 and float64, checked or not, and samples of the other pairs); like AUTO_KERNELS, the
 #: library's; tests/cpu/test_column_kernels_ptx.py checks their policy and registers.
 COLUMN_KERNELS = column_builds()
+
+#: The kernels of training: the log_softmax forward builds (kernels/auto_launch.py ``log_builds``) and the backward
+#: builds of softmax and log_softmax (kernels/auto_backward.py); the library's, like AUTO_KERNELS;
+#: tests/cpu/test_gradient_kernels_ptx.py checks their policy and registers.
+GRADIENT_KERNELS = {**log_builds(), **backward_builds()}

@@ -1,0 +1,171 @@
+"""log_softmax and the backward of softmax and log_softmax on rows of any width, alignment and element type.
+
+The same tests run in the simulator (element-by-element quads, the same head / body / tail split) and on a GPU:
+the float64 oracle with the declared tolerances (:func:`numba_softmax.oracle.check_scaled`), -inf masks, rows
+whose starts are misaligned each by its own amount, the long-row path, and the negative control (a softmax
+backward without its ``sum(dy * y)`` term), which the same check must reject.
+"""
+
+import numpy as np
+import pytest
+from numba import cuda
+from test_auto_layouts import GPU_ONLY, nan_output, strided
+
+from numba_softmax.backend import SIMULATOR, run_launches
+from numba_softmax.element_types import to_float64
+from numba_softmax.fixtures import matrix_fixture
+from numba_softmax.kernels.auto_backward import backward_launches
+from numba_softmax.kernels.auto_backward_controls import dropped_sum_launches
+from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
+from numba_softmax.oracle import (check_scaled, oracle_log_softmax, oracle_log_softmax_backward, oracle_softmax,
+                                  oracle_softmax_backward)
+from numba_softmax.validation import STATUS_CLEAR, STATUS_MASKED_ROW, STATUS_WORDS
+
+ROWS = 3 if SIMULATOR else 67
+#: Residues mod 8, a narrow group's boundary and a block-per-row width; a GPU adds wide rows and the long-row
+#: path's default geometry (the simulator runs one Python thread per CUDA thread: too slow there).
+WIDTHS = [1, 3, 8, 13, 17, 130] + [pytest.param(w, marks=GPU_ONLY) for w in (781, 4099, 16385, 70001)]
+TYPES = ("float32", "bfloat16", "float16", "float64")
+#: A long-row geometry the simulator can run: 4 x 32 columns a chunk, so 130 columns cross chunks.
+SMALL_LONG = "long_l32_q1"
+
+
+def _gradients(rows, cols, seed):
+    return np.random.default_rng(seed).standard_normal((rows, cols))
+
+
+def _forward(values, form):
+    """The float64 forward of ``values`` (softmax or log_softmax): what a backward gets as ``y``."""
+    return oracle_softmax(values) if form == "softmax" else oracle_log_softmax(values)[0]
+
+
+def run_backward(y, dy, element_type, form, at=((0, 0), (0, 0), (0, 0)), geometry=None, launches=backward_launches):
+    """dx of float64 ``y`` and ``dy`` cast to ``element_type``, each placed at its (offset, pad); dx NaN-filled.
+    Returns (y, dy as the kernel saw them, dx), on the host, in the storage type."""
+    d_y = strided(y, element_type, *at[0])
+    d_dy = strided(dy, element_type, *at[1])
+    d_dx = nan_output(y.shape, element_type, *at[2])
+    with np.errstate(invalid="ignore", over="ignore"):
+        run_launches(launches(d_y, d_dy, d_dx, element_type, form, geometry=geometry))
+    return d_y.copy_to_host(), d_dy.copy_to_host(), d_dx.copy_to_host()
+
+
+def expect_backward(y, dy, dx, element_type, form):
+    ref, scale = (oracle_softmax_backward if form == "softmax" else oracle_log_softmax_backward)(
+        to_float64(y, element_type), to_float64(dy, element_type))
+    passed, ratio, where = check_scaled(dx, ref, scale, element_type)
+    assert passed, f"{form} backward ({element_type}): worst tolerance ratio {ratio:.3g} at (row, col) {where}"
+
+
+@pytest.mark.parametrize("form", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("element_type", TYPES)
+@pytest.mark.parametrize("width", WIDTHS)
+def test_backward_against_float64(width, element_type, form):
+    values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
+    y, dy, dx = run_backward(_forward(values, form), _gradients(ROWS, width, width), element_type, form,
+                             at=((1, 3), (1, 3), (1, 3)))
+    expect_backward(y, dy, dx, element_type, form)
+
+
+@pytest.mark.parametrize("form", ["softmax", "log_softmax"])
+def test_backward_inputs_aligned_each_their_own_way_give_the_same_bits(form):
+    """dy and dx whose rows are aligned unlike y's: element-by-element accesses, the same values."""
+    width = 70
+    values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
+    y, dy = _forward(values, form), _gradients(ROWS, width, 7)
+    _, _, together = run_backward(y, dy, "float32", form, at=((2, 3), (2, 3), (2, 3)))
+    _, _, apart = run_backward(y, dy, "float32", form, at=((2, 3), (1, 1), (3, 5)))
+    assert np.array_equal(together.view(np.uint32), apart.view(np.uint32))
+
+
+@pytest.mark.parametrize("form", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("element_type", ["float32", "bfloat16", "float64"])
+def test_backward_long_path_crosses_chunks(element_type, form):
+    width = 301 if SIMULATOR else 9001
+    geometry = SMALL_LONG if SIMULATOR else None
+    values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
+    y, dy, dx = run_backward(_forward(values, form), _gradients(ROWS, width, 3), element_type, form,
+                             at=((3, 1), (3, 1), (3, 1)),
+                             geometry=geometry or ("long_l1024_q1" if element_type == "float64" else "long_l1024_q2"))
+    expect_backward(y, dy, dx, element_type, form)
+
+
+@pytest.mark.parametrize("form", ["softmax", "log_softmax"])
+def test_backward_of_masked_rows(form):
+    """Rows partly masked with -inf: the forward gives those columns 0 (softmax) or -inf (log_softmax); the
+    softmax backward gives them a gradient of exactly 0, the log_softmax one exactly dy (torch's
+    ``dy - exp(-inf) * s``), and the other columns their float64 value."""
+    width = 40
+    values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
+    values[:, ::3] = -np.inf
+    y, dy = _forward(values, form), _gradients(ROWS, width, 5)
+    y_seen, dy_seen, dx = run_backward(y, dy, "float32", form, at=((1, 0), (1, 0), (1, 0)))
+    got = to_float64(dx, "float32")
+    expected = 0 if form == "softmax" else to_float64(dy_seen, "float32")[:, ::3]
+    assert (got[:, ::3] == expected).all(), "a masked column's gradient is not exact"
+    expect_backward(y_seen, dy_seen, dx, "float32", form)
+
+
+def test_the_check_rejects_a_backward_without_its_sum_term():
+    width = 70
+    values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
+    y, dy = _forward(values, "softmax"), _gradients(ROWS, width, 9)
+    y_seen, dy_seen, dx = run_backward(y, dy, "float32", "softmax", launches=dropped_sum_launches)
+    with pytest.raises(AssertionError, match="worst tolerance ratio"):
+        expect_backward(y_seen, dy_seen, dx, "float32", "softmax")
+
+
+# ---- the log_softmax forward ----------------------------------------------------------------------------------
+
+def run_log_softmax(values, types, at=((0, 0), (0, 0)), geometry=None, checked=False):
+    d_x = strided(values, types[0], *at[0])
+    d_y = nan_output(values.shape, types[1], *at[1])
+    status = alarm = None
+    if checked:
+        status = cuda.to_device(np.full(STATUS_WORDS, STATUS_CLEAR, dtype=np.int64))
+        alarm = cuda.to_device(np.zeros(1, dtype=np.int32))
+    launches = (auto_launches(d_x, d_y, status, alarm, types, "log_softmax") if geometry is None
+                else geometry_launches(geometry, d_x, d_y, status, alarm, types, "log_softmax"))
+    with np.errstate(invalid="ignore", over="ignore"):
+        run_launches(launches)
+    return d_x.copy_to_host(), d_y.copy_to_host(), None if status is None else status.copy_to_host()
+
+
+def expect_log_softmax(x, y, types):
+    """y is log_softmax(x) (one element type in and out) within the type's tolerance of the float64 value."""
+    ref, scale = oracle_log_softmax(to_float64(x, types[0]))
+    passed, ratio, where = check_scaled(y, ref, scale, types[1])
+    assert passed, f"log_softmax {types}: worst tolerance ratio {ratio:.3g} at (row, col) {where}"
+
+
+@pytest.mark.parametrize("element_type", TYPES)
+@pytest.mark.parametrize("width", WIDTHS)
+def test_log_softmax_against_float64(width, element_type):
+    values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
+    x, y, _ = run_log_softmax(values, (element_type, element_type), at=((1, 3), (2, 1)))
+    expect_log_softmax(x, y, (element_type, element_type))
+
+
+@pytest.mark.parametrize("geometry", [SMALL_LONG, "rows_l8_q1", pytest.param("long_l1024_q4", marks=GPU_ONLY)])
+def test_log_softmax_geometries_and_masks(geometry):
+    """-inf columns give -inf, a row of -inf alone NaN (as torch), the rest the float64 value; the checked
+    build of the same geometry writes the same bits."""
+    width = 30
+    values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
+    values[:, 1::4] = -np.inf
+    values[-1] = -np.inf
+    x, y, _ = run_log_softmax(values, ("float32", "float32"), geometry=geometry)
+    got = to_float64(y, "float32")
+    assert np.isneginf(got[:-1, 1::4]).all() and np.isnan(got[-1]).all()
+    expect_log_softmax(x[:-1], y[:-1], ("float32", "float32"))
+    _, y_checked, status = run_log_softmax(values, ("float32", "float32"), geometry=geometry, checked=True)
+    assert np.array_equal(y.view(np.uint32), y_checked.view(np.uint32))
+    assert status[STATUS_MASKED_ROW] == ROWS - 1, "the checked build names the row without a finite entry"
+
+
+@GPU_ONLY
+@pytest.mark.parametrize("element_type", ["float32", "bfloat16"])
+def test_log_softmax_of_rows_past_the_register_geometries(element_type):
+    values = matrix_fixture("random", (4, 40000)).astype(np.float64)
+    x, y, _ = run_log_softmax(values, (element_type, element_type), at=((3, 1), (3, 1)))
+    expect_log_softmax(x, y, (element_type, element_type))
