@@ -6,11 +6,14 @@ process (:mod:`.cached_kernel`). numba-cuda's own ``cache=True`` cannot serve: t
 come from factories (closures over build flags and geometry) and are launched through a slim entry.
 
 The key is the SHA-256 of everything that changes the code (:func:`cache_key`): the kernel's own
-code and the source file of every project module it calls into, followed through its globals and
-closure cells (device functions, helpers, modules); the values it closes over (factory parameters);
-its argument types and compile options; the toolchain (Python, numba, numba-cuda, llvmlite, NVVM);
-the compute capability; and :data:`FORMAT_VERSION`. A value that has no stable description makes the
-kernel uncacheable (compiled every time, never a wrong hit).
+code and the code of every project function it calls into, followed through its globals, closure cells
+and the module attributes it names (device functions, helpers, constants); the values it closes over
+(factory parameters); its argument types and compile options; the toolchain (Python, numba, numba-cuda,
+llvmlite, NVVM); the compute capability; and :data:`FORMAT_VERSION`. A project module's whole source file is
+keyed only where the kernel refers to something of it that has no stable description (a class, an attribute
+that is neither code nor a plain value), so editing one kernel recompiles that kernel and what calls it, not
+its module's other kernels. A value that the kernel holds itself and that has no stable description makes
+the kernel uncacheable (compiled every time, never a wrong hit).
 
 This module touches no GPU: the key and the store of bytes work (and are tested) on a CPU.
 docs/cache.md describes the location, the variables and ``python -m bench cache``.
@@ -36,7 +39,7 @@ import numba_cuda
 import numpy as np
 
 #: Bumped whenever the entry format or the key's recipe changes: older entries are then never read.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 ENTRY_SUFFIX = ".kernel"
 _TEMP_PREFIX = ".writing-"
 _MAGIC = b"numba_softmax kernel cache %d\n" % FORMAT_VERSION
@@ -116,7 +119,8 @@ _TYPE_FAMILIES = ("numba", "numba_cuda", "llvmlite")
 
 
 class _KeyWalk:
-    """Collects what a kernel's code depends on: module files, function code, referenced values."""
+    """Collects what a kernel's code depends on: function code, referenced values, and the source files of the
+    project modules something was referred to that has no stable description of its own."""
 
     def __init__(self):
         self.modules = {}  # module name -> SHA-256 of its file
@@ -124,6 +128,7 @@ class _KeyWalk:
         self._seen = set()
 
     def module(self, module):
+        """Key ``module``'s whole source file (project code only); whether it is project code."""
         path = _followed_file(module)
         if path is not None and module.__name__ not in self.modules:
             self.modules[module.__name__] = file_digest(path)
@@ -135,7 +140,7 @@ class _KeyWalk:
         self._seen.add(id(function))
         self.parts.append(["function", function.__module__, function.__qualname__])
         module = sys.modules.get(function.__module__)
-        if module is None or not self.module(module):
+        if module is None or _followed_file(module) is None:
             if module is None or function.__module__ == "__main__":
                 raise Uncacheable(f"{function.__qualname__}: its module {function.__module__} has no source file")
             return  # a library's function: its version is in the key
@@ -156,16 +161,16 @@ class _KeyWalk:
     def value(self, value, names=()):
         """A stable description of a referenced value; follows functions and project modules."""
         if isinstance(value, pytypes.ModuleType):
-            if self.module(value):
-                # the module's attributes the code names (``numerics.safe_exp``): follow what they call
+            if _followed_file(value) is not None:
+                # the module's attributes the code names (``numerics.safe_exp``, ``numerics.QUAD``): each
+                # described, or, where one has no stable description, the module's whole file keyed
                 for name in sorted(set(names) & set(vars(value))):
-                    attribute = vars(value)[name]
-                    if callable(attribute) and not isinstance(attribute, type):
-                        try:
-                            described = self.value(attribute)
-                        except Uncacheable:
-                            continue  # not code the kernel calls; the module's file is in the key
-                        self.parts.append(["attribute", value.__name__, name, described])
+                    try:
+                        described = self.value(vars(value)[name])
+                    except Uncacheable:
+                        self.module(value)
+                        continue
+                    self.parts.append(["attribute", value.__name__, name, described])
             return ["module", value.__name__]
         if hasattr(value, "py_func") and hasattr(value, "targetoptions"):  # a Numba dispatcher
             self.function(value.py_func)

@@ -46,6 +46,11 @@ def make(factor, label="plain"):
             out[0, i] = {helper}.scale(out[0, i]) {operator} factor
 
     return toy
+
+
+@cuda.jit
+def neighbour(out):
+    out[0, 0] = {neighbour}
 """
 
 
@@ -56,13 +61,14 @@ def toy(tmp_path, monkeypatch, request):
     suffix = request.node.name.replace("[", "_").replace("]", "_").replace("-", "_")
     names = {"helper": f"toy_helper_{suffix}", "kernel": f"toy_kernel_{suffix}"}
     monkeypatch.syspath_prepend(str(tmp_path))
-    state = {"factor": "2.0", "operator": "*"}
+    state = {"factor": "2.0", "operator": "*", "neighbour": "1.0"}
 
     def write(**changes):
         state.update(changes)
         (tmp_path / f"{names['helper']}.py").write_text(HELPER.format(factor=state["factor"]))
         (tmp_path / f"{names['kernel']}.py").write_text(KERNEL.format(helper=names["helper"],
-                                                                      operator=state["operator"]))
+                                                                      operator=state["operator"],
+                                                                      neighbour=state["neighbour"]))
         modules = {}
         for role in ("helper", "kernel"):
             module = sys.modules.get(names[role])
@@ -100,6 +106,14 @@ def test_a_change_to_each_ingredient_misses(toy):
     changed["a called helper's source"] = key(toy(operator="*", factor="3.0").make(2))
     assert key(toy(factor="2.0").make(2)) == base  # back to the first source: the first key again
     assert len({base, *changed.values()}) == len(changed) + 1, changed
+
+
+def test_editing_one_kernel_leaves_the_other_kernels_of_its_module_cached(toy):
+    module = toy()
+    base, neighbour = key(module.make(2)), key(module.neighbour)
+    edited = toy(neighbour="3.0")
+    assert key(edited.neighbour) != neighbour  # the edited kernel misses
+    assert key(edited.make(2)) == base  # its module's other kernel still hits
 
 
 def test_the_compile_options_are_in_the_key():
@@ -143,27 +157,56 @@ def test_every_registered_kernel_is_cacheable_and_keyed_alike_in_another_process
     assert len(set(here.values())) == len(here)  # every build its own entry
 
 
-def test_the_key_holds_the_modules_a_kernel_calls_into_and_no_other(monkeypatch):
+def test_the_key_follows_the_code_a_kernel_calls_into_and_no_other(monkeypatch):
     from numba_softmax.kernels.registry import KERNELS
 
     dispatcher, signature = KERNELS["fused_row_softmax_q1"]
     argtypes = sigutils.normalize_signature(signature)[0]
     walk = kernel_cache._KeyWalk()
     walk.value(dispatcher)
-    assert {"numba_softmax.numerics", "numba_softmax.kernels.fused_row"} <= set(walk.modules)
-    assert not {"numba_softmax.oracle", "numba_softmax.launch.driver", "numba_softmax.api"} & set(walk.modules)
+    followed = {part[1] for part in walk.parts if part[0] == "function"}
+    assert {"numba_softmax.numerics", "numba_softmax.kernels.fused_row"} <= followed
+    assert not {"numba_softmax.oracle", "numba_softmax.launch.driver", "numba_softmax.api"} & followed
     base = cache_key(dispatcher, argtypes, CC)
-    real = kernel_cache.file_digest
+    real = kernel_cache._code_description
 
     def edited(target):
-        return lambda path: "0" * 64 if path.endswith(target) else real(path)
+        """The code of every function of the file ``target`` described as if it had been edited."""
+        def describe(code):
+            found = real(code)
+            return [*found, "edited"] if code.co_filename.endswith(target) else found
+        return describe
 
-    monkeypatch.setattr(kernel_cache, "file_digest", edited(os.path.join("numba_softmax", "numerics.py")))
+    monkeypatch.setattr(kernel_cache, "_code_description", edited(os.path.join("numba_softmax", "numerics.py")))
     assert cache_key(dispatcher, argtypes, CC) != base  # the numerics policy edited: a miss
-    monkeypatch.setattr(kernel_cache, "file_digest", edited(os.path.join("numba_softmax", "oracle.py")))
+    monkeypatch.setattr(kernel_cache, "_code_description", edited(os.path.join("numba_softmax", "oracle.py")))
     assert cache_key(dispatcher, argtypes, CC) == base  # an unrelated module edited: still a hit
-    monkeypatch.setattr(kernel_cache, "file_digest", edited(os.path.join("launch", "entry.py")))
+    monkeypatch.setattr(kernel_cache, "_code_description", real)
+    file_digest, entry = kernel_cache.file_digest, os.path.join("launch", "entry.py")
+    monkeypatch.setattr(kernel_cache, "file_digest",
+                        lambda path: "0" * 64 if path.endswith(entry) else file_digest(path))
     assert cache_key(dispatcher, argtypes, CC) != base  # the slim entry's generator edited: a miss
+
+
+def test_a_module_attribute_without_a_description_keys_the_whole_module(tmp_path, monkeypatch):
+    """A kernel that names an attribute of a project module that has no stable description (here an arbitrary
+    object) keys that module's source file instead: an edit anywhere in it then misses."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "toy_opaque.py").write_text("MARKER = object()\nSCALE = 2.0\n")
+    (tmp_path / "toy_opaque_kernel.py").write_text(
+        "from numba import cuda\nimport toy_opaque\n\n\n@cuda.jit\ndef k(out):\n"
+        "    out[0, 0] = toy_opaque.SCALE if toy_opaque.MARKER is None else 1.0\n")
+    monkeypatch.setattr(kernel_cache, "_followed_file",
+                        lambda module: getattr(module, "__file__", None) if module.__name__.startswith("toy_opaque")
+                        else None)
+    try:
+        kernel = importlib.import_module("toy_opaque_kernel").k
+        walk = kernel_cache._KeyWalk()
+        walk.value(kernel)
+        assert "toy_opaque" in walk.modules and ["attribute", "toy_opaque", "SCALE", ["float", "2.0"]] in walk.parts
+    finally:
+        sys.modules.pop("toy_opaque", None)
+        sys.modules.pop("toy_opaque_kernel", None)
 
 
 # --- the files -------------------------------------------------------------------------------------
@@ -336,4 +379,6 @@ def test_this_package_is_followed_even_when_installed_among_the_packages(monkeyp
     monkeypatch.setattr(kernel_cache, "_library_folders", lambda: (str(ROOT) + os.sep,))  # as if pip-installed
     walk = kernel_cache._KeyWalk()
     walk.value(KERNELS["fused_row_softmax_q1"][0])
-    assert {"numba_softmax.numerics", "numba_softmax.kernels.fused_row"} <= set(walk.modules)
+    described = {function[1] for function, code in zip(walk.parts, walk.parts[1:], strict=False)
+                 if function[0] == "function" and code[0] == "code"}
+    assert {"numba_softmax.numerics", "numba_softmax.kernels.fused_row"} <= described  # their code is in the key
