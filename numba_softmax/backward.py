@@ -23,8 +23,6 @@ from .kernels.auto_backward import backward_launches
 from .layout import Rows, check_shape, normalize_dim, plan_layout, self_overlapping
 from .validation import check_separate, element_type, read_operand
 
-FORMS = ("softmax", "log_softmax")
-
 
 def softmax_backward(y, dy, dim=-1, *, out=None, stream=None):
     """The gradient of :func:`~.api.softmax` with respect to its input: ``y * (dy - sum(dy * y, dim))``.

@@ -96,7 +96,8 @@ def _backward(function, y, dy, dim):
 
 
 def _fake_forward(x, dim, dtype):
-    dim % max(1, x.dim())  # an out-of-range dim fails here, as in the real op
+    ndim = max(1, x.dim())
+    torch._check(-ndim <= dim < ndim, lambda: f"dim: {dim} is out of range for a {x.dim()}-D tensor")
     return torch.empty(x.shape, dtype=x.dtype if dtype is None else dtype, device=x.device)
 
 

@@ -30,7 +30,7 @@ from numba import cuda, int64
 from ..launch_spec import KernelLaunch
 from ..numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, QUAD, WARP_SIZE, bounded_kernel
 from ..validation import check_strided_rows
-from .auto_geometry import Geometry, backward_geometry
+from .auto_geometry import AUTO_TABLE, Geometry, backward_geometry
 from .auto_parts import (FORMS, edge_column, make_load_quad_at, make_quads_aligned, make_row_span,
                          make_store_quad_at, max_edges, row_reductions)
 from .auto_rows import MIN_THREADS_PER_SM, types_suffix
@@ -265,7 +265,6 @@ SAMPLE_TYPES = ("bfloat16", "float16", "float64")
 def backward_builds():
     """name -> (dispatcher, Numba signature) of the backward builds ``auto`` runs: what the PTX policy check
     compiles."""
-    from .auto_geometry import AUTO_TABLE
     widths = [limit for limit, _ in AUTO_TABLE if limit is not None] + [AUTO_TABLE[-2][0] * 2]
     found = {}
     for element_type in FULL_TYPES + SAMPLE_TYPES:

@@ -64,3 +64,8 @@ def test_what_the_operators_refuse():
         nst._check_tensor("x", torch.zeros(2, 3, dtype=torch.int32))
     with pytest.raises(RuntimeError, match="dy: must have y's shape and dtype"):
         torch.ops.numba_softmax.softmax_backward(torch.zeros(2, 3, **META), torch.zeros(2, 4, **META), -1)
+
+
+def test_the_fake_implementation_refuses_a_dim_out_of_range():
+    with pytest.raises(RuntimeError, match="dim: 2 is out of range for a 2-D tensor"):
+        nst.softmax(torch.empty(3, 4, **META), 2)
