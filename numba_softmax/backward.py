@@ -58,21 +58,16 @@ def _operands(y, dy, out, dim, kind):
     check_shape(source.shape, "y")
     axis = normalize_dim(dim, len(source.shape))
     element = element_type(source.dtype, None, "y")
-    if (gradient.kind == NUMPY) != (source.kind == NUMPY):
-        raise ValueError("dy: must live where y does (both numpy arrays, or both on the device)")
-    if tuple(gradient.shape) != tuple(source.shape):
-        raise ValueError(f"dy: must have y's shape {tuple(source.shape)}, got {tuple(gradient.shape)}")
-    if element_type(gradient.dtype, element, "dy") != element:
-        raise ValueError(f"dy: dtype {gradient.dtype} is not y's {element}")
-    dest = None
-    if out is not None:
-        dest = read_operand(out, "out")
-        if (dest.kind == NUMPY) != (source.kind == NUMPY):
-            raise ValueError("out: must live where y does (a numpy array for numpy inputs, else a device array)")
-        if tuple(dest.shape) != tuple(source.shape):
-            raise ValueError(f"out: must have y's shape {tuple(source.shape)}, got {tuple(dest.shape)}")
-        if element_type(dest.dtype, element, "out") != element:
-            raise ValueError(f"out: dtype {dest.dtype} is not y's {element}")
+    dest = None if out is None else read_operand(out, "out")
+    for what, operand in (("dy", gradient), ("out", dest)):
+        if operand is None:
+            continue
+        if (operand.kind == NUMPY) != (source.kind == NUMPY):
+            raise ValueError(f"{what}: must live where y does (numpy arrays for a numpy y, else device arrays)")
+        if tuple(operand.shape) != tuple(source.shape):
+            raise ValueError(f"{what}: must have y's shape {tuple(source.shape)}, got {tuple(operand.shape)}")
+        if element_type(operand.dtype, element, what) != element:
+            raise ValueError(f"{what}: dtype {operand.dtype} is not y's {element}")
     return source, gradient, dest, element, axis
 
 
