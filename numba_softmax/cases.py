@@ -53,12 +53,16 @@ SWEEP_SMALL_ROWS = (1, 8, 64)
 SWEEP_SMALL_WIDTHS = (128, 4096, 32768, 151936)
 #: The element types of the sweep (inputs and outputs of one type).
 SWEEP_DTYPES = ("float32", "bfloat16")
+#: The operations of the sweep and the arrays of the problem's shape each reads or writes once (its bytes moved):
+#: a forward reads x and writes y; a backward reads y and dy and writes dx; a training step (the softmax's forward
+#: and backward) both.
+SWEEP_OPS = {"softmax": 2, "log_softmax": 2, "softmax_backward": 3, "log_softmax_backward": 3, "softmax_train": 5}
 
 
-def sweep_rows(width, itemsize):
-    """Rows of a sweep problem: ``round(SWEEP_PROBLEM_BYTES / (2 * width * itemsize))``, at least 1, so that
-    reading the input once and writing the output once moves 256 MiB (within half a row)."""
-    return max(1, round(SWEEP_PROBLEM_BYTES / (2 * width * itemsize)))
+def sweep_rows(width, itemsize, passes=2):
+    """Rows of a sweep problem: ``round(SWEEP_PROBLEM_BYTES / (passes * width * itemsize))``, at least 1, so that
+    reading and writing ``passes`` arrays once each moves 256 MiB (within half a row)."""
+    return max(1, round(SWEEP_PROBLEM_BYTES / (passes * width * itemsize)))
 
 
 def nearest_multiple_of_8(width):

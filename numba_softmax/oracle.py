@@ -37,13 +37,15 @@ def oracle_softmax(x):
 
 def oracle_log_softmax(x):
     """float64 log_softmax of a (rows, cols) matrix and the scale of each value's rounding error in the
-    compute type, ``|x - m| + |log z|`` (the two subtractions' operands)."""
+    compute type, ``|x - m| + |log z| + 1``: the two subtractions' operands, and ``z``'s own rounding (a sum of
+    terms up to 1, so ``z >= 1`` is rounded to a few units in its last place: an absolute error of that size in
+    ``log z``, however small ``log z`` is, as in a row with one dominant entry)."""
     x = np.asarray(x, dtype=np.float64)
     m = x.max(axis=1, keepdims=True)
     with np.errstate(invalid="ignore"):
         shifted = x - m
         log_z = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-        return shifted - log_z, np.abs(shifted) + np.abs(log_z)
+        return shifted - log_z, np.abs(shifted) + np.abs(log_z) + 1.0
 
 
 def oracle_softmax_backward(y, dy):

@@ -4,8 +4,9 @@
                          [--input-sets auto|N] [--no-cudnn] [--no-torch] [--no-triton] [--no-launch]
                          [--auto-geometries table|none|NAME,NAME]
     python -m bench perf --floors [--copy-tbs 4.25]      (byte floors table only; no GPU)
-    python -m bench perf --sweep widths [--dtypes float32,bfloat16] [--widths N,...] [--budget-s S] [--no-liger]
-                         [--report-only]                (auto against its peers across widths: bench/perf/sweep.py)
+    python -m bench perf --sweep widths [--ops softmax,log_softmax,softmax_backward,...] [--dtypes float32,bfloat16]
+                         [--widths N,...] [--budget-s S] [--no-liger] [--report-only]
+                                                        (auto against its peers across widths: bench/perf/sweep.py)
 
 Prints a report (goals table last) and writes ``DIR/perf.json`` (every raw sample, the device
 record, package versions) and ``DIR/perf.md`` (the printed report). Exit status: 0 when every
@@ -122,6 +123,7 @@ from bench.perf.peers import (DEFAULT_ROUNDS, DEFAULT_SHAPES, L2_TRAFFIC_FACTOR,
 from bench.perf.render import floors_markdown, jsonable, render_markdown
 from bench.perf.sweep import (SWEEP_BUDGET_S, SWEEP_MIN_ROUNDS, SWEEP_ROUNDS, parse_dtypes, parse_widths, report_only,
                               run_sweep)
+from bench.perf.sweep_ops import parse_ops
 from bench.protocol import BATCH
 from bench.shapes import parse_shapes
 from bench.timing import DELAY_FACTOR, DELAY_MAX_US, DELAY_MIN_US, DelaySampler
@@ -157,6 +159,8 @@ def _parser():
     parser.add_argument("--sweep", choices=("widths",),
                         help="widths: auto against torch, Triton, Liger, cuDNN and a same-size copy across the widths "
                              "of numba_softmax/cases.py SWEEP_WIDTHS (sweep.json, sweep.md, sweep.png)")
+    parser.add_argument("--ops", help="--sweep: comma-separated operations (default softmax): softmax, log_softmax, "
+                                      "softmax_backward, log_softmax_backward, softmax_train (bench/perf/sweep_ops.py)")
     parser.add_argument("--dtypes", help="--sweep: comma-separated element types (default float32,bfloat16)")
     parser.add_argument("--widths", help="--sweep: comma-separated widths to run (merged into an existing "
                                          "DIR/sweep.json; default: every sweep width and the small problems)")
@@ -195,6 +199,7 @@ def _sweep(args, argv):
         if args.shapes:
             raise ValueError("--shapes is not an option of --sweep widths (its problems: --widths, --dtypes)")
         args.dtypes = parse_dtypes(args.dtypes or "float32,bfloat16")
+        args.ops = parse_ops(args.ops or "softmax")
         args.widths = parse_widths(args.widths) if args.widths else None
         args.rounds = SWEEP_ROUNDS if args.rounds is None else args.rounds
         if args.rounds < SWEEP_MIN_ROUNDS:
@@ -222,7 +227,7 @@ def main(argv=None):
     if args.sweep:
         return _sweep(args, argv)
     try:
-        for option in ("dtypes", "widths", "report_only", "no_liger"):
+        for option in ("ops", "dtypes", "widths", "report_only", "no_liger"):
             if getattr(args, option):
                 raise ValueError(f"--{option.replace('_', '-')} is an option of --sweep widths")
         args.rounds = DEFAULT_ROUNDS if args.rounds is None else args.rounds

@@ -373,7 +373,7 @@ def copy_variant(d_x, d_y, nbytes):
                     f"cuMemcpyDtoDAsync of the {nbytes:,}-byte input (same-size copy ceiling)")
 
 
-def add_peer(variants, name, enabled, factory, label, notes, errors, skipped):
+def add_peer(variants, name, enabled, factory, label, notes, errors, skipped, hint=None):
     """Append ``factory()``'s variant of the peer ``name``, or record in ``skipped[name]`` why it is absent:
     ``--no-<name>`` or not installed (a note once), it cannot run here (:class:`PeerCannotRun`: a note), or it
     is installed but its set-up failed (an error: exit status 1)."""
@@ -392,7 +392,7 @@ def add_peer(variants, name, enabled, factory, label, notes, errors, skipped):
     except Exception as exc:  # installed but unusable: say so loudly (exit status 1)
         skipped[name] = f"set-up failed: {type(exc).__name__}: {exc}"
         errors.append(f"{label}: {name} is installed but could not be set up, not timed "
-                      f"(pass --no-{name} to skip it): {type(exc).__name__}: {exc}")
+                      f"({hint or f'pass --no-{name} to skip it'}): {type(exc).__name__}: {exc}")
 
 
 def _build_variants(sampler, shape, d_x, d_y, args, notes, errors, skipped):

@@ -1,13 +1,15 @@
 """``python -m bench perf --sweep widths``: ``auto`` against its peers across row widths, in one GPU run.
 
-    python -m bench perf --sweep widths [--dtypes float32,bfloat16] [--widths N,N,...] [--out DIR]
-                         [--expect-device H200] [--rounds N] [--budget-s S] [--no-torch] [--no-triton]
-                         [--no-liger] [--no-cudnn]
+    python -m bench perf --sweep widths [--ops softmax,...] [--dtypes float32,bfloat16] [--widths N,N,...]
+                         [--out DIR] [--expect-device H200] [--rounds N] [--budget-s S] [--no-torch]
+                         [--no-triton] [--no-liger] [--no-cudnn]
     python -m bench perf --sweep widths --report-only --out DIR   (sweep.md, sweep.png from DIR/sweep.json)
 
-Problems: each width of :data:`numba_softmax.cases.SWEEP_WIDTHS` with ``sweep_rows(width, itemsize)`` rows
-(reading the input once and writing the output once moves 256 MiB), per element type, widths ascending; first
-the small problems (1, 8 and 64 rows at a few widths: latency). Variants, in the same shuffled rounds: ``auto``
+Problems: each width of :data:`numba_softmax.cases.SWEEP_WIDTHS` with ``sweep_rows(width, itemsize, passes)`` rows
+(reading and writing the operation's arrays once each moves 256 MiB), per operation (``--ops``, default
+``softmax``) and element type, widths ascending; first the small problems (1, 8 and 64 rows at a few widths:
+latency). The operations other than the softmax (log_softmax, the two backward kernels, a training step) and
+their variants: :mod:`bench.perf.sweep_ops`. The softmax's variants, in the same shuffled rounds: ``auto``
 (``auto_launches(x, y, types=(t, t))``, unchecked), ``torch`` (``torch.softmax(x, 1, out=y)``), ``triton`` (the
 tutorial kernel, computing in float32), ``liger`` (Liger-Kernel's softmax, optional), ``cudnn`` (float32) and
 ``copy`` (``cuMemcpyDtoDAsync`` of the input's bytes). The timing is ``bench perf``'s
@@ -49,9 +51,12 @@ from bench.perf.peers import (AUTO, COPY, CUDNN, TORCH, TRITON, WARMUPS, PeerCan
                               _triton_variant, _Variant, add_peer, auto_variants, check_variants, close_variants,
                               copy_variant, cudnn_variant, host_array, input_sets_for, note_starved, run_once,
                               summarize_shape, time_rounds, torch_on_our_stream, torch_tensors)
-from bench.perf.sweep_report import LIGER, read_report, write_outputs
+from bench.perf.sweep_ops import (BACKWARDS, LIGER, OPERATIONS, OPS_COMPILED, OPS_EAGER, SOFTMAX, TRAIN, SetArrays,
+                                  auto_variant, check_op_output, copy_bytes, extra_ratios, input_tiles, liger_variant,
+                                  ops_variant, reference, torch_variant)
+from bench.perf.sweep_report import read_report, write_outputs
 from bench.timing import DELAY_FACTOR, DELAY_MIN_US, DelaySampler
-from numba_softmax.cases import (SWEEP_DTYPES, SWEEP_MAX_WIDTH, SWEEP_PROBLEM_BYTES, SWEEP_SMALL_ROWS,
+from numba_softmax.cases import (SWEEP_DTYPES, SWEEP_MAX_WIDTH, SWEEP_OPS, SWEEP_PROBLEM_BYTES, SWEEP_SMALL_ROWS,
                                  SWEEP_SMALL_WIDTHS, SWEEP_WIDTHS, sweep_rows)
 from numba_softmax.element_types import STORAGE_DTYPES, to_bfloat16
 from numba_softmax.fixtures import matrix_fixture
@@ -73,6 +78,8 @@ INF_BITS = {4: (np.uint32, 0x7F800000), 2: (np.uint16, 0x7F80)}
 #: The run-time model of :func:`estimate_seconds` (H200): host work per problem (fixture, checks, transfers),
 #: device time per invocation at a rate of bytes moved, one compile of a Triton kernel, of an auto build.
 ESTIMATE_PROBLEM_S, ESTIMATE_TBS, ESTIMATE_TRITON_COMPILE_S, ESTIMATE_AUTO_COMPILE_S = 0.8, 2.0, 2.0, 3.0
+#: One ``torch.compile`` of the training step (a new shape recompiles).
+ESTIMATE_TORCH_COMPILE_S = 4.0
 
 
 @dataclass(frozen=True)
@@ -81,10 +88,12 @@ class Problem:
     rows: int
     width: int
     small: bool = False
+    op: str = SOFTMAX
 
     @property
     def name(self):
-        return f"{self.dtype} {self.rows}x{self.width}"
+        """``float32 8192x4096`` (the softmax), ``softmax_backward float32 5461x4096`` (another operation)."""
+        return ("" if self.op == SOFTMAX else f"{self.op} ") + f"{self.dtype} {self.rows}x{self.width}"
 
     @property
     def itemsize(self):
@@ -92,17 +101,18 @@ class Problem:
 
     @property
     def nbytes(self):
-        """Bytes moved: the input read once, the output written once."""
-        return 2 * self.rows * self.width * self.itemsize
+        """Bytes moved: each array the operation reads or writes, once (the softmax: its input and output)."""
+        return SWEEP_OPS[self.op] * self.rows * self.width * self.itemsize
 
 
-def sweep_problems(dtypes, widths=None):
+def sweep_problems(dtypes, widths=None, ops=(SOFTMAX,)):
     """The problems of a sweep in run order: the small ones at the selected widths of SWEEP_SMALL_WIDTHS, then
-    one 256 MiB problem per width (ascending) and element type."""
+    one 256 MiB problem per width (ascending), operation and element type."""
     selected = sorted(SWEEP_WIDTHS if widths is None else widths)
-    small = [Problem(d, r, w, True) for w in selected if w in SWEEP_SMALL_WIDTHS for r in SWEEP_SMALL_ROWS
-             for d in dtypes]
-    return small + [Problem(d, sweep_rows(w, STORAGE_DTYPES[d].itemsize), w) for w in selected for d in dtypes]
+    small = [Problem(d, r, w, True, op) for w in selected if w in SWEEP_SMALL_WIDTHS for r in SWEEP_SMALL_ROWS
+             for op in ops for d in dtypes]
+    return small + [Problem(d, sweep_rows(w, STORAGE_DTYPES[d].itemsize, SWEEP_OPS[op]), w, False, op)
+                    for w in selected for op in ops for d in dtypes]
 
 
 def parse_widths(text):
@@ -184,29 +194,48 @@ def estimate_seconds(problems, rounds, variants=6):
     for p in problems:
         invocations = variants * (max(WARMUPS, 4) + 5 + rounds)
         seconds += ESTIMATE_PROBLEM_S + invocations * (2 * DELAY_MIN_US + p.nbytes / (ESTIMATE_TBS * 1e6)) / 1e6
-    blocks = {(p.dtype, 1 << (p.width - 1).bit_length()) for p in problems}
+    blocks = {(p.dtype, 1 << (p.width - 1).bit_length()) for p in problems if p.op == SOFTMAX}
     seconds += ESTIMATE_TRITON_COMPILE_S * (len(blocks) + sum(block <= 65536 for _, block in blocks))
+    seconds += ESTIMATE_TORCH_COMPILE_S * sum(p.op == TRAIN for p in problems)
     return seconds + ESTIMATE_AUTO_COMPILE_S * 2
 
 
 # ---------------------------------------------------------------- on the GPU
 
-def _warm_build(geometry, dtype):
-    """In a worker process: compile one auto build for C-contiguous 2-D arrays of ``dtype`` into the kernel
-    cache (the types the launch layer's ``compiled()`` reads off our arrays)."""
+def _warm_build(kind, geometry, dtype, form):
+    """In a worker process: compile one auto build (``kind`` "forward" or "backward") of ``form`` for C-contiguous
+    2-D arrays of ``dtype`` into the kernel cache (the types the launch layer's ``compiled()`` reads off our
+    arrays)."""
     from numba import types as nb_types
 
+    from numba_softmax.kernels.auto_backward import backward_kernel
     from numba_softmax.kernels.auto_launch import auto_kernel
     from numba_softmax.launch.cached_kernel import cached_compile
     array = nb_types.Array(nb_types.from_dtype(STORAGE_DTYPES[dtype]), 2, "C")
-    cached_compile(auto_kernel(geometry, (dtype, dtype)), (array, array))
+    if kind == "forward":
+        cached_compile(auto_kernel(geometry, (dtype, dtype), form=form), (array, array))
+    else:
+        cached_compile(backward_kernel(geometry, dtype, form), (array, array, array))
     return kernel_cache.compile_log()[-1]
+
+
+def problem_builds(problem):
+    """``(kind, geometry, dtype, form)`` of each auto build a problem launches."""
+    from numba_softmax.kernels.auto_geometry import backward_geometry
+    types = (problem.dtype, problem.dtype)
+    backward = (("backward", backward_geometry(problem.width, problem.dtype == "float64"), problem.dtype,
+                 BACKWARDS.get(problem.op, SOFTMAX)),)
+    if problem.op in BACKWARDS:
+        return backward
+    form = SOFTMAX if problem.op == TRAIN else problem.op
+    forward = (("forward", geometry_for(problem.width, types, form), problem.dtype, form),)
+    return forward + backward if problem.op == TRAIN else forward
 
 
 def warm_auto_builds(problems):
     """The auto builds the problems launch, compiled into the kernel cache by parallel processes (so that the
     run loads them); returns a record. A failure here only means they compile when first launched."""
-    builds = sorted({(geometry_for(p.width, (p.dtype, p.dtype)), p.dtype) for p in problems})
+    builds = sorted({build for p in problems for build in problem_builds(p)})
     if not builds or kernel_cache.disabled():
         return {"builds": len(builds), "skipped": "NUMBA_SOFTMAX_CACHE=0: the builds compile when first launched"}
     start = time.perf_counter()
@@ -239,8 +268,9 @@ def _liger_variant(sampler, d_x, shape, element_type):
     return variant
 
 
-def _build_variants(sampler, problem, d_x, d_y, args, notes, errors, skipped):
+def _softmax_variants(sampler, problem, arrays, args, notes, errors, skipped):
     shape, dtype = (problem.rows, problem.width), problem.dtype
+    d_x, d_y = arrays.each("x"), arrays.each("y")
     variants = auto_variants(shape, d_x, d_y, "none", (dtype, dtype))
     peers = ((TORCH, not args.no_torch, lambda: _torch_variant(sampler, d_x, d_y, shape, dtype)),
              (TRITON, not args.no_triton, lambda: _triton_variant(sampler, d_x, d_y, shape, dtype)),
@@ -252,45 +282,90 @@ def _build_variants(sampler, problem, d_x, d_y, args, notes, errors, skipped):
     else:
         add_peer(variants, CUDNN, not args.no_cudnn, lambda: cudnn_variant(sampler, d_x, d_y, shape),
                  problem.name, notes, errors, skipped)
-    variants.append(copy_variant(d_x, d_y, problem.nbytes // 2))
     return variants
+
+
+def _op_variants(sampler, problem, arrays, args, notes, errors, skipped):
+    op, dtype = OPERATIONS[problem.op], problem.dtype
+    variants = [auto_variant(op, arrays, dtype)]
+    factories = {TORCH: (not args.no_torch, lambda: torch_variant(sampler, op, arrays, dtype)),
+                 LIGER: (not args.no_liger, lambda: liger_variant(sampler, op, arrays, dtype)),
+                 OPS_EAGER: (True, lambda: ops_variant(sampler, OPS_EAGER, arrays, dtype)),
+                 OPS_COMPILED: (True, lambda: ops_variant(sampler, OPS_COMPILED, arrays, dtype))}
+    for name in op.variants:
+        if name in factories:
+            hint = "our operator: see the traceback" if name in (OPS_EAGER, OPS_COMPILED) else None
+            add_peer(variants, name, *factories[name], problem.name, notes, errors, skipped, hint)
+    return variants
+
+
+def _build_variants(sampler, problem, arrays, args, notes, errors, skipped):
+    build = _softmax_variants if problem.op == SOFTMAX else _op_variants
+    variants = build(sampler, problem, arrays, args, notes, errors, skipped)
+    op = OPERATIONS[problem.op]
+    variants.append(copy_variant(arrays.inputs, arrays.outputs,
+                                 copy_bytes(op, (problem.rows, problem.width), problem.dtype)))
+    return variants
+
+
+def fill_inputs(sampler, arrays, tiles, problem):
+    """Each input array of set 0 filled with its tile repeated down the rows; the other sets copies of set 0."""
+    from numba import cuda
+
+    def memcpy(dst, src, nbytes):
+        ceilings.memcpy_submit(dst, src, nbytes)(sampler.stream)
+    row_bytes = problem.width * problem.itemsize
+    d_tiles = {name: cuda.to_device(tile, stream=sampler.stream.numba) for name, tile in tiles.items()}
+    for name, d_tile in d_tiles.items():
+        fill_repeated(memcpy, ceilings.device_ptr(arrays.array(name, 0)), problem.rows, row_bytes,
+                      ceilings.device_ptr(d_tile), len(tiles[name]))
+    for buffer in arrays.inputs[1:]:
+        memcpy(ceilings.device_ptr(buffer), ceilings.device_ptr(arrays.inputs[0]), arrays.inputs[0].nbytes)
+    sampler.stream.synchronize()
+
+
+def problem_check(problem, tiles, sample):
+    """``check(variant, out)``: the record of one variant's checked output of set 0 (host array)."""
+    op, dtype = OPERATIONS[problem.op], problem.dtype
+    copied = tiles[op.inputs[op.outputs.index(op.checked)]]  # what the copy writes over the checked output
+    if op.name == SOFTMAX:
+        return lambda v, out: check_output(out, tiles["x"], sample, (dtype, dtype), copy=v.name == COPY)
+    ref, scale = reference(op, tiles, dtype)
+
+    def check(variant, out):
+        if variant.name == COPY:
+            return check_output(out, copied, sample, (dtype, dtype), copy=True)
+        return check_op_output(out, ref, scale, sample, dtype)
+    return check
 
 
 def measure_problem(sampler, problem, seed, args, notes, errors):
     """One problem: inputs, variants, checks, rounds, statistics (an entry of sweep.json)."""
     start = time.perf_counter()
-    shape, dtype = (problem.rows, problem.width), problem.dtype
+    op, shape, dtype = OPERATIONS[problem.op], (problem.rows, problem.width), problem.dtype
     l2 = device_record()["l2_cache_bytes"]
     n_sets = input_sets_for(problem.nbytes, l2)
     tile, sample = fixture_tile(problem), check_rows(problem.rows, problem.width)
-    entry = {"name": problem.name, "dtype": dtype, "width": problem.width, "rows": problem.rows,
+    tiles = input_tiles(op, tile, dtype)
+    entry = {"name": problem.name, "op": problem.op, "dtype": dtype, "width": problem.width, "rows": problem.rows,
              "small": problem.small, "logical_bytes": problem.nbytes, "set_bytes": problem.nbytes, "l2_bytes": l2,
              "input_sets": n_sets, "seed": seed, "rows_checked": len(sample),
              "fixture": f"random-0 rows 0..{len(tile) - 1} repeated down the matrix, the same in every set",
              "variants": {}}
-    storage = STORAGE_DTYPES[dtype]
-    d_x = [cuda.device_array(shape, dtype=storage) for _ in range(n_sets)]
-    d_y = [cuda.device_array(shape, dtype=storage) for _ in range(n_sets)]
-    d_tile = cuda.to_device(tile, stream=sampler.stream.numba)
-
-    def memcpy(dst, src, nbytes):
-        ceilings.memcpy_submit(dst, src, nbytes)(sampler.stream)
-    fill_repeated(memcpy, ceilings.device_ptr(d_x[0]), problem.rows, problem.width * problem.itemsize,
-                  ceilings.device_ptr(d_tile), len(tile))
-    for x in d_x[1:]:
-        memcpy(ceilings.device_ptr(x), ceilings.device_ptr(d_x[0]), problem.nbytes // 2)
-    sampler.stream.synchronize()
+    arrays = SetArrays(op, shape, dtype, n_sets)
+    fill_inputs(sampler, arrays, tiles, problem)
     skipped = {}
-    variants = _build_variants(sampler, problem, d_x, d_y, args, notes, errors, skipped)
+    variants = _build_variants(sampler, problem, arrays, args, notes, errors, skipped)
     for name, reason in skipped.items():
         entry["variants"][name] = {"status": "skipped", "reason": reason}
-    timed = check_variants(
-        variants, lambda v: check_output(run_once(sampler, v, d_y[0], dtype), tile, sample, (dtype, dtype),
-                                         copy=v.name == COPY),
-        entry["variants"], problem.name, lambda name: name in (AUTO, COPY), errors, notes)
+    check, d_checked = problem_check(problem, tiles, sample), arrays.array(op.checked, 0)
+    timed = check_variants(variants, lambda v: check(v, run_once(sampler, v, d_checked, dtype)),
+                           entry["variants"], problem.name, lambda name: name in (AUTO, COPY, OPS_EAGER, OPS_COMPILED),
+                           errors, notes)
     names = [v.name for v in timed]
     entry["rounds"] = time_rounds(sampler, timed, n_sets, args.rounds, seed, entry["variants"], batch=0)
     entry["analysis"] = summarize_shape(entry["rounds"], names, problem.nbytes)
+    entry["analysis"]["ratios"].update(extra_ratios(problem.op, entry["rounds"]))
     note_starved(problem.name, entry["rounds"], notes)
     close_variants(variants)
     entry["seconds"] = time.perf_counter() - start
@@ -320,11 +395,11 @@ def run_sweep(args, argv, out_dir):
         print(f"error: {problem}", file=sys.stderr)
         return 4
     os.makedirs(out_dir, exist_ok=True)
-    problems = sweep_problems(args.dtypes, args.widths)
+    problems = sweep_problems(args.dtypes, args.widths, args.ops)
     notes, errors = [], []
     report = {**run_header("python -m bench perf --sweep widths", argv, args.expect_device),
               "protocol": {"rounds": args.rounds, "seed": args.seed, "warmups": WARMUPS, "batch": None,
-                           "dtypes": args.dtypes, "problem_bytes": SWEEP_PROBLEM_BYTES,
+                           "dtypes": args.dtypes, "ops": args.ops, "problem_bytes": SWEEP_PROBLEM_BYTES,
                            "check_elements": CHECK_ELEMENTS, "budget_s": args.budget_s,
                            "delay": {"min_us": DELAY_MIN_US, "factor": DELAY_FACTOR}},
               "estimate_s": estimate_seconds(problems, args.rounds), "notes": notes, "errors": errors,
@@ -378,8 +453,9 @@ def run_sweep(args, argv, out_dir):
     if report["not_run"]:
         widths = sorted({int(name.split("x")[-1]) for name in report["not_run"]})
         notes.append(f"{len(report['not_run'])} problems not started within --budget-s {args.budget_s:g}; run "
-                     f"them (merged into this folder) with: python -m bench perf --sweep widths --dtypes "
-                     f"{','.join(args.dtypes)} --widths {','.join(map(str, widths))} --out {out_dir}")
+                     f"them (merged into this folder) with: python -m bench perf --sweep widths --ops "
+                     f"{','.join(args.ops)} --dtypes {','.join(args.dtypes)} --widths {','.join(map(str, widths))} "
+                     f"--out {out_dir}")
     report["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
     markdown = write_outputs(out_dir, report, plot=True)
     print(markdown)

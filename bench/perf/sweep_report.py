@@ -8,6 +8,15 @@ Goals, per element type, over the 256 MiB problems (each MET, MISSED or NOT MEAS
 * G3: ``auto`` >= 0.85 (float32) / 0.80 (bfloat16) of a same-size copy at every width (per-round copy / auto);
 * G4: every width >= 64 that is not a multiple of 8 within 1.05x of its nearest multiple of 8, per element
   (``auto``'s median time per element at the width over that at the neighbour).
+
+The other operations (:mod:`bench.perf.sweep_ops`), per element type:
+
+* log_softmax: L1 ``auto`` <= 1.00x torch's ``_log_softmax`` at every width; L3 ``auto`` >= the copy fraction of G3;
+* softmax_backward, log_softmax_backward: B1 ``auto`` <= 1.00x torch's backward at every width; B2 (float32)
+  ``auto`` >= 0.85 of a same-size copy (three arrays) at every width;
+* softmax_train: B3 the operator (``ops``: ``numba_softmax.torch.softmax`` forward and backward through autograd)
+  faster than Liger-Kernel's at every width where Liger runs (``ops / liger`` < 1), and timed at every width;
+  B4 the same function under ``torch.compile`` within 1.02x of eager (``ops_compiled / ops``).
 """
 
 import json
@@ -15,19 +24,17 @@ import os
 import statistics
 import traceback
 
-from bench.perf.peers import AUTO, COPY, CUDNN, TORCH, TRITON
+from bench.perf.peers import AUTO, COPY, TORCH, TRITON
 from bench.perf.render import jsonable, markdown_table
+from bench.perf.sweep_ops import (BACKWARDS, LIGER, LOG_SOFTMAX, OPERATIONS, OPS_COMPILED, OPS_EAGER, SOFTMAX,
+                                  ratio_pairs)
 from numba_softmax.cases import nearest_multiple_of_8
 
-LIGER = "liger"
-VARIANTS = (AUTO, TORCH, TRITON, LIGER, CUDNN, COPY)
-#: The ratios of each row of the tables: (ratio key of the analysis, column title).
-RATIOS = ((f"{AUTO}/{TORCH}", "auto/torch"), (f"{AUTO}/{TRITON}", "auto/triton"), (f"{AUTO}/{LIGER}", "auto/liger"),
-          (f"{AUTO}/{CUDNN}", "auto/cudnn"), (f"{COPY}/{AUTO}", "copy/auto (of copy)"))
 G1_TORCH = 1.00
 G2_TRITON_MEDIAN, G2_TRITON_WORST = 1.03, 1.10
 G3_COPY = {"float32": 0.85, "bfloat16": 0.80}
 G4_NEIGHBOUR, G4_MIN_WIDTH = 1.05, 64
+B1_TORCH, B2_COPY, B3_LIGER, B4_COMPILED = 1.00, {"float32": 0.85}, 1.00, 1.02
 MET, MISSED, NOT_MEASURED = "MET", "MISSED", "NOT MEASURED"
 PLOT_DPI = 100
 
@@ -41,10 +48,21 @@ def read_report(out_dir):
         return json.load(handle)
 
 
-def large_problems(report, dtype):
-    """The 256 MiB problems of one element type, by width."""
-    return sorted((e for e in report.get("problems", []) if e.get("dtype") == dtype and not e.get("small")),
-                  key=lambda e: e["width"])
+def op_of(entry):
+    """A problem's operation (entries written before there were others are the softmax's)."""
+    return entry.get("op", SOFTMAX)
+
+
+def report_ops(report):
+    """The operations of a report, in :data:`~bench.perf.sweep_ops.OPERATIONS` order."""
+    found = {op_of(e) for e in report.get("problems", [])} | set((report.get("protocol") or {}).get("ops") or ())
+    return [op for op in OPERATIONS if op in found] or [SOFTMAX]
+
+
+def large_problems(report, dtype, op=SOFTMAX):
+    """The 256 MiB problems of one operation and element type, by width."""
+    return sorted((e for e in report.get("problems", []) if e.get("dtype") == dtype and not e.get("small")
+                   and op_of(e) == op), key=lambda e: e["width"])
 
 
 def _ratio(entry, key):
@@ -103,37 +121,83 @@ def neighbour_ratios(entries):
 
 
 def evaluate_sweep_goals(report):
-    """The goals table: per element type G1, G2 (median, worst), G3, G4 (see the module's docstring)."""
+    """The goals table: per operation and element type (see the module's docstring)."""
     goals = []
     dtypes = (report.get("protocol") or {}).get("dtypes") or sorted({e["dtype"] for e in report.get("problems", [])})
-    for dtype in dtypes:
-        entries = large_problems(report, dtype)
-        values, missing = _ratio_values(entries, f"{AUTO}/{TORCH}")
-        goals.append(_bound_goal(f"G1 auto <= {G1_TORCH:.2f}x torch at every width", dtype, values, G1_TORCH,
-                                 True, missing))
-        values, missing = _ratio_values(entries, f"{AUTO}/{TRITON}")
-        label = f"G2 auto <= {G2_TRITON_MEDIAN:.2f}x Triton at the median width"
-        if values:
-            median = statistics.median(v[2] for v in values)
-            goals.append(_goal(label, dtype, MET if median <= G2_TRITON_MEDIAN else MISSED, median,
-                               G2_TRITON_MEDIAN, f"median of the per-width ratios over the {len(values)} widths "
-                                                 f"where Triton runs" + (f"; {missing}" if missing else "")))
-        else:
-            goals.append(_goal(label, dtype, NOT_MEASURED, None, G2_TRITON_MEDIAN, missing or "no width measured"))
-        goals.append(_bound_goal(f"G2 auto <= {G2_TRITON_WORST:.2f}x Triton at the worst width", dtype, values,
-                                 G2_TRITON_WORST, True, missing))
+    for op in report_ops(report):
+        for dtype in dtypes:
+            entries = large_problems(report, dtype, op)
+            if op == SOFTMAX:
+                goals += _softmax_goals(entries, dtype)
+            elif op == LOG_SOFTMAX:
+                goals += _log_softmax_goals(entries, dtype)
+            elif op in BACKWARDS:
+                goals += _backward_goals(entries, dtype, op)
+            else:
+                goals += _train_goals(entries, dtype)
+    return goals
+
+
+def _log_softmax_goals(entries, dtype):
+    values, missing = _ratio_values(entries, f"{AUTO}/{TORCH}")
+    goals = [_bound_goal(f"L1 log_softmax auto <= {G1_TORCH:.2f}x torch at every width", dtype, values, G1_TORCH,
+                         True, missing)]
+    values, missing = _ratio_values(entries, f"{COPY}/{AUTO}")
+    return goals + [_bound_goal(f"L3 log_softmax auto >= {G3_COPY[dtype]:.2f} of a same-size copy at every width",
+                                dtype, values, G3_COPY[dtype], False, missing)]
+
+
+def _backward_goals(entries, dtype, op):
+    values, missing = _ratio_values(entries, f"{AUTO}/{TORCH}")
+    goals = [_bound_goal(f"B1 {op} auto <= {B1_TORCH:.2f}x torch at every width", dtype, values, B1_TORCH, True,
+                         missing)]
+    if dtype in B2_COPY:
         values, missing = _ratio_values(entries, f"{COPY}/{AUTO}")
-        threshold = G3_COPY[dtype]
-        goals.append(_bound_goal(f"G3 auto >= {threshold:.2f} of a same-size copy at every width", dtype, values,
-                                 threshold, False, missing))
-        values, missing = neighbour_ratios(entries)
-        goal = _bound_goal(f"G4 widths >= {G4_MIN_WIDTH} not a multiple of 8 within {G4_NEIGHBOUR:.2f}x per element "
-                           "of the nearest multiple of 8", dtype, [v[:3] for v in values], G4_NEIGHBOUR, True,
-                           f"no neighbour timing for {missing}" if missing else "")
-        if values:
-            worst = max(values, key=lambda v: v[2])
-            goal["detail"] += f" (against {worst[3]})"
-        goals.append(goal)
+        goals.append(_bound_goal(f"B2 {op} auto >= {B2_COPY[dtype]:.2f} of a same-size copy (three arrays) at every "
+                                 "width", dtype, values, B2_COPY[dtype], False, missing))
+    return goals
+
+
+def _train_goals(entries, dtype):
+    values, missing = _ratio_values(entries, f"{OPS_EAGER}/{LIGER}")
+    untimed = [e["width"] for e in entries if not _stats(e, OPS_EAGER)]
+    goal = _bound_goal(f"B3 softmax forward + backward (operator, autograd) < {B3_LIGER:.2f}x Liger where it runs, "
+                       "and runs at every width", dtype, values, B3_LIGER, True, missing and "Liger " + missing)
+    if untimed:
+        goal["status"], goal["detail"] = MISSED, goal["detail"] + f"; the operator not timed at {untimed}"
+    values, missing = _ratio_values(entries, f"{OPS_COMPILED}/{OPS_EAGER}")
+    return [goal, _bound_goal(f"B4 torch.compile of the operator within {B4_COMPILED:.2f}x of eager", dtype, values,
+                              B4_COMPILED, True, missing)]
+
+
+def _softmax_goals(entries, dtype):
+    goals = []
+    values, missing = _ratio_values(entries, f"{AUTO}/{TORCH}")
+    goals.append(_bound_goal(f"G1 auto <= {G1_TORCH:.2f}x torch at every width", dtype, values, G1_TORCH,
+                             True, missing))
+    values, missing = _ratio_values(entries, f"{AUTO}/{TRITON}")
+    label = f"G2 auto <= {G2_TRITON_MEDIAN:.2f}x Triton at the median width"
+    if values:
+        median = statistics.median(v[2] for v in values)
+        goals.append(_goal(label, dtype, MET if median <= G2_TRITON_MEDIAN else MISSED, median,
+                           G2_TRITON_MEDIAN, f"median of the per-width ratios over the {len(values)} widths "
+                                             f"where Triton runs" + (f"; {missing}" if missing else "")))
+    else:
+        goals.append(_goal(label, dtype, NOT_MEASURED, None, G2_TRITON_MEDIAN, missing or "no width measured"))
+    goals.append(_bound_goal(f"G2 auto <= {G2_TRITON_WORST:.2f}x Triton at the worst width", dtype, values,
+                             G2_TRITON_WORST, True, missing))
+    values, missing = _ratio_values(entries, f"{COPY}/{AUTO}")
+    threshold = G3_COPY[dtype]
+    goals.append(_bound_goal(f"G3 auto >= {threshold:.2f} of a same-size copy at every width", dtype, values,
+                             threshold, False, missing))
+    values, missing = neighbour_ratios(entries)
+    goal = _bound_goal(f"G4 widths >= {G4_MIN_WIDTH} not a multiple of 8 within {G4_NEIGHBOUR:.2f}x per element "
+                       "of the nearest multiple of 8", dtype, [v[:3] for v in values], G4_NEIGHBOUR, True,
+                       f"no neighbour timing for {missing}" if missing else "")
+    if values:
+        worst = max(values, key=lambda v: v[2])
+        goal["detail"] += f" (against {worst[3]})"
+    goals.append(goal)
     return goals
 
 
@@ -153,9 +217,17 @@ def _ratio_cell(entry, key):
     return "-" if ratio is None else f"{ratio['median']:.3f} [{ratio['p10']:.3f}, {ratio['p90']:.3f}]"
 
 
-def problems_table(entries):
-    headers = ["width", "rows"] + [f"{name} us [p10, p90] · GB/s" for name in VARIANTS] + [t for _, t in RATIOS]
-    rows = [[e["width"], e["rows"]] + [_cell(e, name) for name in VARIANTS] + [_ratio_cell(e, k) for k, _ in RATIOS]
+def table_ratios(op):
+    """The ratio columns of an operation's tables: (ratio key of the analysis, column title)."""
+    variants = OPERATIONS[op].variants
+    pairs = ratio_pairs(op, variants)
+    return [(f"{a}/{b}", f"{a}/{b}" + (" (of copy)" if a == COPY else "")) for a, b in pairs]
+
+
+def problems_table(entries, op=SOFTMAX):
+    variants, ratios = OPERATIONS[op].variants, table_ratios(op)
+    headers = ["width", "rows"] + [f"{name} us [p10, p90] · GB/s" for name in variants] + [t for _, t in ratios]
+    rows = [[e["width"], e["rows"]] + [_cell(e, name) for name in variants] + [_ratio_cell(e, k) for k, _ in ratios]
             for e in entries]
     return markdown_table(headers, rows)
 
@@ -181,23 +253,26 @@ def render_sweep(report):
              f"started {report.get('started_utc')}, finished {report.get('finished_utc')}; command "
              f"`{' '.join(['python -m bench perf', *report.get('argv', [])])}`; commit "
              f"{(report.get('git') or {}).get('commit')}; estimate {report.get('estimate_s') or 0:.0f} s", "",
-             f"Protocol: each problem moves {(protocol.get('problem_bytes') or 0) / 2**20:.0f} MiB (input read once, "
-             f"output written once), inputs rotating among sets against L2; {protocol.get('rounds')} shuffled rounds "
-             f"(seed {protocol.get('seed')} + problem index) after max({protocol.get('warmups')}, sets) warm-ups per "
-             "variant; each sample one invocation's device time behind a delay kernel; every variant checked "
-             "before timing. Cells: median [p10, p90] us · GB/s (bytes moved / median); ratios: median "
-             "[p10, p90] of the paired per-round ratios; copy/auto is auto's fraction of the same-size copy.", "",
+             f"Protocol: each problem moves {(protocol.get('problem_bytes') or 0) / 2**20:.0f} MiB (each array the "
+             f"operation reads or writes, once), inputs rotating among sets against L2; {protocol.get('rounds')} "
+             f"shuffled rounds (seed {protocol.get('seed')} + problem index) after "
+             f"max({protocol.get('warmups')}, sets) warm-ups per variant; each sample one invocation's device time "
+             "behind a delay kernel; every variant checked before timing. Cells: median [p10, p90] us · GB/s "
+             "(bytes moved / median); ratios: median [p10, p90] of the paired per-round ratios; copy/auto is "
+             "auto's fraction of the same-size copy "
+             "(cuMemcpyDtoDAsync moving the same bytes).", "",
              "## Goals", "",
              markdown_table(["goal", "dtype", "status", "measured", "threshold", "worst case and numbers"],
                             [[g["goal"], g["dtype"], g["status"], "-" if g["value"] is None else f"{g['value']:.3f}",
                               f"{g['threshold']:.2f}", g["detail"]] for g in goals]), ""]
-    for dtype in sorted({e["dtype"] for e in report.get("problems", [])}, key=lambda d: d != "float32"):
-        entries = large_problems(report, dtype)
-        small = sorted((e for e in report.get("problems", []) if e.get("dtype") == dtype and e.get("small")),
-                       key=lambda e: (e["width"], e["rows"]))
-        lines += [f"## {dtype}: 256 MiB problems", "", problems_table(entries), ""]
+    for op, dtype in panels(report):
+        entries = large_problems(report, dtype, op)
+        small = sorted((e for e in report.get("problems", []) if e.get("dtype") == dtype and e.get("small")
+                        and op_of(e) == op), key=lambda e: (e["width"], e["rows"]))
+        title = dtype if op == SOFTMAX else f"{op}, {dtype}"
+        lines += [f"## {title}: 256 MiB problems", "", problems_table(entries, op), ""]
         if small:
-            lines += [f"## {dtype}: small problems (latency)", "", problems_table(small), ""]
+            lines += [f"## {title}: small problems (latency)", "", problems_table(small, op), ""]
     calls = {}
     for entry in report.get("problems", []):
         for name, info in (entry.get("variants") or {}).items():
@@ -215,22 +290,28 @@ def render_sweep(report):
     return "\n".join(lines)
 
 
+def panels(report):
+    """``[(op, dtype)]`` of the report's 256 MiB problems and small ones, operations in order, float32 first."""
+    found = {(op_of(e), e["dtype"]) for e in report.get("problems", [])}
+    return [(op, dtype) for op in report_ops(report)
+            for dtype in sorted({d for o, d in found if o == op}, key=lambda d: d != "float32")]
+
+
 def sweep_figure(report):
-    """Bandwidth (GB/s, bytes moved / median time) against width, log-x, per variant, a panel per element type
-    (256 MiB problems); the same-size copy as a black line."""
+    """Bandwidth (GB/s, bytes moved / median time) against width, log-x, per variant, a panel per operation and
+    element type (256 MiB problems); the same-size copy as a black line."""
     from matplotlib import ticker
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     from bench.plots import PALETTE
-    dtypes = sorted({e["dtype"] for e in report.get("problems", []) if not e.get("small")},
-                    key=lambda d: d != "float32")
-    fig = Figure(figsize=(10, 3.8 * max(1, len(dtypes)) + 0.6), layout="constrained")
+    shown = [(op, dtype) for op, dtype in panels(report) if large_problems(report, dtype, op)]
+    fig = Figure(figsize=(10, 3.8 * max(1, len(shown)) + 0.6), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(max(1, len(dtypes)), 1, squeeze=False)[:, 0]
-    for ax, dtype in zip(axes, dtypes, strict=False):
-        entries = large_problems(report, dtype)
-        for index, name in enumerate(VARIANTS):
+    axes = fig.subplots(max(1, len(shown)), 1, squeeze=False)[:, 0]
+    for ax, (op, dtype) in zip(axes, shown, strict=False):
+        entries = large_problems(report, dtype, op)
+        for index, name in enumerate(OPERATIONS[op].variants):
             points = [(e["width"], 1000 * _stats(e, name)["bandwidth_tbs"]) for e in entries if _stats(e, name)]
             if not points:
                 continue
@@ -242,11 +323,11 @@ def sweep_figure(report):
         for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
             axis(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_xlabel("width (columns per row), log scale")
-        ax.set_ylabel("GB/s (input + output bytes / median time), log")
-        ax.set_title(f"{dtype}: every problem moves 256 MiB", fontsize=10)
+        ax.set_ylabel("GB/s (bytes moved / median time), log")
+        ax.set_title(f"{op}, {dtype}: every problem moves 256 MiB", fontsize=10)
         ax.grid(which="both", alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"softmax bandwidth against width ({(report.get('device') or {}).get('name', '')}); higher is "
+    fig.suptitle(f"bandwidth against width ({(report.get('device') or {}).get('name', '')}); higher is "
                  "better, copy = cuMemcpyDtoDAsync of the same bytes", fontsize=10)
     return fig
 

@@ -21,3 +21,13 @@ def softmax_function():
     except PackageNotFoundError:
         found = "unknown version"
     return found, LigerSoftmaxFunction
+
+
+def backward_function():
+    """``(liger_kernel.ops.softmax._softmax_backward, liger_kernel.ops.utils.calculate_settings)``: Liger's backward
+    alone, ``_softmax_backward(dy, y, block_size, num_warps, multi_block)`` at the settings its forward takes for
+    the width (``calculate_settings(cols)`` -> ``(block_size, num_warps)``; multi-block where the row is wider).
+    Private functions of Liger-Kernel: a peer for the bench only."""
+    from liger_kernel.ops.softmax import _softmax_backward
+    from liger_kernel.ops.utils import calculate_settings
+    return _softmax_backward, calculate_settings

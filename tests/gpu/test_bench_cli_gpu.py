@@ -45,3 +45,23 @@ def test_a_registered_variant_is_timed_in_the_same_rounds(tmp_path):
             assert {"fused/stream", "fused/graph", "toy-rows/stream", "toy-rows/graph"} <= set(order)
     timed = {json.loads(line)["variant"] for line in (out / "timings.jsonl").read_text().splitlines()}
     assert {"fused", "toy-rows"} <= timed
+
+
+def test_the_width_sweep_times_every_operation_against_its_peers(tmp_path):
+    """``--sweep widths --ops`` at a narrow and a misaligned width: every operation's auto and copy are checked
+    and timed (exit status 0: no check of ours failed), the peers that are installed beside them."""
+    out = tmp_path / "sweep"
+    ops = "softmax,log_softmax,softmax_backward,log_softmax_backward,softmax_train"
+    proc = subprocess.run([sys.executable, "-m", "bench", "perf", "--sweep", "widths", "--ops", ops, "--widths",
+                           "13,781", "--dtypes", "float32,bfloat16", "--rounds", "10", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((out / "sweep.json").read_text())
+    assert {(e["op"], e["dtype"], e["width"]) for e in report["problems"]} == {
+        (op, dtype, width) for op in ops.split(",") for dtype in ("float32", "bfloat16") for width in (13, 781)}
+    for entry in report["problems"]:
+        for name in ("auto", "copy"):
+            assert entry["variants"][name]["status"] == "timed", (entry["name"], name)
+        if entry["op"] == "softmax_train":
+            assert entry["variants"]["ops"]["status"] == "timed" and "ops_compiled" in entry["analysis"]["variants"]
+    assert "## softmax_train, bfloat16: 256 MiB problems" in (out / "sweep.md").read_text()

@@ -1,0 +1,199 @@
+"""``python -m bench perf --sweep widths --ops``: the log_softmax, backward and training-step problems, their bytes,
+inputs, checks (with wrong outputs they must reject), goals and report, on the CPU (synthetic samples)."""
+
+import json
+
+import numpy as np
+import pytest
+from test_perf_sweep import _entry
+
+from bench.perf import main as perf_main
+from bench.perf.sweep import Problem, check_rows, fixture_tile, problem_builds, sweep_problems
+from bench.perf.sweep_ops import (OPERATIONS, all_finite, check_op_output, copy_bytes, input_tiles, parse_ops,
+                                  ratio_pairs, reference)
+from bench.perf.sweep_report import MET, MISSED, evaluate_sweep_goals, render_sweep, sweep_figure, write_outputs
+from numba_softmax.cases import SWEEP_OPS, SWEEP_PROBLEM_BYTES, sweep_rows
+from numba_softmax.element_types import from_float64, to_float64
+from numba_softmax.oracle import oracle_softmax
+
+TYPES = ("float32", "bfloat16")
+
+
+def test_every_operation_declares_its_bytes_and_arrays():
+    assert set(OPERATIONS) == set(SWEEP_OPS)
+    for op in OPERATIONS.values():
+        assert op.passes == SWEEP_OPS[op.name] >= len(op.inputs) + len(op.outputs) - (op.name == "softmax_train")
+        assert 2 * op.slots >= op.passes  # room for the same-size copy in each buffer
+        assert op.variants[0] == "auto" and op.variants[-1] == "copy"
+    assert OPERATIONS["softmax_train"].passes == 5  # x read, y written, y and dy read, dx written
+    assert copy_bytes(OPERATIONS["softmax_backward"], (10, 8), "float32") == 3 * 10 * 8 * 4 // 2
+
+
+def test_parse_ops_names_each_bad_operation():
+    assert parse_ops("softmax_backward, softmax_train") == ["softmax_backward", "softmax_train"]
+    with pytest.raises(ValueError, match="'softmax_bwd' is not one of"):
+        parse_ops("softmax,softmax_bwd")
+    with pytest.raises(ValueError, match="twice"):
+        parse_ops("log_softmax,log_softmax")
+
+
+@pytest.mark.parametrize("op", sorted(SWEEP_OPS))
+def test_each_problem_moves_256_mib(op):
+    problems = sweep_problems(["float32", "bfloat16"], [1, 127, 4096, 262144], [op])
+    for problem in problems:
+        assert problem.op == op and problem.name.startswith("" if op == "softmax" else f"{op} ")
+    for problem in (p for p in problems if not p.small):
+        assert problem.rows == sweep_rows(problem.width, problem.itemsize, SWEEP_OPS[op])
+        assert abs(problem.nbytes - SWEEP_PROBLEM_BYTES) <= SWEEP_OPS[op] * problem.width * problem.itemsize
+
+
+def test_problems_of_several_operations_interleave_per_width():
+    problems = sweep_problems(["float32"], [128, 4097], ["softmax_backward", "softmax_train"])
+    large = [(p.width, p.op) for p in problems if not p.small]
+    assert large == [(128, "softmax_backward"), (128, "softmax_train"), (4097, "softmax_backward"),
+                     (4097, "softmax_train")]
+    assert {p.op for p in problems if p.small} == {"softmax_backward", "softmax_train"}
+
+
+def test_each_problem_warms_the_builds_it_launches():
+    def kinds(op):
+        return [(b[0], b[3]) for b in problem_builds(Problem("float32", 64, 4097, op=op))]
+    assert kinds("softmax") == [("forward", "softmax")]
+    assert kinds("log_softmax") == [("forward", "log_softmax")]
+    assert kinds("log_softmax_backward") == [("backward", "log_softmax")]
+    assert kinds("softmax_train") == [("forward", "softmax"), ("backward", "softmax")]
+
+
+def _tiles(op_name, dtype, rows=12, width=37):
+    problem = Problem(dtype, rows, width, op=op_name)
+    tile = fixture_tile(problem)
+    return problem, input_tiles(OPERATIONS[op_name], tile, dtype), check_rows(rows, width)
+
+
+def _rounded(values, dtype):
+    return from_float64(values, dtype)
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("op_name", ["log_softmax", "softmax_backward", "log_softmax_backward", "softmax_train"])
+def test_the_check_passes_the_right_output_and_rejects_wrong_ones(op_name, dtype):
+    problem, tiles, sample = _tiles(op_name, dtype)
+    op = OPERATIONS[op_name]
+    assert set(tiles) == set(op.inputs) and all(t.shape == (12, 37) for t in tiles.values())
+    ref, scale = reference(op, tiles, dtype)
+    right = _rounded(ref, dtype)
+    assert check_op_output(right, ref, scale, sample, dtype)["passed"]
+    unwritten = right.copy()
+    unwritten[5, 3] = _rounded(np.array(np.nan), dtype)
+    record = check_op_output(unwritten, ref, scale, sample, dtype)
+    assert not record["passed"] and not record["all_finite"] and record["worst_row"] == 5
+    wrong = right.copy()
+    wrong[4] = wrong[7]  # another row's values: finite, but not this row's
+    assert not check_op_output(wrong, ref, scale, sample, dtype)["passed"]
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+def test_a_backward_without_its_sum_term_is_rejected(dtype):
+    """The negative control of the sweep's check: ``dx = y * dy`` (the ``sum(dy * y)`` term dropped)."""
+    _, tiles, sample = _tiles("softmax_backward", dtype)
+    ref, scale = reference(OPERATIONS["softmax_backward"], tiles, dtype)
+    y, dy = (to_float64(tiles[name], dtype) for name in ("y", "dy"))
+    record = check_op_output(_rounded(y * dy, dtype), ref, scale, sample, dtype)
+    assert not record["passed"] and record["max_tol_ratio"] > 1
+
+
+def test_a_training_step_is_checked_against_the_backward_of_its_rounded_forward():
+    _, tiles, _ = _tiles("softmax_train", "bfloat16")
+    ref, _ = reference(OPERATIONS["softmax_train"], tiles, "bfloat16")
+    y = to_float64(from_float64(oracle_softmax(to_float64(tiles["x"], "bfloat16")), "bfloat16"), "bfloat16")
+    dy = to_float64(tiles["dy"], "bfloat16")
+    assert np.allclose(ref, y * (dy - (dy * y).sum(axis=1, keepdims=True)), rtol=0, atol=1e-15)
+
+
+def test_all_finite_reads_bfloat16_bits():
+    assert all_finite(np.array([0x3F80, 0xBF80, 0x7F7F], dtype=np.uint16))
+    assert not all_finite(np.array([0x3F80, 0x7FC0], dtype=np.uint16))  # NaN
+    assert not all_finite(np.array([0xFF80], dtype=np.uint16))  # -inf
+    assert not all_finite(np.array([1.0, np.inf], dtype=np.float32))
+
+
+# ---------------------------------------------------------------- goals and report
+
+def _op_entry(op, dtype, width, medians, skipped=()):
+    entry = _entry(dtype, width, medians, rows=sweep_rows(width, 4 if dtype == "float32" else 2, SWEEP_OPS[op]),
+                   skipped=skipped)
+    from bench.perf.sweep_ops import extra_ratios
+    entry["analysis"]["ratios"].update(extra_ratios(op, entry["rounds"]))
+    return dict(entry, op=op, name=f"{op} {entry['name']}")
+
+
+def _ops_report(train_ops=60.0, compiled=60.5, backward=50.0):
+    problems = []
+    for dtype in TYPES:
+        for width in (128, 4097, 131072):
+            liger = ("liger",) if width == 131072 else ()
+            train = {"auto": 58.0, "torch": 90.0, "ops": train_ops, "ops_compiled": compiled, "copy": 55.0}
+            if not liger:
+                train["liger"] = 80.0
+            problems.append(_op_entry("softmax_train", dtype, width, train, skipped=liger))
+            problems.append(_op_entry("softmax_backward", dtype, width,
+                                      {"auto": backward, "torch": 60.0, "copy": 45.0}))
+            problems.append(_op_entry("log_softmax", dtype, width, {"auto": 40.0, "torch": 44.0, "copy": 38.0}))
+    return {"device": {"name": "NVIDIA H200"}, "argv": ["--sweep", "widths", "--ops", "softmax_train"],
+            "protocol": {"dtypes": list(TYPES), "ops": ["log_softmax", "softmax_backward", "softmax_train"],
+                         "rounds": 12, "seed": 1, "warmups": 10, "problem_bytes": 2**28},
+            "problems": problems, "notes": [], "errors": [], "not_run": []}
+
+
+def _goals(report):
+    return {(g["goal"].split()[0], g["dtype"]): g for g in evaluate_sweep_goals(report)}
+
+
+def test_operation_goals_met():
+    goals = _goals(_ops_report())
+    assert {key[0] for key in goals} == {"L1", "L3", "B1", "B2", "B3", "B4"}
+    assert ("B2", "bfloat16") not in goals  # the copy goal of a backward is float32's
+    assert {g["status"] for g in goals.values()} == {MET}
+    assert goals[("B3", "float32")]["value"] == pytest.approx(60.0 / 80.0, rel=1e-2)
+    assert "Liger not measured at 1 widths (131072)" in goals[("B3", "float32")]["detail"]
+    assert goals[("B4", "bfloat16")]["value"] == pytest.approx(60.5 / 60.0, rel=1e-2)
+
+
+def test_operation_goals_missed():
+    goals = _goals(_ops_report(train_ops=85.0, compiled=90.0, backward=62.0))
+    assert goals[("B1", "float32")]["status"] == MISSED and "worst 1.033" in goals[("B1", "float32")]["detail"]
+    assert goals[("B2", "float32")]["status"] == MISSED  # 45 / 62 < 0.85
+    assert goals[("B3", "bfloat16")]["status"] == MISSED and goals[("B4", "float32")]["status"] == MISSED
+    report = _ops_report()
+    for entry in report["problems"]:
+        if entry["op"] == "softmax_train" and entry["width"] == 4097 and entry["dtype"] == "float32":
+            del entry["analysis"]["variants"]["ops"]
+    goal = _goals(report)[("B3", "float32")]
+    assert goal["status"] == MISSED and "the operator not timed at [4097]" in goal["detail"]
+
+
+def test_the_report_has_a_table_and_a_panel_per_operation_and_type(tmp_path):
+    pytest.importorskip("matplotlib")
+    report = _ops_report()
+    markdown = write_outputs(str(tmp_path), report, plot=True)
+    for title in ("softmax_train, float32: 256 MiB problems", "softmax_backward, bfloat16: 256 MiB problems",
+                  "log_softmax, float32: 256 MiB problems"):
+        assert f"## {title}" in markdown
+    assert "ops/liger" in markdown and "ops_compiled/ops" in markdown and "liger skipped" in markdown
+    assert len(sweep_figure(report).axes) == 6
+    stored = json.loads((tmp_path / "sweep.json").read_text())
+    assert perf_main(["--sweep", "widths", "--report-only", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "sweep.md").read_text() == render_sweep(dict(stored, goals=evaluate_sweep_goals(stored)))
+
+
+def test_the_table_columns_follow_the_operation():
+    assert ratio_pairs("softmax_train", OPERATIONS["softmax_train"].variants) == [
+        ("auto", "torch"), ("auto", "liger"), ("auto", "ops"), ("auto", "ops_compiled"), ("copy", "auto"),
+        ("ops", "liger"), ("ops", "torch"), ("ops_compiled", "ops")]
+
+
+def test_the_command_line_refuses_ops_outside_the_sweep(capsys):
+    assert perf_main(["--ops", "softmax_backward"]) == 2
+    assert "--ops is an option of --sweep widths" in capsys.readouterr().err
+    assert perf_main(["--sweep", "widths", "--ops", "backward"]) == 2
+    assert "'backward' is not one of" in capsys.readouterr().err
