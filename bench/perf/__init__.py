@@ -148,10 +148,10 @@ def _parser():
     parser.add_argument("--no-torch", action="store_true", help="skip the torch peer")
     parser.add_argument("--no-triton", action="store_true", help="skip the Triton peer")
     parser.add_argument("--no-launch", action="store_true", help="skip the launch-path section (3)")
-    parser.add_argument("--auto-geometries", default="table",
+    parser.add_argument("--auto-geometries", default=None,
                         help="candidate geometries timed beside auto: table (the candidates for each width in "
                              "numba_softmax/kernels/auto_geometry.py), none, or comma-separated names such as "
-                             "rows_l16_q2,long_l512_q4")
+                             "rows_l16_q2,long_l512_q4 (default: table; with --sweep: none, and the softmax only)")
     parser.add_argument("--copy-kernels", default="none",
                         help="plain copy kernels timed at every shape beside the copy engine: none, sweep (the "
                              "designs of numba_softmax/kernels/stream_copy.py), or comma-separated names such as "
@@ -193,6 +193,14 @@ def _write(out_dir, report):
     return markdown
 
 
+def check_auto_geometries(option):
+    """``--auto-geometries``: "table", "none", or names each of a geometry (ValueError naming a bad one)."""
+    if option not in ("table", "none"):
+        for name in option.split(","):
+            Geometry.parse(name.strip())
+    return option
+
+
 def _sweep(args, argv):
     """``--sweep widths``: options checked here (status 2 on a bad one), then :func:`bench.perf.sweep.run_sweep`."""
     try:
@@ -201,6 +209,7 @@ def _sweep(args, argv):
         args.dtypes = parse_dtypes(args.dtypes or "float32,bfloat16")
         args.ops = parse_ops(args.ops or "softmax")
         args.widths = parse_widths(args.widths) if args.widths else None
+        args.auto_geometries = check_auto_geometries(args.auto_geometries or "none")
         args.rounds = SWEEP_ROUNDS if args.rounds is None else args.rounds
         if args.rounds < SWEEP_MIN_ROUNDS:
             raise ValueError(f"--rounds {args.rounds}: the sweep needs at least {SWEEP_MIN_ROUNDS} rounds")
@@ -232,9 +241,7 @@ def main(argv=None):
                 raise ValueError(f"--{option.replace('_', '-')} is an option of --sweep widths")
         args.rounds = DEFAULT_ROUNDS if args.rounds is None else args.rounds
         shapes = parse_shapes(args.shapes) if args.shapes else list(DEFAULT_SHAPES)
-        if args.auto_geometries not in ("table", "none"):
-            for name in args.auto_geometries.split(","):
-                Geometry.parse(name.strip())
+        args.auto_geometries = check_auto_geometries(args.auto_geometries or "table")
         copy_kernels_for(args.copy_kernels)  # a bad name stops the run here, before any GPU work
         if args.rounds < MIN_ROUNDS:
             raise ValueError(f"--rounds {args.rounds}: at least {MIN_ROUNDS} rounds are required")

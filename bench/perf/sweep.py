@@ -47,10 +47,10 @@ from numba import cuda
 from bench.environment import DeviceMismatch, check_expected_device, gpu_problem, run_header
 from bench.perf import ceilings
 from bench.perf.ceilings import log
-from bench.perf.peers import (AUTO, COPY, CUDNN, TORCH, TRITON, WARMUPS, PeerCannotRun, _torch_variant,
-                              _triton_variant, _Variant, add_peer, auto_variants, check_variants, close_variants,
-                              copy_variant, cudnn_variant, host_array, input_sets_for, note_starved, run_once,
-                              summarize_shape, time_rounds, torch_on_our_stream, torch_tensors)
+from bench.perf.peers import (AUTO, AUTO_CANDIDATE_PREFIX, COPY, CUDNN, TORCH, TRITON, WARMUPS, PeerCannotRun,
+                              _torch_variant, _triton_variant, _Variant, add_peer, auto_geometries_for, auto_variants,
+                              check_variants, close_variants, copy_variant, cudnn_variant, host_array, input_sets_for,
+                              note_starved, run_once, summarize_shape, time_rounds, torch_on_our_stream, torch_tensors)
 from bench.perf.sweep_ops import (BACKWARDS, LIGER, OPERATIONS, OPS_COMPILED, OPS_EAGER, SOFTMAX, TRAIN, SetArrays,
                                   auto_variant, check_op_output, copy_bytes, extra_ratios, input_tiles, liger_variant,
                                   ops_variant, reference, torch_variant)
@@ -219,10 +219,14 @@ def _warm_build(kind, geometry, dtype, form):
     return kernel_cache.compile_log()[-1]
 
 
-def problem_builds(problem):
-    """``(kind, geometry, dtype, form)`` of each auto build a problem launches."""
+def problem_builds(problem, auto_geometries="none"):
+    """``(kind, geometry, dtype, form)`` of each auto build a problem launches (a softmax problem: with the
+    candidate geometries of ``--auto-geometries``)."""
     from numba_softmax.kernels.auto_geometry import backward_geometry
     types = (problem.dtype, problem.dtype)
+    if problem.op == SOFTMAX:
+        names = [geometry_for(problem.width, types)] + auto_geometries_for(problem.width, auto_geometries)
+        return tuple(("forward", name, problem.dtype, SOFTMAX) for name in names)
     backward = (("backward", backward_geometry(problem.width, problem.dtype == "float64"), problem.dtype,
                  BACKWARDS.get(problem.op, SOFTMAX)),)
     if problem.op in BACKWARDS:
@@ -232,10 +236,10 @@ def problem_builds(problem):
     return forward + backward if problem.op == TRAIN else forward
 
 
-def warm_auto_builds(problems):
+def warm_auto_builds(problems, auto_geometries="none"):
     """The auto builds the problems launch, compiled into the kernel cache by parallel processes (so that the
     run loads them); returns a record. A failure here only means they compile when first launched."""
-    builds = sorted({build for p in problems for build in problem_builds(p)})
+    builds = sorted({build for p in problems for build in problem_builds(p, auto_geometries)})
     if not builds or kernel_cache.disabled():
         return {"builds": len(builds), "skipped": "NUMBA_SOFTMAX_CACHE=0: the builds compile when first launched"}
     start = time.perf_counter()
@@ -271,7 +275,7 @@ def _liger_variant(sampler, d_x, shape, element_type):
 def _softmax_variants(sampler, problem, arrays, args, notes, errors, skipped):
     shape, dtype = (problem.rows, problem.width), problem.dtype
     d_x, d_y = arrays.each("x"), arrays.each("y")
-    variants = auto_variants(shape, d_x, d_y, "none", (dtype, dtype))
+    variants = auto_variants(shape, d_x, d_y, args.auto_geometries, (dtype, dtype))
     peers = ((TORCH, not args.no_torch, lambda: _torch_variant(sampler, d_x, d_y, shape, dtype)),
              (TRITON, not args.no_triton, lambda: _triton_variant(sampler, d_x, d_y, shape, dtype)),
              (LIGER, not args.no_liger, lambda: _liger_variant(sampler, d_x, shape, dtype)))
@@ -339,6 +343,11 @@ def problem_check(problem, tiles, sample):
     return check
 
 
+def ours(name):
+    """A variant whose failed check is an error (exit status 1), not a peer's note."""
+    return name in (AUTO, COPY, OPS_EAGER, OPS_COMPILED) or name.startswith(AUTO_CANDIDATE_PREFIX)
+
+
 def measure_problem(sampler, problem, seed, args, notes, errors):
     """One problem: inputs, variants, checks, rounds, statistics (an entry of sweep.json)."""
     start = time.perf_counter()
@@ -360,8 +369,7 @@ def measure_problem(sampler, problem, seed, args, notes, errors):
         entry["variants"][name] = {"status": "skipped", "reason": reason}
     check, d_checked = problem_check(problem, tiles, sample), arrays.array(op.checked, 0)
     timed = check_variants(variants, lambda v: check(v, run_once(sampler, v, d_checked, dtype)),
-                           entry["variants"], problem.name, lambda name: name in (AUTO, COPY, OPS_EAGER, OPS_COMPILED),
-                           errors, notes)
+                           entry["variants"], problem.name, ours, errors, notes)
     names = [v.name for v in timed]
     entry["rounds"] = time_rounds(sampler, timed, n_sets, args.rounds, seed, entry["variants"], batch=0)
     entry["analysis"] = summarize_shape(entry["rounds"], names, problem.nbytes)
@@ -399,7 +407,8 @@ def run_sweep(args, argv, out_dir):
     notes, errors = [], []
     report = {**run_header("python -m bench perf --sweep widths", argv, args.expect_device),
               "protocol": {"rounds": args.rounds, "seed": args.seed, "warmups": WARMUPS, "batch": None,
-                           "dtypes": args.dtypes, "ops": args.ops, "problem_bytes": SWEEP_PROBLEM_BYTES,
+                           "dtypes": args.dtypes, "ops": args.ops, "auto_geometries": args.auto_geometries,
+                           "problem_bytes": SWEEP_PROBLEM_BYTES,
                            "check_elements": CHECK_ELEMENTS, "budget_s": args.budget_s,
                            "delay": {"min_us": DELAY_MIN_US, "factor": DELAY_FACTOR}},
               "estimate_s": estimate_seconds(problems, args.rounds), "notes": notes, "errors": errors,
@@ -425,7 +434,7 @@ def run_sweep(args, argv, out_dir):
     sampler = DelaySampler()
     report["delay_kernel"] = sampler.calibrate_delay()
     try:
-        report["auto_builds"] = warm_auto_builds(problems)
+        report["auto_builds"] = warm_auto_builds(problems, args.auto_geometries)
         log(f"auto builds: {report['auto_builds']}")
     except Exception as exc:
         notes.append(f"compiling the auto builds in parallel processes failed ({type(exc).__name__}: {exc}); "

@@ -24,7 +24,7 @@ import os
 import statistics
 import traceback
 
-from bench.perf.peers import AUTO, COPY, TORCH, TRITON
+from bench.perf.peers import AUTO, AUTO_CANDIDATE_PREFIX, COPY, TORCH, TRITON
 from bench.perf.render import jsonable, markdown_table
 from bench.perf.sweep_ops import (BACKWARDS, LIGER, LOG_SOFTMAX, OPERATIONS, OPS_COMPILED, OPS_EAGER, SOFTMAX,
                                   ratio_pairs)
@@ -232,6 +232,22 @@ def problems_table(entries, op=SOFTMAX):
     return markdown_table(headers, rows)
 
 
+def candidates_table(report):
+    """auto against each candidate geometry timed beside it (``--auto-geometries``), per problem; "" without any."""
+    rows = []
+    for entry in sorted(report.get("problems", []), key=lambda e: (op_of(e), e["dtype"], e["width"], e["rows"])):
+        for name in ((entry.get("analysis") or {}).get("variants") or {}):
+            if name.startswith(AUTO_CANDIDATE_PREFIX):
+                geometry = ((entry.get("variants") or {}).get(AUTO) or {}).get("geometry", "-")
+                rows.append([entry["dtype"], entry["width"], entry["rows"], geometry, _cell(entry, AUTO),
+                             name.removeprefix(AUTO_CANDIDATE_PREFIX), _cell(entry, name),
+                             _ratio_cell(entry, f"{AUTO}/{name}")])
+    if not rows:
+        return ""
+    return markdown_table(["dtype", "width", "rows", "auto's geometry", "auto us [p10, p90] · GB/s", "candidate",
+                           "candidate us [p10, p90] · GB/s", "auto/candidate"], rows)
+
+
 def _absent(entries):
     """Lines naming each variant skipped or failed at a problem, with the reason."""
     lines = []
@@ -273,6 +289,11 @@ def render_sweep(report):
         lines += [f"## {title}: 256 MiB problems", "", problems_table(entries, op), ""]
         if small:
             lines += [f"## {title}: small problems (latency)", "", problems_table(small, op), ""]
+    candidates = candidates_table(report)
+    if candidates:
+        lines += ["## auto's candidate geometries (`--auto-geometries`)", "",
+                  "auto/candidate above 1: the candidate was faster (docs/auto_kernels.md, choosing after a GPU run).",
+                  "", candidates, ""]
     calls = {}
     for entry in report.get("problems", []):
         for name, info in (entry.get("variants") or {}).items():

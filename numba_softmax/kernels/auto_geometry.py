@@ -144,6 +144,8 @@ AUTO_TABLE = (
 #: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
 #: by the widths they are meant for. docs/auto_kernels.md gives the prediction for each.
 CANDIDATES = {
+    1: ("rows_l1_q1", "rows_l2_q1"),
+    8: ("rows_l1_q2", "rows_l2_q1"),
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
     4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l64_q8_s8"),

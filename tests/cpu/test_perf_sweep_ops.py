@@ -197,3 +197,25 @@ def test_the_command_line_refuses_ops_outside_the_sweep(capsys):
     assert "--ops is an option of --sweep widths" in capsys.readouterr().err
     assert perf_main(["--sweep", "widths", "--ops", "backward"]) == 2
     assert "'backward' is not one of" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- auto's candidate geometries in the sweep
+
+def test_the_sweep_warms_and_reports_the_candidate_geometries():
+    builds = problem_builds(Problem("float32", 4096, 8), "table")
+    assert [b[1] for b in builds] == ["rows_l4_q1", "rows_l1_q2", "rows_l2_q1"]  # the table's, then CANDIDATES[8]
+    assert problem_builds(Problem("float32", 4096, 8), "none") == builds[:1]
+    assert [b[1] for b in problem_builds(Problem("float32", 64, 8, op="softmax_backward"), "table")] == [
+        "rows_l4_q1"]  # the candidates are the softmax's
+    entry = _entry("float32", 8, {"auto": 150.0, "auto:rows_l1_q2": 100.0, "copy": 90.0})
+    entry["variants"]["auto"]["geometry"] = "rows_l4_q1"
+    report = {"device": {"name": "NVIDIA H200"}, "protocol": {"dtypes": ["float32"], "rounds": 12},
+              "problems": [entry]}
+    markdown = render_sweep(report)
+    row = next(line for line in markdown.splitlines() if "| rows_l1_q2 |" in line)
+    assert "| float32 | 8 |" in row and "rows_l4_q1" in row and "| 1.500 [" in row
+
+
+def test_the_command_line_checks_the_candidate_names(capsys):
+    assert perf_main(["--sweep", "widths", "--auto-geometries", "rows_l3_q1", "--report-only", "--out", "x"]) == 2
+    assert "rows_l3_q1" in capsys.readouterr().err

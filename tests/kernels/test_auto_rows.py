@@ -232,8 +232,9 @@ def _candidate_params():
             params += [pytest.param(name, w, id=f"{name}-{w}", marks=CLUSTERS_ON_GPU)
                        for w in (geometry.max_columns, geometry.max_columns - 4, cta + 4)]
             continue
-        if geometry.kind == "rows":
-            widths = (geometry.max_columns, geometry.max_columns - 1, geometry.max_columns // 2 + 3)
+        if geometry.kind == "rows":  # full, one short, a misaligned middle; a one-element row in the narrowest
+            full = geometry.max_columns
+            widths = sorted({full, full - 1, min(full // 2 + 3, full)} | ({1} if full <= 8 else set()), reverse=True)
         else:
             chunk = 4 * geometry.lanes * geometry.quads
             widths = (2 * chunk, 3 * chunk + 5)
