@@ -1,4 +1,4 @@
-"""``python -m bench probe tiles|launch|handoff|api|layouts|twins|floors [OPTIONS]``: one measurement probe (GPU only).
+"""``python -m bench probe NAME [OPTIONS]``: one measurement probe (GPU only).
 
     python -m bench probe tiles  [--cases balanced-2048,...] [--compare-tree DIR] [--out DIR]
     python -m bench probe launch [--batches 200] [--out DIR]
@@ -6,6 +6,7 @@
     python -m bench probe api    [--shapes 1x128,4096x4096] [--calls 2000] [--out DIR]
     python -m bench probe twins  [--shapes 32x1024,...] [--cases balanced-128,...] [--out DIR]
     python -m bench probe floors [--cases balanced-128,balanced-2048] [--rounds 60] [--out DIR]
+    python -m bench probe startup [--items first-softmax,first-dag,experiment-b-128|all] [--runs 5] [--out DIR]
     python -m bench probe NAME --help                 (the probe's own options)
 
 The probe modules live in ``bench/probes/``, their kernels in ``numba_softmax/kernels/diagnostics/``;
@@ -24,6 +25,7 @@ PROBES = {
     "layouts": ("bench.probes.layouts", "softmax() on strided, N-D and dim-not-last tensors and in each check mode"),
     "twins": ("bench.probes.twins", "each stage and separate tile kernel timed alone beside its nvcc twin"),
     "floors": ("bench.probes.floors", "the persistent schedulers' empty-work floors taken apart, against CUDA C++"),
+    "startup": ("bench.probes.startup", "whole-process times cold and warm: what the kernel cache saves a process"),
 }
 
 

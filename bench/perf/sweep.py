@@ -53,7 +53,7 @@ from bench.perf.peers import (AUTO, AUTO_CANDIDATE_PREFIX, COPY, CUDNN, TORCH, T
                               note_starved, run_once, summarize_shape, time_rounds, torch_on_our_stream, torch_tensors)
 from bench.perf.sweep_ops import (BACKWARDS, LIGER, OPERATIONS, OPS_COMPILED, OPS_EAGER, SOFTMAX, TRAIN, SetArrays,
                                   auto_variant, check_op_output, copy_bytes, extra_ratios, input_tiles, liger_variant,
-                                  ops_variant, reference, torch_variant)
+                                  ops_variant, parse_choices, reference, torch_variant)
 from bench.perf.sweep_report import read_report, write_outputs
 from bench.timing import DELAY_FACTOR, DELAY_MIN_US, DelaySampler
 from numba_softmax.cases import (SWEEP_DTYPES, SWEEP_MAX_WIDTH, SWEEP_OPS, SWEEP_PROBLEM_BYTES, SWEEP_SMALL_ROWS,
@@ -133,13 +133,7 @@ def parse_widths(text):
 
 def parse_dtypes(text):
     """``"float32,bfloat16"`` -> the element types, each one of SWEEP_DTYPES, none repeated."""
-    dtypes = [item.strip() for item in text.split(",")]
-    for dtype in dtypes:
-        if dtype not in SWEEP_DTYPES:
-            raise ValueError(f"--dtypes: {dtype!r} is not one of {', '.join(SWEEP_DTYPES)}")
-    if len(set(dtypes)) != len(dtypes):
-        raise ValueError(f"--dtypes: {text!r} names a type twice")
-    return dtypes
+    return parse_choices("--dtypes", text, SWEEP_DTYPES, "a type")
 
 
 def check_rows(rows, width):

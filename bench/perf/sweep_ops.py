@@ -109,15 +109,20 @@ def extra_ratios(op_name, rounds):
             if a in names and b in names}
 
 
-def parse_ops(text):
-    """``"softmax,softmax_backward"`` -> the operations' names, each one of :data:`OPERATIONS`, none repeated."""
+def parse_choices(option, text, choices, noun):
+    """``"a,b"`` -> ``["a", "b"]``, each one of ``choices``, none repeated (a ValueError naming ``option``)."""
     names = [item.strip() for item in text.split(",")]
     for name in names:
-        if name not in OPERATIONS:
-            raise ValueError(f"--ops: {name!r} is not one of {', '.join(OPERATIONS)}")
+        if name not in choices:
+            raise ValueError(f"{option}: {name!r} is not one of {', '.join(choices)}")
     if len(set(names)) != len(names):
-        raise ValueError(f"--ops: {text!r} names an operation twice")
+        raise ValueError(f"{option}: {text!r} names {noun} twice")
     return names
+
+
+def parse_ops(text):
+    """``"softmax,softmax_backward"`` -> the operations' names, each one of :data:`OPERATIONS`, none repeated."""
+    return parse_choices("--ops", text, tuple(OPERATIONS), "an operation")
 
 
 # ---------------------------------------------------------------- inputs and checks (host)

@@ -1,0 +1,223 @@
+"""What the on-disk kernel cache saves a new process: whole-process times, cold and warm (GPU only).
+
+Each item is a command run as a process of its own, against a kernel cache folder of its own under ``--out``
+(``NUMBA_SOFTMAX_CACHE_DIR``): ``cold`` empties that folder before each run; ``warm`` runs the command once to
+fill it, then times the runs. Each run's wall time from start to exit is recorded, and for the items that call
+the library in a small script, the first call's own time to its result (the script prints it). ``--runs`` timed
+runs per item and mode (default 5): median, p10/p90. A run that fails stops the probe with its output.
+
+Items (``--items``, default ``first-softmax,first-dag,experiment-b-128``; ``all`` adds the long two):
+
+* ``first-softmax``: ``softmax()`` of a 4096 x 50257 float32 torch tensor, the first call of the process;
+* ``first-dag``: ``tiled_softmax(..., scheduler="dag")`` of 128 rows of 1024 values, the first call;
+* ``experiment-b-128``: ``python -m bench --experiment B --cases balanced-128 --no-arrays``;
+* ``experiment-b``: ``python -m bench --experiment B --no-arrays`` (every case);
+* ``gpu-tests``: ``python -m pytest -m gpu -q -p no:cacheprovider``.
+
+Goals (warm): the first ``softmax()`` <= 0.3 s to its result; the first ``tiled_softmax`` dag <= 0.5 s;
+``experiment-b-128`` <= 8 s; ``experiment-b`` <= 0.6 of its cold time; ``gpu-tests`` <= 240 s.
+
+    python -m bench probe startup [--items first-softmax,...|all] [--runs 5] [--timeout-s S] [--out DIR]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+from bench.probes import refuse_existing_results, require_gpu, write_results
+from bench.stats import summarize
+
+RESULTS_FILE = "startup.json"
+#: The line a script prints with its first call's time: ``STARTUP {"first_call_s": 0.12}``.
+MARK = "STARTUP "
+MODES = ("cold", "warm")
+
+FIRST_SOFTMAX = f"""
+import json, time
+import torch
+from numba_softmax import softmax
+x = torch.randn(4096, 50257, device="cuda")
+torch.cuda.synchronize()
+start = time.perf_counter()
+softmax(x)
+torch.cuda.synchronize()
+print({MARK!r} + json.dumps({{"first_call_s": time.perf_counter() - start}}))
+"""
+
+FIRST_DAG = f"""
+import json, time
+import numpy as np
+from numba_softmax import tiled_softmax
+values = np.random.default_rng(0).standard_normal(128 * 1024).astype(np.float32)
+start = time.perf_counter()
+tiled_softmax(values, np.full(128, 1024), scheduler="dag")
+print({MARK!r} + json.dumps({{"first_call_s": time.perf_counter() - start}}))
+"""
+
+
+@dataclass(frozen=True)
+class Item:
+    """A command timed as a whole process. ``argv(folder)``: its command line, writing only under ``folder``;
+    ``goal``: (mode, metric, bound, relative to the cold median or not, text)."""
+    name: str
+    argv: object
+    goal: tuple
+
+
+def _script(code):
+    return lambda folder: [sys.executable, "-c", code]
+
+
+ITEMS = {item.name: item for item in (
+    Item("first-softmax", _script(FIRST_SOFTMAX), ("warm", "first_call_s", 0.3, False,
+                                                   "the first softmax() <= 0.3 s to its result")),
+    Item("first-dag", _script(FIRST_DAG), ("warm", "first_call_s", 0.5, False,
+                                           "the first tiled_softmax dag <= 0.5 s to its result")),
+    Item("experiment-b-128", lambda folder: [sys.executable, "-m", "bench", "--experiment", "B", "--cases",
+                                             "balanced-128", "--no-arrays", "--out", folder],
+         ("warm", "process_s", 8.0, False, "python -m bench --experiment B --cases balanced-128 <= 8 s")),
+    Item("experiment-b", lambda folder: [sys.executable, "-m", "bench", "--experiment", "B", "--no-arrays",
+                                         "--out", folder],
+         ("warm", "process_s", 0.6, True, "python -m bench --experiment B <= 0.6 of its cold time")),
+    Item("gpu-tests", lambda folder: [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider"],
+         ("warm", "process_s", 240.0, False, "python -m pytest -m gpu <= 240 s")),
+)}
+DEFAULT_ITEMS = ("first-softmax", "first-dag", "experiment-b-128")
+
+
+class RunFailed(RuntimeError):
+    """A timed command that exited with an error (the message carries its output's end)."""
+
+
+def parse_items(text):
+    """``--items``: "all" or comma-separated names of :data:`ITEMS` (ValueError naming a bad one)."""
+    if text == "all":
+        return list(ITEMS)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ITEMS]
+    if unknown or not names:
+        raise ValueError(f"--items: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(ITEMS)}")
+    return names
+
+
+def run_once(item, cache_dir, folder, timeout_s):
+    """One process of ``item`` with the kernel cache in ``cache_dir``: ``{"process_s", ["first_call_s"]}``."""
+    env = dict(os.environ, NUMBA_SOFTMAX_CACHE_DIR=cache_dir, NUMBA_SOFTMAX_CACHE="1")
+    start = time.perf_counter()
+    proc = subprocess.run(item.argv(folder), env=env, capture_output=True, text=True, timeout=timeout_s)
+    sample = {"process_s": time.perf_counter() - start}
+    if proc.returncode != 0:
+        raise RunFailed(f"{item.name}: exit status {proc.returncode}\n{(proc.stdout + proc.stderr)[-3000:]}")
+    for line in proc.stdout.splitlines():
+        if line.startswith(MARK):
+            sample.update(json.loads(line.removeprefix(MARK)))
+    return sample
+
+
+def measure_item(item, runs, work_dir, timeout_s, log=print):
+    """Both modes of one item under ``work_dir``: ``{"cold": [samples], "warm": [samples]}``."""
+    cache_dir = os.path.join(work_dir, f"cache-{item.name}")
+    samples = {mode: [] for mode in MODES}
+    counter = iter(range(10**6))
+
+    def folder():
+        return os.path.join(work_dir, f"run-{item.name}-{next(counter)}")
+    for _ in range(runs):
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        samples["cold"].append(run_once(item, cache_dir, folder(), timeout_s))
+    run_once(item, cache_dir, folder(), timeout_s)  # fills the cache (the last cold run did too)
+    for _ in range(runs):
+        samples["warm"].append(run_once(item, cache_dir, folder(), timeout_s))
+    log(f"{item.name}: cold {[round(s['process_s'], 2) for s in samples['cold']]} s, warm "
+        f"{[round(s['process_s'], 2) for s in samples['warm']]} s")
+    return samples
+
+
+def summarize_item(samples):
+    """Per mode and metric: median, p10, p90 of the runs."""
+    out = {}
+    for mode, runs in samples.items():
+        metrics = sorted({key for run in runs for key in run})
+        out[mode] = {metric: summarize([run[metric] for run in runs if metric in run]) for metric in metrics}
+    return out
+
+
+def evaluate_goal(item, summary):
+    """``{"goal", "status" MET/MISSED/NOT MEASURED, "value", "bound"}`` of one item's summary."""
+    mode, metric, bound, relative, text = item.goal
+    measured = (summary.get(mode) or {}).get(metric)
+    if relative:
+        cold = (summary.get("cold") or {}).get(metric)
+        value = measured["median"] / cold["median"] if measured and cold else None
+    else:
+        value = measured["median"] if measured else None
+    status = "NOT MEASURED" if value is None else ("MET" if value <= bound else "MISSED")
+    return {"goal": text, "status": status, "value": value, "bound": bound}
+
+
+def render(results):
+    """startup.md: the goals, then every item's cold and warm medians [p10, p90]."""
+    lines = [f"# python -m bench probe startup: {results.get('device', 'unknown device')}", "",
+             f"{results['runs']} timed runs per item and mode; cold: the item's cache folder emptied before each "
+             "run; warm: filled by one run first. Seconds: median [p10, p90].", "",
+             "| goal | status | measured | bound |", "| --- | --- | --- | --- |"]
+    for entry in results["items"].values():
+        goal = entry["goal"]
+        value = "-" if goal["value"] is None else f"{goal['value']:.3f}"
+        lines.append(f"| {goal['goal']} | {goal['status']} | {value} | {goal['bound']:g} |")
+    lines += ["", "| item | mode | process s | first call s |", "| --- | --- | --- | --- |"]
+    for name, entry in results["items"].items():
+        for mode in MODES:
+            cells = []
+            for metric in ("process_s", "first_call_s"):
+                stats = entry["summary"].get(mode, {}).get(metric)
+                cells.append(f"{stats['median']:.3f} [{stats['p10']:.3f}, {stats['p90']:.3f}]" if stats else "-")
+            lines.append(f"| {name} | {mode} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench probe startup", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", default=",".join(DEFAULT_ITEMS), help="comma-separated items, or all")
+    parser.add_argument("--runs", type=int, default=5, help="timed runs per item and mode (default 5)")
+    parser.add_argument("--timeout-s", type=float, default=900.0, help="the longest one run may take")
+    parser.add_argument("--out", help="folder for startup.json and startup.md (the runs' caches go in a temporary "
+                                      "folder inside it, removed at the end; without --out, a temporary folder)")
+    args = parser.parse_args(argv)
+    try:
+        items = parse_items(args.items)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.runs < 1:
+        parser.error(f"--runs {args.runs}: at least 1")
+    refuse_existing_results(parser, args.out, RESULTS_FILE)
+    require_gpu(parser)
+    from numba_softmax.launch.driver import device_record
+    results = {"device": device_record()["name"], "runs": args.runs, "items": {}}
+    work_dir = os.path.join(args.out, "work") if args.out else tempfile.mkdtemp(prefix="numba-softmax-startup-")
+    status = 0
+    try:
+        for name in items:
+            samples = measure_item(ITEMS[name], args.runs, work_dir, args.timeout_s)
+            summary = summarize_item(samples)
+            results["items"][name] = {"samples": samples, "summary": summary,
+                                      "goal": evaluate_goal(ITEMS[name], summary)}
+    except (RunFailed, subprocess.TimeoutExpired) as exc:  # the items measured so far are still written
+        print(f"error: {exc}", file=sys.stderr)
+        results["error"], status = str(exc)[-3000:], 1
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    write_results(args.out, RESULTS_FILE, results)
+    markdown = render(results)
+    if args.out:
+        with open(os.path.join(args.out, "startup.md"), "x", encoding="utf-8") as handle:
+            handle.write(markdown)
+    print(markdown)
+    return status

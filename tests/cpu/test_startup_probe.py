@@ -1,0 +1,74 @@
+"""``python -m bench probe startup``: cold and warm runs of real processes against their own cache folder, the
+goals and the report (the items themselves need a GPU; here a script stands in for them)."""
+
+import sys
+
+import pytest
+
+from bench.probes import startup
+from bench.probes.startup import MARK, Item, RunFailed, evaluate_goal, measure_item, parse_items, render
+
+#: A process that says whether its cache folder held an entry when it started, and leaves one.
+CACHE_AWARE = f"""
+import json, os
+folder = os.environ["NUMBA_SOFTMAX_CACHE_DIR"]
+found = os.path.exists(os.path.join(folder, "entry"))
+os.makedirs(folder, exist_ok=True)
+open(os.path.join(folder, "entry"), "w").close()
+print({MARK!r} + json.dumps({{"first_call_s": 0.0 if found else 1.0}}))
+"""
+
+
+def _item(code, goal=("warm", "first_call_s", 0.5, False, "toy goal")):
+    return Item("toy", lambda folder: [sys.executable, "-c", code], goal)
+
+
+def test_cold_runs_start_from_an_empty_cache_and_warm_runs_from_a_filled_one(tmp_path):
+    samples = measure_item(_item(CACHE_AWARE), 2, str(tmp_path), timeout_s=60, log=lambda _: None)
+    assert [s["first_call_s"] for s in samples["cold"]] == [1.0, 1.0]
+    assert [s["first_call_s"] for s in samples["warm"]] == [0.0, 0.0]
+    assert all(s["process_s"] > 0 for mode in samples.values() for s in mode)
+    summary = startup.summarize_item(samples)
+    assert summary["warm"]["first_call_s"]["median"] == 0.0 and summary["cold"]["first_call_s"]["median"] == 1.0
+    assert evaluate_goal(_item(CACHE_AWARE), summary)["status"] == "MET"
+
+
+def test_a_failing_process_stops_the_item_with_its_output(tmp_path):
+    with pytest.raises(RunFailed, match="exit status 3\nbroken"):
+        measure_item(_item("import sys; print('broken'); sys.exit(3)"), 1, str(tmp_path), timeout_s=60,
+                     log=lambda _: None)
+
+
+def test_goals_absolute_relative_and_unmeasured():
+    summary = {"cold": {"process_s": {"median": 10.0, "p10": 9.0, "p90": 11.0}},
+               "warm": {"process_s": {"median": 5.0, "p10": 4.0, "p90": 6.0}}}
+    relative = ("warm", "process_s", 0.6, True, "warm <= 0.6 of cold")
+    assert evaluate_goal(_item("", relative), summary) == {"goal": "warm <= 0.6 of cold", "status": "MET",
+                                                          "value": 0.5, "bound": 0.6}
+    absolute = ("warm", "process_s", 4.0, False, "warm <= 4 s")
+    assert evaluate_goal(_item("", absolute), summary)["status"] == "MISSED"
+    assert evaluate_goal(_item("", ("warm", "first_call_s", 1, False, "t")), summary)["status"] == "NOT MEASURED"
+
+
+def test_the_items_and_the_report():
+    assert parse_items("all") == list(startup.ITEMS)
+    assert parse_items("first-dag, experiment-b-128") == ["first-dag", "experiment-b-128"]
+    with pytest.raises(ValueError, match="unknown nope"):
+        parse_items("first-dag,nope")
+    argv = startup.ITEMS["experiment-b-128"].argv("/tmp/x")
+    assert argv[1:] == ["-m", "bench", "--experiment", "B", "--cases", "balanced-128", "--no-arrays", "--out", "/tmp/x"]
+    summary = {mode: {"process_s": {"median": 2.0, "p10": 1.5, "p90": 2.5}} for mode in ("cold", "warm")}
+    results = {"device": "NVIDIA H200", "runs": 5, "items": {"experiment-b-128": {
+        "summary": summary, "goal": evaluate_goal(startup.ITEMS["experiment-b-128"], summary)}}}
+    text = render(results)
+    assert "| python -m bench --experiment B --cases balanced-128 <= 8 s | MET | 2.000 | 8 |" in text
+    assert "| experiment-b-128 | warm | 2.000 [1.500, 2.500] | - |" in text
+
+
+def test_without_a_gpu_the_probe_stops_before_running(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(startup, "require_gpu", lambda parser: parser.error("needs a CUDA GPU: none found"))
+    with pytest.raises(SystemExit) as exit_:
+        startup.main(["--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2 and "needs a CUDA GPU" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        startup.main(["--items", "nope", "--out", str(tmp_path)])
