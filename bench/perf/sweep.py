@@ -52,15 +52,15 @@ from bench.perf.peers import (AUTO, AUTO_CANDIDATE_PREFIX, COPY, CUDNN, TORCH, T
                               check_variants, close_variants, copy_variant, cudnn_variant, host_array, input_sets_for,
                               note_starved, run_once, summarize_shape, time_rounds, torch_on_our_stream, torch_tensors)
 from bench.perf.sweep_ops import (BACKWARDS, LIGER, OPERATIONS, OPS_COMPILED, OPS_EAGER, SOFTMAX, TRAIN, SetArrays,
-                                  auto_variant, check_op_output, copy_bytes, extra_ratios, input_tiles, liger_variant,
-                                  ops_variant, parse_choices, reference, torch_variant)
+                                  auto_variant, candidate_variants, check_op_output, copy_bytes, extra_ratios,
+                                  input_tiles, liger_variant, operation_candidates, ops_variant, own_geometry,
+                                  parse_choices, reference, torch_variant)
 from bench.perf.sweep_report import read_report, write_outputs
 from bench.timing import DELAY_FACTOR, DELAY_MIN_US, DelaySampler
 from numba_softmax.cases import (SWEEP_DTYPES, SWEEP_MAX_WIDTH, SWEEP_OPS, SWEEP_PROBLEM_BYTES, SWEEP_SMALL_ROWS,
                                  SWEEP_SMALL_WIDTHS, SWEEP_WIDTHS, sweep_rows)
 from numba_softmax.element_types import STORAGE_DTYPES, to_bfloat16
 from numba_softmax.fixtures import matrix_fixture
-from numba_softmax.kernels.auto_launch import geometry_for
 from numba_softmax.launch import kernel_cache
 from numba_softmax.launch.driver import device_record
 from numba_softmax.oracle import check_matrix
@@ -214,20 +214,19 @@ def _warm_build(kind, geometry, dtype, form):
 
 
 def problem_builds(problem, auto_geometries="none"):
-    """``(kind, geometry, dtype, form)`` of each auto build a problem launches (a softmax problem: with the
-    candidate geometries of ``--auto-geometries``)."""
-    from numba_softmax.kernels.auto_geometry import backward_geometry
-    types = (problem.dtype, problem.dtype)
-    if problem.op == SOFTMAX:
-        names = [geometry_for(problem.width, types)] + auto_geometries_for(problem.width, auto_geometries)
-        return tuple(("forward", name, problem.dtype, SOFTMAX) for name in names)
-    backward = (("backward", backward_geometry(problem.width, problem.dtype == "float64"), problem.dtype,
-                 BACKWARDS.get(problem.op, SOFTMAX)),)
+    """``(kind, geometry, dtype, form)`` of each auto build a problem launches, its candidate geometries
+    (``--auto-geometries``) after its own."""
+    dtype, width = problem.dtype, problem.width
+    candidates = operation_candidates(problem.op, width, dtype, auto_geometries_for(width, auto_geometries))
     if problem.op in BACKWARDS:
-        return backward
+        names = [own_geometry(problem.op, width, dtype)] + candidates
+        return tuple(("backward", name, dtype, BACKWARDS[problem.op]) for name in names)
     form = SOFTMAX if problem.op == TRAIN else problem.op
-    forward = (("forward", geometry_for(problem.width, types, form), problem.dtype, form),)
-    return forward + backward if problem.op == TRAIN else forward
+    forward = tuple(("forward", name, dtype, form)
+                    for name in [own_geometry(form, width, dtype)] + candidates)
+    if problem.op == TRAIN:
+        return forward + (("backward", own_geometry(problem.op, width, dtype), dtype, SOFTMAX),)
+    return forward
 
 
 def warm_auto_builds(problems, auto_geometries="none"):
@@ -285,7 +284,9 @@ def _softmax_variants(sampler, problem, arrays, args, notes, errors, skipped):
 
 def _op_variants(sampler, problem, arrays, args, notes, errors, skipped):
     op, dtype = OPERATIONS[problem.op], problem.dtype
-    variants = [auto_variant(op, arrays, dtype)]
+    candidates = operation_candidates(op.name, problem.width, dtype,
+                                      auto_geometries_for(problem.width, args.auto_geometries))
+    variants = [auto_variant(op, arrays, dtype)] + candidate_variants(op, arrays, dtype, candidates)
     factories = {TORCH: (not args.no_torch, lambda: torch_variant(sampler, op, arrays, dtype)),
                  LIGER: (not args.no_liger, lambda: liger_variant(sampler, op, arrays, dtype)),
                  OPS_EAGER: (True, lambda: ops_variant(sampler, OPS_EAGER, arrays, dtype)),

@@ -35,13 +35,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.perf.peers import AUTO, COPY, TORCH, PeerCannotRun, _Variant, host_array, torch_on_our_stream, torch_tensors
+from bench.perf.peers import (AUTO, AUTO_CANDIDATE_PREFIX, COPY, TORCH, PeerCannotRun, _Variant, host_array,
+                              torch_on_our_stream, torch_tensors)
 from bench.stats import paired_ratios
 from numba_softmax.cases import SWEEP_OPS
 from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_backward import backward_launches
-from numba_softmax.kernels.auto_launch import auto_launches, geometry_for
+from numba_softmax.kernels.auto_geometry import BACKWARD_QUADS, Geometry, backward_geometry
+from numba_softmax.kernels.auto_launch import auto_launches, geometry_for, geometry_launches
 from numba_softmax.launch.driver import Invocation
 from numba_softmax.oracle import (check_scaled, oracle_log_softmax, oracle_log_softmax_backward, oracle_softmax,
                                   oracle_softmax_backward)
@@ -223,6 +225,52 @@ def auto_variant(op, arrays, dtype):
     launches = [backward_launches(y, dy, dx, dtype, form) for y, dy, dx in
                 zip(*(arrays.each(n) for n in ("y", "dy", "dx")), strict=True)]
     return _launch_variant(AUTO, launches, f"backward_launches(y, dy, dx, form={form!r})")
+
+
+def runs_geometry(op_name, geometry):
+    """Whether the log_softmax or a backward has builds of ``geometry`` (a name): rows geometries in registers
+    (a backward's of at most :data:`~numba_softmax.kernels.auto_geometry.BACKWARD_QUADS` quads) and the long path;
+    the cluster and shared-memory ones write the softmax only."""
+    geometry = Geometry.parse(geometry)
+    if geometry.kind == "long":
+        return True
+    fits = geometry.kind == "rows" and not geometry.shared_quads
+    return fits and (op_name not in BACKWARDS or geometry.quads <= BACKWARD_QUADS)
+
+
+def own_geometry(op_name, cols, dtype):
+    """The geometry ``auto`` runs for the operation at ``cols`` columns (a training step: its backward's)."""
+    if op_name in (SOFTMAX, LOG_SOFTMAX):
+        return geometry_for(cols, (dtype, dtype), op_name)
+    return backward_geometry(cols, dtype == "float64")
+
+
+def operation_candidates(op_name, cols, dtype, names):
+    """Those of the candidate geometries ``names`` the operation runs, other than its own (a training step:
+    none; it is the sum of two kernels whose candidates are timed alone)."""
+    if op_name == TRAIN:
+        return []
+    own = own_geometry(op_name, cols, dtype)
+    return [n for n in names if n != own and (op_name == SOFTMAX or runs_geometry(op_name, n))]
+
+
+def candidate_variants(op, arrays, dtype, names):
+    """``auto:<geometry>`` for each geometry of ``names`` (:func:`operation_candidates`) of the log_softmax or a
+    backward."""
+    made = []
+    for name in names:
+        if op.name == LOG_SOFTMAX:
+            launches = [geometry_launches(name, x, y, types=(dtype, dtype), form=LOG_SOFTMAX)
+                        for x, y in zip(arrays.each("x"), arrays.each("y"), strict=True)]
+            how = f"geometry_launches({name!r}, x, y, form='log_softmax')"
+        else:
+            launches = [backward_launches(y, dy, dx, dtype, BACKWARDS[op.name], geometry=name) for y, dy, dx in
+                        zip(*(arrays.each(n) for n in ("y", "dy", "dx")), strict=True)]
+            how = f"backward_launches(y, dy, dx, form={BACKWARDS[op.name]!r}, geometry={name!r})"
+        variant = _launch_variant(AUTO_CANDIDATE_PREFIX + name, launches, how)
+        variant.extra["geometry"] = name
+        made.append(variant)
+    return made
 
 
 def copy_bytes(op, shape, dtype):

@@ -9,8 +9,8 @@ from test_perf_sweep import _entry
 
 from bench.perf import main as perf_main
 from bench.perf.sweep import Problem, check_rows, fixture_tile, problem_builds, sweep_problems
-from bench.perf.sweep_ops import (OPERATIONS, all_finite, check_op_output, copy_bytes, input_tiles, parse_ops,
-                                  ratio_pairs, reference)
+from bench.perf.sweep_ops import (OPERATIONS, all_finite, check_op_output, copy_bytes, input_tiles,
+                                  operation_candidates, parse_ops, ratio_pairs, reference)
 from bench.perf.sweep_report import MET, MISSED, evaluate_sweep_goals, render_sweep, sweep_figure, write_outputs
 from numba_softmax.cases import SWEEP_OPS, SWEEP_PROBLEM_BYTES, sweep_rows
 from numba_softmax.element_types import from_float64, to_float64
@@ -205,8 +205,17 @@ def test_the_sweep_warms_and_reports_the_candidate_geometries():
     builds = problem_builds(Problem("float32", 4096, 8), "table")
     assert [b[1] for b in builds] == ["rows_l4_q1", "rows_l1_q2", "rows_l2_q1"]  # the table's, then CANDIDATES[8]
     assert problem_builds(Problem("float32", 4096, 8), "none") == builds[:1]
-    assert [b[1] for b in problem_builds(Problem("float32", 64, 8, op="softmax_backward"), "table")] == [
-        "rows_l4_q1"]  # the candidates are the softmax's
+    backward = problem_builds(Problem("float32", 64, 8, op="log_softmax_backward"), "table")
+    assert backward == tuple(("backward", g, "float32", "log_softmax") for g in ("rows_l4_q1", "rows_l1_q2",
+                                                                                "rows_l2_q1"))
+    assert [b[:2] for b in problem_builds(Problem("float32", 64, 8, op="softmax_train"), "table")] == [
+        ("forward", "rows_l4_q1"), ("backward", "rows_l4_q1")]  # a training step times no candidate
+    # The log_softmax and the backward have no cluster or shared-memory builds: those candidates are the softmax's.
+    wide = [b[1] for b in problem_builds(Problem("float32", 64, 131072, op="log_softmax"), "table")]
+    assert wide == ["long_l1024_q4", "long_l512_q4"]
+    # 8 quads a thread: more than a backward holds; rows_l256_q4 is its own geometry at 4096 columns.
+    assert operation_candidates("softmax_backward", 4096, "float32",
+                                ["rows_l128_q8", "rows_l256_q4", "rows_l512_q2"]) == ["rows_l512_q2"]
     entry = _entry("float32", 8, {"auto": 150.0, "auto:rows_l1_q2": 100.0, "copy": 90.0})
     entry["variants"]["auto"]["geometry"] = "rows_l4_q1"
     report = {"device": {"name": "NVIDIA H200"}, "protocol": {"dtypes": ["float32"], "rounds": 12},
