@@ -246,38 +246,42 @@ def torch_on_our_stream(sampler):
     return stream_check
 
 
-def _torch_variant(sampler, d_x, d_y, shape, element_type="float32"):
+def torch_out_variant(name, sampler, forms, args_of, sets):
+    """torch's kernel as a variant: the first of ``forms`` ``[(text, fn), ...]`` whose ``fn(*args_of(0))`` runs
+    (each writes its last argument, ``out=``), else the last form, which allocates (``fn`` without that last
+    argument; the result of set 0 read back). ``sets`` input sets; ``args_of(i)``: set i's tensors."""
     import torch
-    torch_on_our_stream(sampler)
-    tx, ty = torch_tensors(d_x, element_type), torch_tensors(d_y, element_type)
-    forms = [
-        ("torch.softmax(x, 1, out=y)", lambda x, y: torch.softmax(x, 1, out=y)),
-        ("torch._softmax(x, 1, False, out=y)", lambda x, y: torch._softmax(x, 1, False, out=y)),
-    ]
     failures = []
-    for text, fn in forms:
+    for text, fn in forms[:-1]:
         try:
-            fn(tx[0], ty[0])
+            fn(*args_of(0))
             sampler.stream.synchronize()
         except (TypeError, RuntimeError) as exc:
             failures.append(f"{text}: {type(exc).__name__}: {exc}")
             continue
-        submits = [lambda s, x=x, y=y, fn=fn: fn(x, y) for x, y in zip(tx, ty, strict=True)]
-        variant = _Variant(TORCH, submits,
+        variant = _Variant(name, [lambda s, i=i, fn=fn: fn(*args_of(i)) for i in range(sets)],
                            f"{text} on torch.cuda.ExternalStream(our stream) (torch {torch.__version__})")
         variant.extra["out_form_failures"] = failures
-        variant.keep = (tx, ty)
         return variant
-    # Neither out= form exists: the allocating call, its output read back from the last result.
+    text, fn = forms[-1]
     last = {}
 
-    def alloc(s, x, i):
-        last[i] = torch.softmax(x, 1)
-    submits = [lambda s, x=x, i=i: alloc(s, x, i) for i, x in enumerate(tx)]
-    variant = _Variant(TORCH, submits, f"torch.softmax(x, 1) (allocating: no out= form worked: {failures}; "
-                                       f"torch {torch.__version__})",
-                       read_output=lambda: host_array(last[0]))
-    variant.keep = (tx, ty, last)
+    def alloc(i):
+        last[i] = fn(*args_of(i)[:-1])
+    return _Variant(name, [lambda s, i=i: alloc(i) for i in range(sets)],
+                    f"{text} (allocating: {failures or 'no out= form'}; torch {torch.__version__})",
+                    read_output=lambda: host_array(last[0]))
+
+
+def _torch_variant(sampler, d_x, d_y, shape, element_type="float32"):
+    import torch
+    torch_on_our_stream(sampler)
+    tx, ty = torch_tensors(d_x, element_type), torch_tensors(d_y, element_type)
+    forms = [("torch.softmax(x, 1, out=y)", lambda x, y: torch.softmax(x, 1, out=y)),
+             ("torch._softmax(x, 1, False, out=y)", lambda x, y: torch._softmax(x, 1, False, out=y)),
+             ("torch.softmax(x, 1)", lambda x: torch.softmax(x, 1))]
+    variant = torch_out_variant(TORCH, sampler, forms, lambda i: (tx[i], ty[i]), len(tx))
+    variant.keep = (tx, ty)
     return variant
 
 

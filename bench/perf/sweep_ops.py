@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.perf.peers import (AUTO, AUTO_CANDIDATE_PREFIX, COPY, TORCH, PeerCannotRun, _Variant, host_array,
-                              torch_on_our_stream, torch_tensors)
+                              torch_on_our_stream, torch_out_variant, torch_tensors)
 from bench.stats import paired_ratios
 from numba_softmax.cases import SWEEP_OPS
 from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
@@ -278,34 +278,6 @@ def copy_bytes(op, shape, dtype):
     return op.passes * shape[0] * shape[1] * STORAGE_DTYPES[dtype].itemsize // 2
 
 
-def _out_forms(name, sampler, forms, args_of, outputs):
-    """The first of ``forms`` [(text, fn)] that runs on set 0 (``fn(*args_of(i))`` writing ``outputs[i]``):
-    a variant; else the allocating form (its last ``(text, fn)`` returns the result), read back from set 0."""
-    import torch
-    failures = []
-    for text, fn in forms[:-1]:
-        try:
-            fn(*args_of(0))
-            sampler.stream.synchronize()
-        except (TypeError, RuntimeError) as exc:
-            failures.append(f"{text}: {type(exc).__name__}: {exc}")
-            continue
-        variant = _Variant(name, [lambda s, i=i, fn=fn: fn(*args_of(i)) for i in range(len(outputs))],
-                           f"{text} on torch.cuda.ExternalStream(our stream) (torch {torch.__version__})")
-        variant.extra["out_form_failures"] = failures
-        return variant
-    text, fn = forms[-1]
-    last = {}
-
-    def alloc(i):
-        last[i] = fn(*args_of(i)[:-1])
-    variant = _Variant(name, [lambda s, i=i: alloc(i) for i in range(len(outputs))],
-                       f"{text} (allocating: {failures or 'no out= form'}; torch {torch.__version__})",
-                       read_output=lambda: host_array(last[0]))
-    variant.keep = last
-    return variant
-
-
 def torch_variant(sampler, op, arrays, dtype):
     """torch's own kernel for the operation (a training step: autograd, as training code runs it)."""
     import torch
@@ -318,16 +290,17 @@ def torch_variant(sampler, op, arrays, dtype):
     if op.name == LOG_SOFTMAX:
         forms = [("torch._log_softmax(x, 1, False, out=y)", lambda x, y: torch._log_softmax(x, 1, False, out=y)),
                  ("torch.log_softmax(x, 1)", lambda x: torch.log_softmax(x, 1))]
-        variant = _out_forms(TORCH, sampler, forms, lambda i: (tensors["x"][i], tensors["y"][i]), tensors["y"])
+        variant = torch_out_variant(TORCH, sampler, forms, lambda i: (tensors["x"][i], tensors["y"][i]),
+                                    len(tensors["y"]))
     else:
         function = (torch._softmax_backward_data if BACKWARDS[op.name] == SOFTMAX
                     else torch._log_softmax_backward_data)
         text = f"torch.{function.__name__}(dy, y, 1, {torch_dtype}"
         forms = [(text + ", out=dx)", lambda y, dy, dx: function(dy, y, 1, torch_dtype, out=dx)),
                  (text + ")", lambda y, dy: function(dy, y, 1, torch_dtype))]
-        variant = _out_forms(TORCH, sampler, forms,
-                             lambda i: (tensors["y"][i], tensors["dy"][i], tensors["dx"][i]), tensors["dx"])
-    variant.keep = (tensors, getattr(variant, "keep", None))
+        variant = torch_out_variant(TORCH, sampler, forms,
+                                    lambda i: (tensors["y"][i], tensors["dy"][i], tensors["dx"][i]), len(tensors["dx"]))
+    variant.keep = tensors
     return variant
 
 

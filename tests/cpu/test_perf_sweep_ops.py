@@ -228,3 +228,29 @@ def test_the_sweep_warms_and_reports_the_candidate_geometries():
 def test_the_command_line_checks_the_candidate_names(capsys):
     assert perf_main(["--sweep", "widths", "--auto-geometries", "rows_l3_q1", "--report-only", "--out", "x"]) == 2
     assert "rows_l3_q1" in capsys.readouterr().err
+
+
+def test_torch_peers_take_the_first_out_form_that_runs_else_allocate():
+    """The torch peers' forms on CPU tensors (the logic is the device's): a failing out= form is recorded and
+    skipped; with none left, the allocating form runs and set 0's result is read back."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from bench.perf.peers import torch_out_variant
+    sampler = SimpleNamespace(stream=SimpleNamespace(synchronize=lambda: None))
+    xs = [torch.randn(3, 5, dtype=torch.float64) for _ in range(2)]
+    ys = [torch.empty(3, 5, dtype=torch.float64) for _ in range(2)]
+
+    def broken(x, y):
+        raise RuntimeError("no such overload")
+    forms = [("broken(x, out=y)", broken), ("torch.softmax(x, 1, out=y)", lambda x, y: torch.softmax(x, 1, out=y)),
+             ("torch.softmax(x, 1)", lambda x: torch.softmax(x, 1))]
+    variant = torch_out_variant("torch", sampler, forms, lambda i: (xs[i], ys[i]), 2)
+    assert variant.call.startswith("torch.softmax(x, 1, out=y)") and variant.read_output is None
+    assert variant.extra["out_form_failures"] == ["broken(x, out=y): RuntimeError: no such overload"]
+    variant.submits[1](None)
+    assert torch.allclose(ys[1], torch.softmax(xs[1], 1))
+    allocating = torch_out_variant("torch", sampler, [forms[0], forms[2]], lambda i: (xs[i], ys[i]), 2)
+    assert "allocating" in allocating.call
+    allocating.submits[0](None)
+    assert np.allclose(allocating.read_output(), torch.softmax(xs[0], 1).numpy())
