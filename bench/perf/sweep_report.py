@@ -319,18 +319,25 @@ def panels(report):
 
 
 def sweep_figure(report):
-    """Bandwidth (GB/s, bytes moved / median time) against width, log-x, per variant, a panel per operation and
-    element type (256 MiB problems); the same-size copy as a black line."""
+    """Bandwidth (GB/s, bytes moved / median time) against width, log-x, per variant, a panel per operation (rows)
+    and element type (columns) of the 256 MiB problems; the same-size copy as a black line."""
     from matplotlib import ticker
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     from bench.plots import PALETTE
     shown = [(op, dtype) for op, dtype in panels(report) if large_problems(report, dtype, op)]
-    fig = Figure(figsize=(10, 3.8 * max(1, len(shown)) + 0.6), layout="constrained")
+    ops = list(dict.fromkeys(op for op, _ in shown)) or [SOFTMAX]
+    dtypes = sorted({dtype for _, dtype in shown}, key=lambda d: d != "float32") or ["float32"]
+    fig = Figure(figsize=(6.5 * len(dtypes), 3.6 * len(ops) + 0.6), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(max(1, len(shown)), 1, squeeze=False)[:, 0]
-    for ax, (op, dtype) in zip(axes, shown, strict=False):
+    grid = fig.subplots(len(ops), len(dtypes), squeeze=False)
+    for row in grid:
+        for ax in row:
+            ax.set_visible(False)
+    for op, dtype in shown:
+        ax = grid[ops.index(op)][dtypes.index(dtype)]
+        ax.set_visible(True)
         entries = large_problems(report, dtype, op)
         for index, name in enumerate(OPERATIONS[op].variants):
             points = [(e["width"], 1000 * _stats(e, name)["bandwidth_tbs"]) for e in entries if _stats(e, name)]
@@ -344,7 +351,7 @@ def sweep_figure(report):
         for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
             axis(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_xlabel("width (columns per row), log scale")
-        ax.set_ylabel("GB/s (bytes moved / median time), log")
+        ax.set_ylabel("GB/s (bytes moved / median), log")
         ax.set_title(f"{op}, {dtype}: every problem moves 256 MiB", fontsize=10)
         ax.grid(which="both", alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
@@ -357,7 +364,7 @@ def write_outputs(out_dir, report, plot):
     """sweep.json (strict JSON, written atomically), sweep.md and, with ``plot``, sweep.png; returns the
     markdown. A bug in the goals or the rendering still leaves sweep.json (with the traceback); a plot that
     cannot be drawn (no matplotlib) is said so in sweep.md."""
-    from bench.plots import matplotlib_available
+    from bench.plots import matplotlib_available, png_bytes
     try:
         report = dict(report, goals=evaluate_sweep_goals(report))
         markdown = render_sweep(report)
@@ -370,8 +377,8 @@ def write_outputs(out_dir, report, plot):
             reason = matplotlib_available()
             if reason:
                 raise ImportError(reason)
-            sweep_figure(report).savefig(os.path.join(out_dir, "sweep.png"), format="png", dpi=PLOT_DPI,
-                                         metadata={"Software": None})
+            with open(os.path.join(out_dir, "sweep.png"), "wb") as handle:
+                handle.write(png_bytes(sweep_figure(report), dpi=PLOT_DPI))
         except Exception as exc:
             report = dict(report, plot_failure=traceback.format_exc())
             markdown += (f"\nsweep.png was not drawn ({type(exc).__name__}: {exc}); `python -m bench perf --sweep "
