@@ -120,6 +120,8 @@ class Geometry:
 #: to 262,144 the row in the 2-8 CTAs of a thread block cluster (both 16-byte rows on a GPU), beyond (and
 #: otherwise) the long-row path (docs/auto_kernels.md).
 AUTO_TABLE = (
+    (4, "rows_l1_q1"),  # measured: 93.6 / 257.7 us vs rows_l4_q1 279.3 / 666.6 (8388608x4 / 16777216x2)
+    (8, "rows_l2_q1"),  # measured: 97.7 us vs rows_l1_q2 105.8, rows_l4_q1 147.7 (4194304x8)
     (16, "rows_l4_q1"),
     (32, "rows_l8_q1"),
     (64, "rows_l16_q1"),
@@ -144,8 +146,8 @@ AUTO_TABLE = (
 #: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
 #: by the widths they are meant for. docs/auto_kernels.md gives the prediction for each.
 CANDIDATES = {
-    1: ("rows_l1_q1", "rows_l2_q1"),
-    8: ("rows_l1_q2", "rows_l2_q1"),
+    1: ("rows_l2_q1", "rows_l4_q1"),
+    8: ("rows_l1_q2", "rows_l4_q1"),
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
     4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l64_q8_s8"),
@@ -215,11 +217,15 @@ def backward_geometry(cols, float64=False):
 def spill_budget(geometry, float64=False):
     """Bytes per thread ptxas may spill in a build of ``geometry`` (``float64``: float64 arithmetic): 0, except
     float64 arithmetic (libdevice's double ``exp`` and IEEE division need more than the 64-register cap: up to
-    256) and the rows geometries of :data:`MAX_QUADS` quads (32 values, the row's head and tail bounds and
-    their addresses at the cap: up to 48, measured 8-48 with ptxas)."""
+    256), the rows geometries of :data:`MAX_QUADS` quads (32 values, the row's head and tail bounds and
+    their addresses at the cap: up to 48, measured 8-48 with ptxas), and the ones of :data:`MAX_QUADS` quads
+    with a shared span (offline ptxas keeps them in registers; the driver's compiler spilled 8 bytes in some
+    cluster builds: up to 8)."""
     geometry = Geometry.parse(geometry) if isinstance(geometry, str) else geometry
     if float64:
         return 256
+    if geometry.quads == MAX_QUADS and geometry.shared_quads:
+        return 8
     return 48 if geometry.kind == "rows" and geometry.quads == MAX_QUADS and not geometry.shared_quads else 0
 
 
