@@ -211,6 +211,12 @@ def _launch_variant(name, launches, how):
 
 def auto_variant(op, arrays, dtype):
     """Our kernels for the operation, as ``method="auto"`` picks them, one invocation per input set."""
+    variant = _auto_variant(op, arrays, dtype)
+    variant.extra["geometry"] = own_geometry(op.name, arrays.shape[1], dtype)
+    return variant
+
+
+def _auto_variant(op, arrays, dtype):
     types = (dtype, dtype)
     if op.name == LOG_SOFTMAX:
         launches = [auto_launches(x, y, types=types, form=LOG_SOFTMAX) for x, y in

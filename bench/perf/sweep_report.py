@@ -235,16 +235,18 @@ def problems_table(entries, op=SOFTMAX):
 def candidates_table(report):
     """auto against each candidate geometry timed beside it (``--auto-geometries``), per problem; "" without any."""
     rows = []
-    for entry in sorted(report.get("problems", []), key=lambda e: (op_of(e), e["dtype"], e["width"], e["rows"])):
+    order = report_ops(report)
+    for entry in sorted(report.get("problems", []),
+                        key=lambda e: (order.index(op_of(e)), e["dtype"], e["width"], e["rows"])):
         for name in ((entry.get("analysis") or {}).get("variants") or {}):
             if name.startswith(AUTO_CANDIDATE_PREFIX):
                 geometry = ((entry.get("variants") or {}).get(AUTO) or {}).get("geometry", "-")
-                rows.append([entry["dtype"], entry["width"], entry["rows"], geometry, _cell(entry, AUTO),
+                rows.append([op_of(entry), entry["dtype"], entry["width"], entry["rows"], geometry, _cell(entry, AUTO),
                              name.removeprefix(AUTO_CANDIDATE_PREFIX), _cell(entry, name),
                              _ratio_cell(entry, f"{AUTO}/{name}")])
     if not rows:
         return ""
-    return markdown_table(["dtype", "width", "rows", "auto's geometry", "auto us [p10, p90] · GB/s", "candidate",
+    return markdown_table(["operation", "dtype", "width", "rows", "auto's geometry", "auto us [p10, p90] · GB/s", "candidate",
                            "candidate us [p10, p90] · GB/s", "auto/candidate"], rows)
 
 

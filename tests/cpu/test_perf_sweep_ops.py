@@ -222,7 +222,7 @@ def test_the_sweep_warms_and_reports_the_candidate_geometries():
               "problems": [entry]}
     markdown = render_sweep(report)
     row = next(line for line in markdown.splitlines() if "| rows_l1_q2 |" in line)
-    assert "| float32 | 8 |" in row and "rows_l4_q1" in row and "| 1.500 [" in row
+    assert row.startswith("| softmax | float32 | 8 |") and "rows_l4_q1" in row and "| 1.500 [" in row
 
 
 def test_the_command_line_checks_the_candidate_names(capsys):
