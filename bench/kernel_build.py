@@ -1,12 +1,14 @@
 """Compile every kernel the main job launches, on a CPU, into PTX, cubin and SASS files.
 
-    python -m bench build-kernels --out DIR [--arch sm_90]
+    python -m bench build-kernels --out DIR [--arch sm_90] [--jobs N]
 
 For each kernel of :func:`run_kernels` (every registered kernel, method="auto"'s builds, the trace builds, the
 empty-work floor), with the argument types the launch layer will see: Numba's own compiler (NVVM, the kernel's options)
 writes the kernel's slim entry, as the launch layer compiles it (:mod:`numba_softmax.launch.entry`), to
 ``DIR/ptx/<name>.ptx``; ptxas (on PATH or from the ``nvidia-cuda-nvcc`` wheel) assembles it into
-``DIR/cubin/<name>.cubin``; nvdisasm, where installed, writes ``DIR/sass/<name>.sass``.
+``DIR/cubin/<name>.cubin``; nvdisasm, where installed, writes ``DIR/sass/<name>.sass``. ``--jobs N`` compiles in N
+processes (default: one per CPU, at most 16): the same kernels whatever N, but for the numbers Numba gives each
+function and shared array of a process, which the symbol names carry (the manifest records each cubin's own).
 ``DIR/kernels.json`` records each kernel's key, PTX entry, files and SHA-256, and the tools; ``DIR/cache/`` holds
 the cubins again as entries of the kernel cache (docs/cache.md), which ``--prebuilt DIR`` reads, read-only.
 
@@ -18,11 +20,14 @@ its CPU image is built, before any GPU is requested. docs/modal.md says why and 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import hashlib
+import multiprocessing
 import os
 import re
 import subprocess
 import sys
+import tempfile
 
 import numba
 from numba.core import sigutils
@@ -87,43 +92,72 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def build(out, arch=DEFAULT_ARCH) -> dict:
-    """Compile every kernel into ``out`` (a new or empty folder); return the manifest written."""
+def compile_kernel(index, arch, ptxas, nvdisasm):
+    """Kernel ``index`` of :func:`run_kernels` through Numba, ptxas and nvdisasm (None: not installed):
+    ``(ptx, cubin bytes, SASS text or None)``. Runs in a worker process of :func:`build`."""
+    dispatcher, signature = run_kernels()[index]
+    name = dispatcher.py_func.__name__
+    ptx = kernel_ptx(dispatcher, signature, cc=arch_capability(arch))
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin_path = os.path.join(tmp, "kernel.cubin")
+        proc = run_ptxas(ptx, cubin_path, ptxas, arch)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{name}: ptxas failed:\n{proc.stdout}{proc.stderr}")
+        sass = None
+        if nvdisasm is not None:
+            disassembly = subprocess.run([nvdisasm, "-c", cubin_path], capture_output=True, text=True, check=False)
+            if disassembly.returncode != 0:
+                raise RuntimeError(f"{name}: nvdisasm failed:\n{disassembly.stderr}")
+            sass = disassembly.stdout
+        with open(cubin_path, "rb") as handle:
+            return ptx, handle.read(), sass
+
+
+def arch_capability(arch):
+    """``(major, minor)`` of an ``sm_XY`` target."""
     match = re.fullmatch(r"sm_(\d+)(\d)", arch)
     if not match:
         raise ValueError(f"--arch {arch!r}: expected sm_XY, e.g. sm_90")
-    cc = (int(match.group(1)), int(match.group(2)))
+    return int(match.group(1)), int(match.group(2))
+
+
+def build(out, arch=DEFAULT_ARCH, jobs=1) -> dict:
+    """Compile every kernel into ``out`` (a new or empty folder) in ``jobs`` processes; return the manifest
+    written (the kernels in :func:`run_kernels` order whatever ``jobs``)."""
+    cc = arch_capability(arch)
     ptxas = find_ptxas()
     if ptxas is None:
         raise RuntimeError("ptxas not found (PATH, or the nvidia-cuda-nvcc wheel numba-cuda[cu12] installs): "
                            "it turns the PTX into cubins")
     nvdisasm = find_nvdisasm()
     folder = RunFolder(out)
+    kernels = run_kernels()
+    args = [range(len(kernels)), [arch] * len(kernels), [ptxas] * len(kernels), [nvdisasm] * len(kernels)]
+    if jobs > 1:
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter per worker, as on a GPU machine
+        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            built = list(pool.map(compile_kernel, *args))
+    else:
+        built = list(map(compile_kernel, *args))
     records = []
-    for dispatcher, signature in run_kernels():
+    for (dispatcher, signature), (ptx, cubin, sass) in zip(kernels, built, strict=True):
         name = dispatcher.py_func.__name__
-        ptx = kernel_ptx(dispatcher, signature, cc=cc)
         entries = _ENTRY.findall(ptx)
         if len(entries) != 1:
             raise RuntimeError(f"{name}: expected one .entry in its PTX, found {entries}")
         folder.write_text(f"ptx/{name}.ptx", ptx)
         cubin_path = folder.path_of(f"cubin/{name}.cubin")
         cubin_path.parent.mkdir(parents=True, exist_ok=True)
-        proc = run_ptxas(ptx, cubin_path, ptxas, arch)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{name}: ptxas failed:\n{proc.stdout}{proc.stderr}")
+        cubin_path.write_bytes(cubin)
         record = {"key": expected_key(dispatcher, signature), "name": name,
                   "signature": signature, "entry": entries[0],
                   "ptx": f"ptx/{name}.ptx", "ptx_sha256": _sha256(ptx.encode("utf-8")),
-                  "cubin": f"cubin/{name}.cubin", "cubin_sha256": _sha256(cubin_path.read_bytes()),
+                  "cubin": f"cubin/{name}.cubin", "cubin_sha256": _sha256(cubin),
                   "sass": None}
-        if nvdisasm is not None:
-            sass = subprocess.run([nvdisasm, "-c", str(cubin_path)], capture_output=True, text=True, check=False)
-            if sass.returncode != 0:
-                raise RuntimeError(f"{name}: nvdisasm failed:\n{sass.stderr}")
-            record["sass"] = str(folder.write_text(f"sass/{name}.sass", sass.stdout).relative_to(folder.path))
+        if sass is not None:
+            record["sass"] = str(folder.write_text(f"sass/{name}.sass", sass).relative_to(folder.path))
         record["cache_key"] = store_in_cache(folder.path_of(CACHE_FOLDER), dispatcher, signature, cc, record,
-                                             cubin_path.read_bytes())
+                                             cubin)
         records.append(record)
     manifest = {
         "arch": arch, "compute_capability": list(cc), "source_sha256": source_digest(),
@@ -142,9 +176,13 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="new or empty folder for ptx/, cubin/, sass/, kernels.json")
     parser.add_argument("--arch", default=DEFAULT_ARCH, help=f"target (default {DEFAULT_ARCH}, the protocol's)")
+    parser.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1),
+                        help="compiling processes (default: one per CPU, at most 16)")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: at least 1")
     try:
-        manifest = build(args.out, args.arch)
+        manifest = build(args.out, args.arch, args.jobs)
     except (ValueError, RuntimeError, FileExistsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

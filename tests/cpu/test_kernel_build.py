@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.kernel_build import build, run_kernels
+from bench.kernel_build import build, compile_kernel, run_kernels
 from numba_softmax.launch.prebuilt import CACHE_FOLDER, MANIFEST_NAME, KernelStore, PrebuiltKernelError, kernel_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ def built(tmp_path_factory):
     if find_ptxas() is None:
         pytest.skip("ptxas is not installed (it comes with numba-cuda[cu12]'s nvidia-cuda-nvcc wheel)")
     out = tmp_path_factory.mktemp("kernels") / "store"
-    return out, build(out)
+    return out, build(out, jobs=2)  # two processes, as on a CI machine
 
 
 def test_every_run_kernel_has_ptx_and_an_sm90_cubin(built):
@@ -40,6 +40,27 @@ def test_every_run_kernel_has_ptx_and_an_sm90_cubin(built):
         assert cubin[:4] == b"\x7fELF" and int.from_bytes(cubin[18:20], "little") == EM_CUDA
         assert record["entry"].encode() in cubin
     assert json.loads((out / MANIFEST_NAME).read_text()) == json.loads(json.dumps(manifest))
+
+
+def test_a_kernel_built_in_this_process_is_the_one_the_workers_built(built):
+    """The parallel build writes what one process would, in the kernels' order: the same PTX but for the numbers
+    Numba gives each function and shared array of a process (``B4v506B``, ``_cudapy_smem_32`` in one, ``B2v1B``,
+    ``_cudapy_smem_1`` in another), which the symbols carry."""
+    import re
+
+    from numba_softmax.ptx import find_ptxas
+
+    out, manifest = built
+    assert [r["name"] for r in manifest["kernels"]] == [d.py_func.__name__ for d, _ in run_kernels()]
+    index = next(i for i, (d, _) in enumerate(run_kernels()) if d.py_func.__name__ == "auto_rows_l1_q1")
+    ptx, cubin, _ = compile_kernel(index, "sm_90", find_ptxas(), None)
+    record = manifest["kernels"][index]
+
+    def unnumbered(text):
+        return re.sub(r"_cudapy_smem_\d+", "_cudapy_smem_#", re.sub(r"B\d+v\d+B", "B#v#B", text))
+
+    assert unnumbered(ptx) == unnumbered((out / record["ptx"]).read_text())
+    assert re.search(r"\.entry\s+(\S+)\(", ptx).group(1).encode() in cubin
 
 
 def test_the_gpu_function_would_find_every_kernel_the_run_launches(built, tmp_path):
