@@ -246,8 +246,8 @@ def candidates_table(report):
                              _ratio_cell(entry, f"{AUTO}/{name}")])
     if not rows:
         return ""
-    return markdown_table(["operation", "dtype", "width", "rows", "auto's geometry", "auto us [p10, p90] · GB/s", "candidate",
-                           "candidate us [p10, p90] · GB/s", "auto/candidate"], rows)
+    return markdown_table(["operation", "dtype", "width", "rows", "auto's geometry", "auto us [p10, p90] · GB/s",
+                           "candidate", "candidate us [p10, p90] · GB/s", "auto/candidate"], rows)
 
 
 def _absent(entries):
