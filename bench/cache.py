@@ -13,8 +13,6 @@ them instead of compiling. docs/cache.md describes the cache: its location, vari
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
-import multiprocessing
 import os
 import sys
 import time
@@ -22,6 +20,7 @@ import time
 from numba.core import sigutils
 
 from bench.environment import gpu_present
+from bench.processes import DEFAULT_JOBS, map_in_processes
 from bench.kernel_build import run_kernels
 from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
 from numba_softmax.launch import kernel_cache
@@ -58,9 +57,7 @@ def warm(experiment, jobs, stream=sys.stdout) -> int:
         return 2
     count = len(experiment_kernels(experiment))
     start = time.perf_counter()
-    context = multiprocessing.get_context("spawn")  # CUDA cannot be used in a forked child
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        log = list(pool.map(_warm_one, [experiment] * count, range(count)))
+    log = map_in_processes(_warm_one, [experiment] * count, range(count), jobs=jobs)
     outcomes = {outcome: sum(entry["outcome"] == outcome for entry in log) for outcome in ("miss", "hit")}
     uncacheable = [entry for entry in log if entry["outcome"] not in ("miss", "hit")]
     print(f"{count} kernels of --experiment {experiment} in {time.perf_counter() - start:.1f} s with {jobs} "
@@ -91,7 +88,7 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=("info", "clear", "warm"))
     parser.add_argument("--experiment", choices=EXPERIMENTS, default="all", help="warm: whose kernels (default all)")
-    parser.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1),
+    parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS,
                         help="warm: compiling processes (default: the CPU cores, at most 16)")
     args = parser.parse_args(argv)
     if args.action == "info":

@@ -20,9 +20,7 @@ its CPU image is built, before any GPU is requested. docs/modal.md says why and 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import hashlib
-import multiprocessing
 import os
 import re
 import subprocess
@@ -34,6 +32,7 @@ from numba.core import sigutils
 
 from bench.artifacts import RunFolder
 from bench.environment import package_versions
+from bench.processes import DEFAULT_JOBS, map_in_processes
 from bench.reference_build import find_nvdisasm
 from numba_softmax.kernels import tiles
 from numba_softmax.kernels.persistent import SIGNATURES as PERSISTENT_SIGNATURES
@@ -132,13 +131,9 @@ def build(out, arch=DEFAULT_ARCH, jobs=1) -> dict:
     nvdisasm = find_nvdisasm()
     folder = RunFolder(out)
     kernels = run_kernels()
-    args = [range(len(kernels)), [arch] * len(kernels), [ptxas] * len(kernels), [nvdisasm] * len(kernels)]
-    if jobs > 1:
-        context = multiprocessing.get_context("spawn")  # a fresh interpreter per worker, as on a GPU machine
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            built = list(pool.map(compile_kernel, *args))
-    else:
-        built = list(map(compile_kernel, *args))
+    count = len(kernels)
+    built = map_in_processes(compile_kernel, range(count), [arch] * count, [ptxas] * count, [nvdisasm] * count,
+                             jobs=jobs)
     records = []
     for (dispatcher, signature), (ptx, cubin, sass) in zip(kernels, built, strict=True):
         name = dispatcher.py_func.__name__
@@ -176,7 +171,7 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="new or empty folder for ptx/, cubin/, sass/, kernels.json")
     parser.add_argument("--arch", default=DEFAULT_ARCH, help=f"target (default {DEFAULT_ARCH}, the protocol's)")
-    parser.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1),
+    parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS,
                         help="compiling processes (default: one per CPU, at most 16)")
     args = parser.parse_args(argv)
     if args.jobs < 1:

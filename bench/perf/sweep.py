@@ -31,10 +31,8 @@ Exit status: 0 when every required measurement ran; 1 when ``auto`` or the copy 
 peer could not be set up, or a problem raised; 2 usage; 3 wrong device model; 4 no GPU.
 """
 
-import concurrent.futures
 import datetime
 import gc
-import multiprocessing
 import os
 import sys
 import time
@@ -56,6 +54,7 @@ from bench.perf.sweep_ops import (BACKWARDS, LIGER, OPERATIONS, OPS_COMPILED, OP
                                   input_tiles, liger_variant, operation_candidates, ops_variant, own_geometry,
                                   parse_choices, reference, torch_variant)
 from bench.perf.sweep_report import read_report, write_outputs
+from bench.processes import DEFAULT_JOBS, map_in_processes
 from bench.timing import DELAY_FACTOR, DELAY_MIN_US, DelaySampler
 from numba_softmax.cases import (SWEEP_DTYPES, SWEEP_MAX_WIDTH, SWEEP_OPS, SWEEP_PROBLEM_BYTES, SWEEP_SMALL_ROWS,
                                  SWEEP_SMALL_WIDTHS, SWEEP_WIDTHS, sweep_rows)
@@ -236,10 +235,8 @@ def warm_auto_builds(problems, auto_geometries="none"):
     if not builds or kernel_cache.disabled():
         return {"builds": len(builds), "skipped": "NUMBA_SOFTMAX_CACHE=0: the builds compile when first launched"}
     start = time.perf_counter()
-    jobs = max(1, min(16, os.cpu_count() or 1, len(builds)))
-    context = multiprocessing.get_context("spawn")  # CUDA cannot be used in a forked child
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        outcomes = list(pool.map(_warm_build, *zip(*builds, strict=True)))
+    jobs = max(1, min(DEFAULT_JOBS, len(builds)))
+    outcomes = map_in_processes(_warm_build, *zip(*builds, strict=True), jobs=jobs)
     return {"builds": len(builds), "jobs": jobs, "seconds": time.perf_counter() - start,
             "outcomes": [entry.get("outcome") for entry in outcomes]}
 
