@@ -1,7 +1,8 @@
 """Negative controls and diagnostic builds of ``method="auto"``'s kernels: never in the table, never registered.
 
-Each is the shipped row body (:func:`.auto_rows.make_rows_body`) with one of its parts
-(:class:`.auto_parts.RowParts`) swapped, so the shipped builds carry no control or diagnostic switch:
+Each is a shipped body (:func:`.auto_rows.make_rows_body`, :func:`.auto_narrow.make_narrow_body`) with one of
+its parts (:class:`.auto_parts.RowParts`, the narrow body's ``summed``) swapped, so the shipped builds carry no
+control or diagnostic switch:
 
 * :func:`cluster_control_kernel` (tests only): a cluster geometry whose cluster stage keeps each CTA's own max
   and sum, so each CTA normalizes its own columns; the oracle must reject it (each row sums to about the
@@ -11,6 +12,8 @@ Each is the shipped row body (:func:`.auto_rows.make_rows_body`) with one of its
   against float64 rejects it (its PTX differs from the real build's only by the span's offset).
 * :func:`short_tail_control_kernel` (tests only): a row whose tail skips its last element (never read, never
   written, not in the sum); the oracle must reject it on every width with a tail.
+* :func:`narrow_short_sum_control_kernel` (tests only): a ``narrow`` geometry whose sum leaves out the row's
+  last element (:mod:`.auto_narrow`'s ``summed`` part); the oracle must reject it on every width from 2.
 * :func:`fast_math_kernel`: a ``*_fastmath`` geometry, Triton's approximate exponential and division instead
   of the policy's, to measure what the numerics policy costs (``bench perf --auto-geometries``).
 
@@ -24,6 +27,7 @@ from numba import cuda
 
 from ..numerics import KERNEL_OPTIONS, approx_div, approx_exp
 from .auto_geometry import Geometry
+from .auto_narrow import make_narrow_body
 from .auto_parts import POLICY_PARTS, make_cluster_publish
 from .auto_rows import bounded_build, build_name, make_rows_body
 
@@ -91,6 +95,21 @@ def short_tail_control_kernel(geometry="rows_l32_q1", types=F32):
     if geometry.kind != "rows":
         raise ValueError(f"geometry {geometry.name}: the short-tail control is a rows geometry")
     return _control_kernel(geometry, SHORT_TAIL_PARTS, "_control_short_tail", types)
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def all_but_the_last_column(cols):
+    """The wrong columns for the sum: the row without its last element."""
+    return cols - 1
+
+
+def narrow_short_sum_control_kernel(geometry="narrow_l1_q1", types=F32):
+    """Negative control: a narrow geometry whose sum leaves out the row's last element."""
+    geometry = Geometry.parse(geometry)
+    if geometry.kind != "narrow":
+        raise ValueError(f"geometry {geometry.name}: the short-sum control is a narrow geometry")
+    body, block = make_narrow_body(geometry, types, False, summed=all_but_the_last_column)
+    return bounded_build(body, block, build_name(geometry, types, False) + "_control_short_sum", False)
 
 
 def fast_math_kernel(geometry, types, checked):

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from ..numerics import QUAD, SIMULATOR, WARP_SIZE
 
-#: The kinds of geometry: a row in one block's registers, in a thread block cluster's, or any length.
-GEOMETRY_KINDS = ("rows", "cluster", "long")
+#: The kinds of geometry: a row in one block's registers, in a thread block cluster's, any length, or a row of a
+#: few elements in one thread's registers, loaded element by element (``narrow_l1_q{Q}``, :mod:`.auto_narrow`).
+GEOMETRY_KINDS = ("rows", "cluster", "long", "narrow")
 #: Most quads per thread of any build: a checked build keeps one bit per value in a 32-bit mask.
 MAX_QUADS = 8
 #: Threads per block of the row kernels whose rows take at most a warp (256 / L rows per block).
@@ -28,7 +29,8 @@ MAX_SHARED_QUADS = 16
 @dataclass(frozen=True)
 class Geometry:
     """One selectable geometry: ``kind`` ``rows`` (a row in registers), ``cluster`` (a row in the registers
-    of the ``ctas`` CTAs of a thread block cluster) or ``long`` (any length)."""
+    of the ``ctas`` CTAs of a thread block cluster), ``long`` (any length) or ``narrow`` (a row of at most 4 Q
+    elements in one thread, no vector access)."""
     kind: str
     lanes: int      # threads per row (per CTA of the cluster)
     quads: int      # quads (4 values) per thread: per row (rows, cluster) or per chunk (long)
@@ -57,6 +59,8 @@ class Geometry:
                                       and 1 <= self.shared_quads <= MAX_SHARED_QUADS):
             raise ValueError(f"geometry {self.name}: quads in shared memory (1 to {MAX_SHARED_QUADS}) are for a rows "
                              f"or cluster geometry of more than {WARP_SIZE} lanes")
+        if self.kind == "narrow" and (self.lanes != 1 or self.quads > 2 or self.shared_quads or self.fast_math):
+            raise ValueError(f"geometry {self.name}: a narrow geometry is one thread per row (l1) of 1 or 2 quads")
         if self.fast_math and self.kind == "long":
             raise ValueError(f"geometry {self.name}: the fast-math diagnostic builds are row and cluster geometries")
 
@@ -78,7 +82,7 @@ class Geometry:
 
     @property
     def block_threads(self):
-        return max(self.lanes, GROUP_BLOCK_THREADS) if self.kind == "rows" and self.lanes <= WARP_SIZE \
+        return max(self.lanes, GROUP_BLOCK_THREADS) if self.kind in ("rows", "narrow") and self.lanes <= WARP_SIZE \
             else self.lanes
 
     @property
@@ -108,7 +112,7 @@ class Geometry:
             geometry = None
         if geometry is None or geometry.name != name:
             raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q>[_s<S>], "
-                             f"cluster_l<L>_q<Q>_c<C> or long_l<L>_q<Q> (a row or cluster one with "
+                             f"cluster_l<L>_q<Q>_c<C>, long_l<L>_q<Q> or narrow_l1_q<Q> (a row or cluster one with "
                              f"{FAST_MATH_SUFFIX!r}: a diagnostic fast-math build), e.g. {AUTO_TABLE[0][1]!r}; "
                              f"candidates: {sorted(CANDIDATE_GEOMETRIES)}")
         return geometry
@@ -146,8 +150,10 @@ AUTO_TABLE = (
 #: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
 #: by the widths they are meant for. docs/auto_kernels.md gives the prediction for each.
 CANDIDATES = {
-    1: ("rows_l2_q1", "rows_l4_q1"),
-    8: ("rows_l1_q2", "rows_l4_q1"),
+    1: ("narrow_l1_q1", "rows_l2_q1", "rows_l4_q1"),
+    2: ("narrow_l1_q1",),
+    4: ("narrow_l1_q1",),
+    8: ("narrow_l1_q2", "rows_l1_q2", "rows_l4_q1"),
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
     4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l64_q8_s8"),

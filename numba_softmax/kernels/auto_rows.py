@@ -35,6 +35,7 @@ from .auto_parts import (CLEAR_WORD, POLICY_PARTS, POS_INF, make_edges, make_qua
                          row_form,
                          row_reductions)
 from .auto_long import make_long_body
+from .auto_narrow import make_narrow_body
 from .elements import STORAGE_DTYPES, element_io
 from .vector_io import load_quad
 
@@ -410,6 +411,8 @@ def make_auto_kernel(geometry, types, checked, form="softmax"):
         raise ValueError(f"geometry {geometry.name}: a diagnostic fast-math build (auto_controls.fast_math_kernel)")
     if geometry.kind == "long":
         body, block = make_long_body(geometry, types, checked, form)
+    elif geometry.kind == "narrow":
+        body, block = make_narrow_body(geometry, types, checked, form)
     else:
         body, block = make_rows_body(geometry, types, checked, form=form)
     return bounded_build(body, block, build_name(geometry, types, checked, form), checked)

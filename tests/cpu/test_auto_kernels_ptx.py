@@ -7,7 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from numba_softmax.kernels.auto_controls import cluster_control_kernel, shared_span_control_kernel
+from numba_softmax.kernels.auto_controls import (cluster_control_kernel, narrow_short_sum_control_kernel,
+                                                 shared_span_control_kernel)
 from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, CANDIDATES, FAST_MATH_SUFFIX,
                                                  TABLE_GEOMETRIES, Geometry, spill_budget)
 from numba_softmax.kernels.auto_launch import (FULL_TYPES, KIND_SAMPLES, SAMPLE_TYPES, auto_kernel, auto_launches,
@@ -67,6 +68,18 @@ def test_row_build_arithmetic_is_one_exp_and_one_division_per_value(name):
     assert report.expf_count == values + edge_slots and report.fma_count == 4 * report.expf_count
     assert report.divisions == {"div.rn.f32": values}
     assert report.rounded_arith["sub"] == values + edge_slots
+
+
+@pytest.mark.parametrize("name", ["auto_narrow_l1_q1", "auto_narrow_l1_q2"])
+def test_narrow_build_arithmetic_is_one_exp_and_one_division_per_value(name):
+    """No edge slots: one exp and one division per value a thread holds (rows_l1_q1's build has 16 exps and 10
+    divisions: its quad's 4, then each of 6 edge slots once for the sum and once at the store)."""
+    values = 4 * Geometry.parse(name.removeprefix("auto_")).quads
+    report = check_policy(name, ptx_of(name))
+    assert report.expf_count == values and report.fma_count == 4 * report.expf_count
+    assert report.divisions == {"div.rn.f32": values} and report.rounded_arith["sub"] == values
+    rows = check_policy("auto_rows_l1_q1", ptx_of("auto_rows_l1_q1"))
+    assert rows.expf_count == 4 + 2 * 6 and rows.divisions == {"div.rn.f32": 4 + 6}
 
 
 def test_long_build_arithmetic():
@@ -229,6 +242,8 @@ def test_controls_and_diagnostics_are_built_apart_from_the_shipped_factory():
         cluster_control_kernel("rows_l512_q8")
     with pytest.raises(ValueError, match="the span control needs quads in shared memory"):
         shared_span_control_kernel("rows_l512_q8")
+    with pytest.raises(ValueError, match="the short-sum control is a narrow geometry"):
+        narrow_short_sum_control_kernel("rows_l1_q1")
     assert not [name for name in AUTO_KERNELS if "control" in name or "fastmath" in name]
 
 

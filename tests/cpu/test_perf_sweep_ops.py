@@ -203,7 +203,7 @@ def test_the_command_line_refuses_ops_outside_the_sweep(capsys):
 
 def test_the_sweep_warms_and_reports_the_candidate_geometries():
     builds = problem_builds(Problem("float32", 4096, 8), "table")
-    assert [b[1] for b in builds] == ["rows_l2_q1", "rows_l1_q2", "rows_l4_q1"]  # the table's, then CANDIDATES[8]
+    assert [b[1] for b in builds] == ["rows_l2_q1", "narrow_l1_q2", "rows_l1_q2", "rows_l4_q1"]  # then CANDIDATES[8]
     assert problem_builds(Problem("float32", 4096, 8), "none") == builds[:1]
     backward = problem_builds(Problem("float32", 64, 8, op="log_softmax_backward"), "table")
     assert backward == tuple(("backward", g, "float32", "log_softmax") for g in ("rows_l2_q1", "rows_l1_q2",
@@ -213,6 +213,9 @@ def test_the_sweep_warms_and_reports_the_candidate_geometries():
     # The log_softmax and the backward have no cluster or shared-memory builds: those candidates are the softmax's.
     wide = [b[1] for b in problem_builds(Problem("float32", 64, 131072, op="log_softmax"), "table")]
     assert wide == ["long_l1024_q4", "long_l512_q4"]
+    # The narrow geometries write the softmax and the log_softmax; a backward has no narrow build.
+    assert operation_candidates("softmax_backward", 8, "float32", ["narrow_l1_q2", "rows_l1_q2"]) == ["rows_l1_q2"]
+    assert operation_candidates("log_softmax", 8, "float32", ["narrow_l1_q2"]) == ["narrow_l1_q2"]
     # 8 quads a thread: more than a backward holds; rows_l256_q4 is its own geometry at 4096 columns.
     assert operation_candidates("softmax_backward", 4096, "float32",
                                 ["rows_l128_q8", "rows_l256_q4", "rows_l512_q2"]) == ["rows_l512_q2"]

@@ -16,6 +16,7 @@ from numba_softmax.element_types import to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_backward import backward_launches
 from numba_softmax.kernels.auto_backward_controls import dropped_sum_launches
+from numba_softmax.kernels.auto_geometry import Geometry
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.oracle import (check_scaled, oracle_log_softmax, oracle_log_softmax_backward, oracle_softmax,
                                   oracle_softmax_backward)
@@ -146,11 +147,12 @@ def test_log_softmax_against_float64(width, element_type):
     expect_log_softmax(x, y, (element_type, element_type))
 
 
-@pytest.mark.parametrize("geometry", [SMALL_LONG, "rows_l8_q1", pytest.param("long_l1024_q4", marks=GPU_ONLY)])
+@pytest.mark.parametrize("geometry", [SMALL_LONG, "rows_l8_q1", "narrow_l1_q1", "narrow_l1_q2",
+                                      pytest.param("long_l1024_q4", marks=GPU_ONLY)])
 def test_log_softmax_geometries_and_masks(geometry):
     """-inf columns give -inf, a row of -inf alone NaN (as torch), the rest the float64 value; the checked
     build of the same geometry writes the same bits."""
-    width = 30
+    width = min(30, Geometry.parse(geometry).max_columns or 30)
     values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
     values[:, 1::4] = -np.inf
     values[-1] = -np.inf

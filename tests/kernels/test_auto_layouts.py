@@ -13,7 +13,8 @@ from numba import cuda
 from numba_softmax.backend import SIMULATOR, run_launches
 from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.fixtures import matrix_fixture
-from numba_softmax.kernels.auto_controls import short_tail_control_kernel
+from numba_softmax.kernels.auto_controls import narrow_short_sum_control_kernel, short_tail_control_kernel
+from numba_softmax.kernels.auto_geometry import Geometry
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.oracle import check_matrix
@@ -168,18 +169,55 @@ def test_strided_arrays_the_launchers_refuse():
 
 # ---- negative control: a tail that skips its last element --------------------------------------------------
 
+def run_control(kernel, geometry, values):
+    """``(x, y)`` of a negative control ``kernel`` launched as ``geometry``'s build would be, float32 rows starting
+    one element off, after checking that the real build of the geometry passes on the same rows."""
+    types = ("float32", "float32")
+    x, y_real, _ = run(values, types, x_at=(1, 0), y_at=(1, 0), geometry=geometry)
+    expect_softmax(x, y_real, types)
+    d_x = strided(values, "float32", 1, 0)
+    d_y = nan_output(values.shape, "float32", 1, 0)
+    launch, = geometry_launches(geometry, d_x, d_y, types=types)
+    run_launches([KernelLaunch("control", kernel, launch.grid, launch.block, launch.args)])
+    return d_x.copy_to_host(), d_y.copy_to_host()
+
+
 @pytest.mark.parametrize("width", [13, 70])
 def test_negative_control_a_tail_without_its_last_element_is_rejected(width):
     values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
-    types = ("float32", "float32")
-    d_x = strided(values, "float32", 1, 0)
-    d_y = nan_output(values.shape, "float32", 1, 0)
-    launch, = geometry_launches("rows_l32_q1", d_x, d_y, types=types)
-    run_launches([KernelLaunch("control", short_tail_control_kernel("rows_l32_q1"), launch.grid, launch.block,
-                               launch.args)])
-    x, y = d_x.copy_to_host(), d_y.copy_to_host()
+    x, y = run_control(short_tail_control_kernel("rows_l32_q1"), "rows_l32_q1", values)
     assert np.isnan(y[:, -1]).any()  # never written (in the rows that have a tail)
     with pytest.raises(AssertionError, match="finite and non-negative: False"):
+        expect_softmax(x, y, ("float32", "float32"))
+
+
+# ---- the narrow candidates: every width they hold, misaligned, masked and checked --------------------------------
+
+@pytest.mark.parametrize("types", [("float32", "float32"), ("bfloat16", "bfloat16"), ("float16", "float32"),
+                                   ("float64", "float64")], ids=lambda t: "-".join(t))
+@pytest.mark.parametrize("geometry", ["narrow_l1_q1", "narrow_l1_q2"])
+def test_narrow_rows_misaligned_masked_and_checked(geometry, types):
+    """Every width a narrow geometry holds, rows starting misaligned in both arrays: masks, a row of -inf alone
+    (recorded, NaN), then a NaN and a +inf (the first recorded as a flat index)."""
+    for width in range(1, Geometry.parse(geometry).max_columns + 1):
+        rng = np.random.default_rng(width)
+        values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
+        values[rng.random(values.shape) < 0.3] = -np.inf
+        values[:, -1] = 2.0
+        values[ROWS - 1] = -np.inf
+        x, y, status = run(values, types, x_at=(1, 2), y_at=(3, 1), geometry=geometry, checked=True)
         expect_softmax(x, y, types)
-    _, y_real, _ = run(values, types, x_at=(1, 0), y_at=(1, 0), geometry="rows_l32_q1")
-    expect_softmax(x, y_real, types)
+        assert status[0] == STATUS_CLEAR and status[1] == ROWS - 1
+        values[0, width - 1], values[1, 0] = np.nan, np.inf
+        x, y, status = run(values, types, x_at=(1, 2), y_at=(3, 1), geometry=geometry, checked=True)
+        assert status[0] == width - 1 and np.isnan(to_float64(y[:2], types[1])).all()
+
+
+# ---- negative control: a narrow row whose sum leaves out its last element -----------------------------------
+
+@pytest.mark.parametrize("width", [2, 4])
+def test_negative_control_a_narrow_sum_without_its_last_element_is_rejected(width):
+    values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
+    x, y = run_control(narrow_short_sum_control_kernel("narrow_l1_q1"), "narrow_l1_q1", values)
+    with pytest.raises(AssertionError, match="failed|finite and non-negative: False"):
+        expect_softmax(x, y, ("float32", "float32"))

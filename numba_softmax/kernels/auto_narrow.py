@@ -1,0 +1,81 @@
+"""``narrow_l1_q{Q}``: rows of at most 4 Q elements, one thread per row, each element loaded once (a candidate).
+
+The numerics policy of every ``auto`` kernel (:mod:`..numerics`: libdevice ``exp``, IEEE division, no
+contraction), in one thread and in column order::
+
+    v_j = x[row, j]  (j < cols)
+    m = max_j v_j;  e_j = exp(v_j - m);  z = sum_j e_j;  y[row, j] = e_j / z     (log_softmax: v_j - m - log z)
+
+Launch geometry: 256 threads per block, thread ``t`` of block ``b`` owns row ``256 b + t``; a warp's loads of
+column ``j`` touch 32 consecutive rows (at 1-4 float32 columns, 128-512 contiguous bytes).
+Bytes: ``rows * cols`` elements read once and written once.
+
+Why not a ``rows_l1_q1`` (:mod:`.auto_rows`): a row this short has no 16-byte aligned quad, so there every element
+is an edge, read again by each of three passes over all of a lane's edge slots, while the empty quad still takes
+four exponentials. Here each element is one scalar load into a register and one exponential. Checked builds
+record the first NaN or +inf (a flat index) and a row without a finite entry, as every ``auto`` build does.
+"""
+
+from numba import cuda, int64
+
+from ..numerics import KERNEL_OPTIONS, QUAD
+from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE
+from .auto_parts import POS_INF, record_status, row_form
+from .elements import element_io
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def every_column(cols):
+    """The columns the sum takes: all of them (the negative control's part takes one fewer)."""
+    return cols
+
+
+def make_narrow_body(geometry, types, checked, form="softmax", summed=every_column):
+    """``(body(x, y, status, alarm), block threads)`` of a ``narrow`` geometry for elements ``types`` = (in, out),
+    writing ``form``'s output (:func:`.auto_parts.row_form`); ``summed(cols)``: the columns the sum takes (a
+    negative control swaps it, :mod:`.auto_controls`)."""
+    io = element_io(*types)
+    A = io.arith
+    ADD, SUB, EXP, MAX = A.add, A.sub, A.exp, A.max
+    FORM = row_form(form, A)
+    KEPT, SCALE, OUT = FORM.kept, FORM.scale, FORM.of_kept
+    LOAD, STORE = io.load, io.store
+    TYPE, ZERO, NEG = A.numba_type, A.zero, A.neg_inf
+    VALUES = QUAD * geometry.quads
+    BLOCK = geometry.block_threads
+    CHECKED = checked
+    SUMMED = summed
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def body(x, y, status, alarm):
+        row = cuda.blockIdx.x * BLOCK + cuda.threadIdx.x
+        rows, cols = x.shape
+        if row >= rows:
+            return
+        values = cuda.local.array(VALUES, TYPE)
+        row_max = NEG
+        for j in range(VALUES):
+            if j < cols:
+                values[j] = LOAD(x[row, j])
+                row_max = MAX(row_max, values[j])
+        row_sum = ZERO
+        terms = SUMMED(cols)
+        for j in range(VALUES):
+            if j < terms:
+                e = EXP(SUB(values[j], row_max))
+                values[j] = KEPT(values[j], e)
+                row_sum = ADD(row_sum, e)
+        c = SCALE(row_sum)
+        for j in range(VALUES):
+            if j < cols:
+                y[row, j] = STORE(OUT(values[j], row_max, c))
+        if CHECKED and not row_sum < POS_INF:
+            # As in every auto build: the row is read again on the error path only.
+            for j in range(VALUES):
+                if j < cols and not LOAD(x[row, j]) < POS_INF:
+                    record_status(status, STATUS_NONFINITE, int64(row) * cols + j, alarm)
+                    break
+            if row_max == NEG:
+                record_status(status, STATUS_MASKED_ROW, int64(row), alarm)
+
+    return body, BLOCK
