@@ -10,9 +10,9 @@ Launch geometry: 256 threads per block, thread ``t`` of block ``b`` owns row ``2
 column ``j`` touch 32 consecutive rows (at 1-4 float32 columns, 128-512 contiguous bytes).
 Bytes: ``rows * cols`` elements read once and written once.
 
-Why not a ``rows_l1_q1`` (:mod:`.auto_rows`): a row this short has no 16-byte aligned quad, so there every element
-is an edge, read again by each of three passes over all of a lane's edge slots, while the empty quad still takes
-four exponentials. Here each element is one scalar load into a register and one exponential. Checked builds
+Why not a ``rows_l1_q1`` (:mod:`.auto_rows`): a row of 1-3 elements has no 16-byte aligned quad, so there every
+element is an edge, read again by each of three passes over all of a lane's edge slots, while the empty quad
+still takes four exponentials. Here each element is one scalar load into a register and one exponential. Checked builds
 record the first NaN or +inf (a flat index) and a row without a finite entry, as every ``auto`` build does.
 """
 
