@@ -232,10 +232,7 @@ def _candidate_params():
             params += [pytest.param(name, w, id=f"{name}-{w}", marks=CLUSTERS_ON_GPU)
                        for w in (geometry.max_columns, geometry.max_columns - 4, cta + 4)]
             continue
-        if geometry.kind == "narrow":  # every width it holds
-            params += [pytest.param(name, w, id=f"{name}-{w}") for w in range(1, geometry.max_columns + 1)]
-            continue
-        if geometry.kind == "rows":  # full, one short, a misaligned middle; a one-element row in the narrowest
+        if geometry.kind in ("rows", "narrow"):  # full, one short, a misaligned middle; a one-element row if narrow
             full = geometry.max_columns
             widths = sorted({full, full - 1, min(full // 2 + 3, full)} | ({1} if full <= 8 else set()), reverse=True)
         else:
