@@ -220,17 +220,17 @@ def backward_geometry(cols, float64=False):
     return Geometry("rows", lanes, quads).name if lanes <= 1024 else long_name
 
 
-def spill_budget(geometry, float64=False):
+def spill_budget(geometry, float64=False, driver=False):
     """Bytes per thread ptxas may spill in a build of ``geometry`` (``float64``: float64 arithmetic): 0, except
     float64 arithmetic (libdevice's double ``exp`` and IEEE division need more than the 64-register cap: up to
-    256), the rows geometries of :data:`MAX_QUADS` quads (32 values, the row's head and tail bounds and
-    their addresses at the cap: up to 48, measured 8-48 with ptxas), and the ones of :data:`MAX_QUADS` quads
-    with a shared span (offline ptxas keeps them in registers; the driver's compiler spilled 8 bytes in some
-    cluster builds: up to 8)."""
+    256) and the rows geometries of :data:`MAX_QUADS` quads (32 values, the row's head and tail bounds and
+    their addresses at the cap: up to 48, measured 8-48 with ptxas). ``driver``: the budget of the driver's
+    compiler, which spilled 8 bytes in some builds of :data:`MAX_QUADS` quads with a shared span that offline
+    ptxas keeps in registers (up to 8 there)."""
     geometry = Geometry.parse(geometry) if isinstance(geometry, str) else geometry
     if float64:
         return 256
-    if geometry.quads == MAX_QUADS and geometry.shared_quads:
+    if driver and geometry.quads == MAX_QUADS and geometry.shared_quads:
         return 8
     return 48 if geometry.kind == "rows" and geometry.quads == MAX_QUADS and not geometry.shared_quads else 0
 
