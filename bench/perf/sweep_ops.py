@@ -236,12 +236,12 @@ def _auto_variant(op, arrays, dtype):
 def runs_geometry(op_name, geometry):
     """Whether the log_softmax or a backward has builds of ``geometry`` (a name): rows geometries in registers
     (a backward's of at most :data:`~numba_softmax.kernels.auto_geometry.BACKWARD_QUADS` quads) and the long path;
-    the cluster and shared-memory ones write the softmax only, the narrow ones the softmax and the log_softmax."""
+    the narrow ones every operation; the cluster and shared-memory ones the softmax only."""
     geometry = Geometry.parse(geometry)
     if geometry.kind == "long":
         return True
     if geometry.kind == "narrow":
-        return op_name not in BACKWARDS
+        return True
     fits = geometry.kind == "rows" and not geometry.shared_quads
     return fits and (op_name not in BACKWARDS or geometry.quads <= BACKWARD_QUADS)
 

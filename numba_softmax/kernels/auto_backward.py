@@ -16,6 +16,8 @@ Geometries (:func:`.auto_geometry.backward_geometry`), named as the forward's:
     once, writes ``dx`` once.
 ``long_l{L}_q{Q}``: one L-thread block per row walks it in chunks of ``4 L Q`` columns: pass 1 the sum, pass 2
     ``dx``, last chunk first (still in registers; the chunks before it come again from L2 where it holds them).
+``narrow_l1_q{Q}``: rows of at most 4 Q columns, one thread per row (256 rows per block), each element of ``y``
+    and ``dy`` one scalar load into a register, the sum in column order (the forward's :mod:`.auto_narrow`).
 
 Each row is a head, a body of aligned quads placed by ``y``'s alignment, and a tail (:func:`.auto_parts.
 make_row_span`); ``dy`` and ``dx`` take vector accesses where their quads are aligned as ``y``'s, else element
@@ -70,10 +72,11 @@ def gradient_form(form, arith):
 
 
 def make_backward_body(geometry, element_type, form, gradient=None):
-    """``(body(y, dy, dx), block threads)`` of a ``rows`` or ``long`` geometry for ``element_type`` arrays
-    (``gradient``: the :class:`GradientForm`, default ``form``'s; the negative control passes its own)."""
-    if geometry.kind not in ("rows", "long") or geometry.shared_quads or geometry.fast_math:
-        raise ValueError(f"geometry {geometry.name}: a backward runs a rows_l<L>_q<Q> or long_l<L>_q<Q> geometry")
+    """``(body(y, dy, dx), block threads)`` of a ``rows``, ``long`` or ``narrow`` geometry for ``element_type``
+    arrays (``gradient``: the :class:`GradientForm`, default ``form``'s; the negative control passes its own)."""
+    if geometry.kind not in ("rows", "long", "narrow") or geometry.shared_quads or geometry.fast_math:
+        raise ValueError(f"geometry {geometry.name}: a backward runs a rows_l<L>_q<Q>, long_l<L>_q<Q> or "
+                         "narrow_l1_q<Q> geometry")
     io = element_io(element_type, element_type)
     A = io.arith
     ADD, TYPE, ZERO = A.add, A.numba_type, A.zero
@@ -191,6 +194,28 @@ def make_backward_body(geometry, element_type, form, gradient=None):
             store_grads(dx, row, start, body_end, lane, ys, gs, s, dx_aligned)
         store_edge_grads(y, dy, dx, row, lane, head, body_end, edge_count, s)
 
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def narrow_body(y, dy, dx):
+        row = cuda.blockIdx.x * BLOCK + cuda.threadIdx.x
+        rows, cols = y.shape
+        if row >= rows:
+            return
+        ys = cuda.local.array(VALUES, TYPE)
+        gs = cuda.local.array(VALUES, TYPE)
+        for j in range(VALUES):  # independent loads, all in flight together
+            if j < cols:
+                ys[j] = LOAD(y[row, j])
+                gs[j] = LOAD(dy[row, j])
+        s = ZERO
+        for j in range(VALUES):
+            if j < cols:
+                s = ADD(s, TERM(ys[j], gs[j]))
+        for j in range(VALUES):
+            if j < cols:
+                dx[row, j] = STORE(GRAD(ys[j], gs[j], s))
+
+    if geometry.kind == "narrow":
+        return narrow_body, BLOCK
     return (long_body if LONG else rows_body), BLOCK
 
 

@@ -184,6 +184,8 @@ def float64_geometry(name):
     geometry = Geometry.parse(name)
     if geometry.gpu_only or geometry.kind == "long":
         return FLOAT64_LONG
+    if geometry.kind == "narrow":  # at most FLOAT64_QUADS quads already
+        return geometry.name
     lanes, quads = geometry.lanes, geometry.quads
     while quads > FLOAT64_QUADS:
         lanes, quads = 2 * lanes, quads // 2
@@ -208,10 +210,13 @@ def backward_geometry(cols, float64=False):
     """The geometry the backward runs for rows of ``cols`` columns (``float64``: float64 elements). A backward
     holds two values per column (``y`` and ``dy``): the forward's rows geometry with at most
     :data:`BACKWARD_QUADS` (float64: :data:`BACKWARD_FLOAT64_QUADS`) quads per thread and more lanes instead,
-    and the long-row path where that takes more than 1024 lanes or where the forward leaves its registers."""
+    and the long-row path where that takes more than 1024 lanes or where the forward leaves its registers; a
+    narrow geometry (at most 8 values of each input in one thread) as it is."""
     geometry = Geometry.parse(table_geometry(cols))
     most = BACKWARD_FLOAT64_QUADS if float64 else BACKWARD_QUADS
     long_name = BACKWARD_FLOAT64_LONG if float64 else BACKWARD_LONG
+    if geometry.kind == "narrow":
+        return geometry.name
     if geometry.kind != "rows" or geometry.shared_quads:
         return long_name
     lanes, quads = geometry.lanes, geometry.quads

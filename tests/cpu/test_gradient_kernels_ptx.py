@@ -51,6 +51,22 @@ def test_a_backward_row_does_what_its_formula_says(name, exps):
     assert report.rounded_arith["mul"] >= 8 and report.rounded_arith["sub"] >= 8
 
 
+@pytest.mark.parametrize("form, exps", [("softmax", 0), ("log_softmax", 1)])
+@pytest.mark.parametrize("element_type", ["float32", "bfloat16"])
+@pytest.mark.parametrize("geometry", ["narrow_l1_q1", "narrow_l1_q2"])
+def test_a_narrow_backward_row_holds_its_values_and_does_what_its_formula_says(geometry, element_type, form, exps):
+    """One thread per row: the numerics policy, registers only, and per value one term of the sum and one
+    output (softmax: two multiplies, no exp; log_softmax: one exp each); no division."""
+    kernel = backward_kernel(geometry, element_type, form)
+    name = kernel.py_func.__name__
+    ptx = kernel_ptx(kernel, backward_signature(element_type))
+    check_build(name, ptx, kernel, 0)
+    values = 4 * Geometry.parse(geometry).quads
+    report = check_policy(name, ptx)
+    assert report.expf_count == exps * values and report.divisions == {}
+    assert report.rounded_arith["mul"] >= (2 if form == "softmax" else 1) * values
+
+
 def test_the_log_policy_rejects_a_log_it_does_not_expect():
     """A forward softmax build's PTX checked as if it had no log is fine; a log_softmax build's PTX checked under
     a softmax name (no log expected) is rejected: its logf's fmas count as contraction."""
@@ -74,6 +90,8 @@ def test_geometries_of_the_gradients():
     assert backward_geometry(16384) == "rows_l1024_q4" and backward_geometry(16385) == "long_l1024_q2"
     assert backward_geometry(4096, float64=True) == "rows_l1024_q1"
     assert backward_geometry(8192, float64=True) == "long_l1024_q1"
+    for name in [n for _, n in AUTO_TABLE if n.startswith("narrow")]:  # one thread per row: as the forward's
+        assert backward_geometry(Geometry.parse(name).max_columns) == name
 
 
 def test_registry_holds_the_gradient_builds_apart_from_the_other_kernels():

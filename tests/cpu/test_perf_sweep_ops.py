@@ -206,15 +206,16 @@ def test_the_sweep_warms_and_reports_the_candidate_geometries():
     assert [b[1] for b in builds] == ["rows_l2_q1", "narrow_l1_q2", "rows_l1_q2", "rows_l4_q1"]  # then CANDIDATES[8]
     assert problem_builds(Problem("float32", 4096, 8), "none") == builds[:1]
     backward = problem_builds(Problem("float32", 64, 8, op="log_softmax_backward"), "table")
-    assert backward == tuple(("backward", g, "float32", "log_softmax") for g in ("rows_l2_q1", "rows_l1_q2",
-                                                                                "rows_l4_q1"))
+    assert backward == tuple(("backward", g, "float32", "log_softmax") for g in ("rows_l2_q1", "narrow_l1_q2",
+                                                                                "rows_l1_q2", "rows_l4_q1"))
     assert [b[:2] for b in problem_builds(Problem("float32", 64, 8, op="softmax_train"), "table")] == [
         ("forward", "rows_l2_q1"), ("backward", "rows_l2_q1")]  # a training step times no candidate
     # The log_softmax and the backward have no cluster or shared-memory builds: those candidates are the softmax's.
     wide = [b[1] for b in problem_builds(Problem("float32", 64, 131072, op="log_softmax"), "table")]
     assert wide == ["long_l1024_q4", "long_l512_q4"]
-    # The narrow geometries write the softmax and the log_softmax; a backward has no narrow build.
-    assert operation_candidates("softmax_backward", 8, "float32", ["narrow_l1_q2", "rows_l1_q2"]) == ["rows_l1_q2"]
+    # The narrow geometries have builds of every operation.
+    assert operation_candidates("softmax_backward", 8, "float32", ["narrow_l1_q2", "rows_l1_q2"]) == [
+        "narrow_l1_q2", "rows_l1_q2"]
     assert operation_candidates("log_softmax", 8, "float32", ["narrow_l1_q2"]) == ["narrow_l1_q2"]
     # 8 quads a thread: more than a backward holds; rows_l256_q4 is its own geometry at 4096 columns.
     assert operation_candidates("softmax_backward", 4096, "float32",

@@ -116,6 +116,26 @@ def test_the_check_rejects_a_backward_without_its_sum_term():
         expect_backward(y_seen, dy_seen, dx, "float32", "softmax")
 
 
+@pytest.mark.parametrize("form", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("element_type", TYPES)
+@pytest.mark.parametrize("geometry", ["narrow_l1_q1", "narrow_l1_q2"])
+def test_narrow_backward_at_every_width_it_holds(geometry, element_type, form):
+    """One thread per row: every width up to 4 Q, rows misaligned each their own way, a masked column; the
+    dropped-sum control of the same geometry is rejected from width 2 (at width 1 ``y`` is 1 and ``s`` is ``dy``:
+    its gradient is 0 in exact arithmetic, as the control's ``dy * y`` is not)."""
+    for width in range(1, Geometry.parse(geometry).max_columns + 1):
+        values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
+        if width > 2:
+            values[:, 1] = -np.inf
+        y, dy = _forward(values, form), _gradients(ROWS, width, width)
+        seen = run_backward(y, dy, element_type, form, at=((1, 3), (2, 1), (3, 2)), geometry=geometry)
+        expect_backward(*seen, element_type, form)
+        if form == "softmax" and element_type == "float32":
+            wrong = run_backward(y, dy, element_type, form, geometry=geometry, launches=dropped_sum_launches)
+            with pytest.raises(AssertionError, match="worst tolerance ratio"):
+                expect_backward(*wrong, element_type, form)
+
+
 # ---- the log_softmax forward ----------------------------------------------------------------------------------
 
 def run_log_softmax(values, types, at=((0, 0), (0, 0)), geometry=None, checked=False):
