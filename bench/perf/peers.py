@@ -317,13 +317,13 @@ def _note_once(notes, message):
         notes.append(message)
 
 
-def auto_geometries_for(cols, option="table"):
-    """The candidate geometries timed beside ``auto`` at ``cols`` columns: ``option`` "table" (those of
-    ``CANDIDATES`` for this width, except the table's own choice), "none", or comma-separated names."""
+def auto_geometries_for(cols, option="table", types=("float32", "float32")):
+    """The candidate geometries timed beside ``auto`` at ``cols`` columns of ``types``: ``option`` "table" (those
+    of ``CANDIDATES`` for this width, except ``auto``'s own choice), "none", or comma-separated names."""
     if option == "none":
         return []
     if option == "table":
-        names = [n for n in CANDIDATES.get(cols, ()) if n != auto_geometry(cols)]
+        names = [n for n in CANDIDATES.get(cols, ()) if n != auto_geometry(cols, types)]
     else:
         names = [n.strip() for n in option.split(",") if n.strip()]
     geometries = [Geometry.parse(n) for n in names]
@@ -335,9 +335,9 @@ def auto_variants(shape, d_x, d_y, option="table", types=("float32", "float32"))
     (:func:`auto_geometries_for`), unchecked builds for elements of ``types``."""
     cols = shape[1]
     pairs = list(zip(d_x, d_y, strict=True))
-    candidates = auto_geometries_for(cols, option)
+    candidates = auto_geometries_for(cols, option, types)
     made = []
-    for name, geometry in [(AUTO, auto_geometry(cols))] + [(AUTO_CANDIDATE_PREFIX + g, g) for g in candidates]:
+    for name, geometry in [(AUTO, auto_geometry(cols, types))] + [(AUTO_CANDIDATE_PREFIX + g, g) for g in candidates]:
         if name == AUTO:
             launches = [auto_launches(x, y, types=types) for x, y in pairs]
             how = f"auto_launches(x, y, types={types})"

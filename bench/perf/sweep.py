@@ -39,6 +39,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from numba import cuda
 
@@ -195,16 +196,19 @@ def estimate_seconds(problems, rounds, variants=6):
 
 # ---------------------------------------------------------------- on the GPU
 
+def matrix_type(dtype):
+    """The Numba type of a C-contiguous 2-D array of ``dtype`` (what ``numba.typeof`` reads off one)."""
+    return numba.typeof(np.empty((1, 1), STORAGE_DTYPES[dtype]))
+
+
 def _warm_build(kind, geometry, dtype, form):
     """In a worker process: compile one auto build (``kind`` "forward" or "backward") of ``form`` for C-contiguous
     2-D arrays of ``dtype`` into the kernel cache (the types the launch layer's ``compiled()`` reads off our
     arrays)."""
-    from numba import types as nb_types
-
     from numba_softmax.kernels.auto_backward import backward_kernel
     from numba_softmax.kernels.auto_launch import auto_kernel
     from numba_softmax.launch.cached_kernel import cached_compile
-    array = nb_types.Array(nb_types.from_dtype(STORAGE_DTYPES[dtype]), 2, "C")
+    array = matrix_type(dtype)
     if kind == "forward":
         cached_compile(auto_kernel(geometry, (dtype, dtype), form=form), (array, array))
     else:
@@ -216,7 +220,7 @@ def problem_builds(problem, auto_geometries="none"):
     """``(kind, geometry, dtype, form)`` of each auto build a problem launches, its candidate geometries
     (``--auto-geometries``) after its own."""
     dtype, width = problem.dtype, problem.width
-    candidates = operation_candidates(problem.op, width, dtype, auto_geometries_for(width, auto_geometries))
+    candidates = operation_candidates(problem.op, width, dtype, auto_geometries_for(width, auto_geometries, (dtype, dtype)))
     if problem.op in BACKWARDS:
         names = [own_geometry(problem.op, width, dtype)] + candidates
         return tuple(("backward", name, dtype, BACKWARDS[problem.op]) for name in names)
@@ -282,7 +286,7 @@ def _softmax_variants(sampler, problem, arrays, args, notes, errors, skipped):
 def _op_variants(sampler, problem, arrays, args, notes, errors, skipped):
     op, dtype = OPERATIONS[problem.op], problem.dtype
     candidates = operation_candidates(op.name, problem.width, dtype,
-                                      auto_geometries_for(problem.width, args.auto_geometries))
+                                      auto_geometries_for(problem.width, args.auto_geometries, (dtype, dtype)))
     variants = [auto_variant(op, arrays, dtype)] + candidate_variants(op, arrays, dtype, candidates)
     factories = {TORCH: (not args.no_torch, lambda: torch_variant(sampler, op, arrays, dtype)),
                  LIGER: (not args.no_liger, lambda: liger_variant(sampler, op, arrays, dtype)),

@@ -250,7 +250,7 @@ def own_geometry(op_name, cols, dtype):
     """The geometry ``auto`` runs for the operation at ``cols`` columns (a training step: its backward's)."""
     if op_name in (SOFTMAX, LOG_SOFTMAX):
         return geometry_for(cols, (dtype, dtype), op_name)
-    return backward_geometry(cols, dtype == "float64")
+    return backward_geometry(cols, dtype)
 
 
 def operation_candidates(op_name, cols, dtype, names):

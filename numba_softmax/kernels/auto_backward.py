@@ -16,7 +16,7 @@ Geometries (:func:`.auto_geometry.backward_geometry`), named as the forward's:
     once, writes ``dx`` once.
 ``long_l{L}_q{Q}``: one L-thread block per row walks it in chunks of ``4 L Q`` columns: pass 1 the sum, pass 2
     ``dx``, last chunk first (still in registers; the chunks before it come again from L2 where it holds them).
-``narrow_l1_q{Q}``: rows of at most 4 Q columns, one thread per row (256 rows per block), each element of ``y``
+``narrow_l1_q1``: rows of at most 4 columns, one thread per row (256 rows per block), each element of ``y``
     and ``dy`` one scalar load into a register, the sum in column order (the forward's :mod:`.auto_narrow`).
 
 Each row is a head, a body of aligned quads placed by ``y``'s alignment, and a tail (:func:`.auto_parts.
@@ -76,7 +76,7 @@ def make_backward_body(geometry, element_type, form, gradient=None):
     arrays (``gradient``: the :class:`GradientForm`, default ``form``'s; the negative control passes its own)."""
     if geometry.kind not in ("rows", "long", "narrow") or geometry.shared_quads or geometry.fast_math:
         raise ValueError(f"geometry {geometry.name}: a backward runs a rows_l<L>_q<Q>, long_l<L>_q<Q> or "
-                         "narrow_l1_q<Q> geometry")
+                         "narrow_l1_q1 geometry")
     io = element_io(element_type, element_type)
     A = io.arith
     ADD, TYPE, ZERO = A.add, A.numba_type, A.zero
@@ -270,7 +270,7 @@ def backward_launches(y, dy, dx, element_type, form="softmax", geometry=None):
                          f"{tuple(dx.shape)}")
     rows, cols = y.shape
     if geometry is None:
-        geometry = backward_geometry(cols, element_type == "float64")
+        geometry = backward_geometry(cols, element_type)
     geometry = Geometry.parse(geometry)
     if geometry.max_columns is not None and cols > geometry.max_columns:
         raise ValueError(f"row too long for geometry {geometry.name}: {cols} columns > {geometry.max_columns}")
@@ -293,7 +293,7 @@ def backward_builds():
     widths = [limit for limit, _ in AUTO_TABLE if limit is not None] + [AUTO_TABLE[-2][0] * 2]
     found = {}
     for element_type in FULL_TYPES + SAMPLE_TYPES:
-        names = sorted({backward_geometry(cols, element_type == "float64") for cols in widths})
+        names = sorted({backward_geometry(cols, element_type) for cols in widths})
         if element_type in SAMPLE_TYPES:
             names = [names[0], "rows_l8_q1", names[-1]]
         for name in names:

@@ -9,10 +9,11 @@ alternatives one GPU run times beside it (:data:`CANDIDATES`). The kernels that 
 
 from dataclasses import dataclass
 
+from ..element_types import STORAGE_DTYPES
 from ..numerics import QUAD, SIMULATOR, WARP_SIZE
 
 #: The kinds of geometry: a row in one block's registers, in a thread block cluster's, any length, or a row of a
-#: few elements in one thread's registers, loaded element by element (``narrow_l1_q{Q}``, :mod:`.auto_narrow`).
+#: few elements in one thread's registers, loaded element by element (``narrow_l1_q1``, :mod:`.auto_narrow`).
 GEOMETRY_KINDS = ("rows", "cluster", "long", "narrow")
 #: Most quads per thread of any build: a checked build keeps one bit per value in a 32-bit mask.
 MAX_QUADS = 8
@@ -59,7 +60,7 @@ class Geometry:
                                       and 1 <= self.shared_quads <= MAX_SHARED_QUADS):
             raise ValueError(f"geometry {self.name}: quads in shared memory (1 to {MAX_SHARED_QUADS}) are for a rows "
                              f"or cluster geometry of more than {WARP_SIZE} lanes")
-        if self.kind == "narrow" and (self.lanes != 1 or self.quads > 2 or self.shared_quads or self.fast_math):
+        if self.kind == "narrow" and (self.lanes != 1 or self.quads != 1 or self.shared_quads or self.fast_math):
             raise ValueError(f"geometry {self.name}: a narrow geometry is one thread per row (l1) of 1 or 2 quads")
         if self.fast_math and self.kind == "long":
             raise ValueError(f"geometry {self.name}: the fast-math diagnostic builds are row and cluster geometries")
@@ -112,7 +113,7 @@ class Geometry:
             geometry = None
         if geometry is None or geometry.name != name:
             raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q>[_s<S>], "
-                             f"cluster_l<L>_q<Q>_c<C>, long_l<L>_q<Q> or narrow_l1_q<Q> (a row or cluster one with "
+                             f"cluster_l<L>_q<Q>_c<C>, long_l<L>_q<Q> or narrow_l1_q1 (a row or cluster one with "
                              f"{FAST_MATH_SUFFIX!r}: a diagnostic fast-math build), e.g. {AUTO_TABLE[0][1]!r}; "
                              f"candidates: {sorted(CANDIDATE_GEOMETRIES)}")
         return geometry
@@ -147,13 +148,19 @@ AUTO_TABLE = (
     (262144, "cluster_l512_q8_c8_s8"),  # measured: 301.0 us vs cluster_l1024_q8_c8 368.6 (512 rows)
     (None, "long_l1024_q4"),
 )
+#: Rows of at most this many bytes (``cols`` times the wider of the input and output element) run
+#: :data:`NARROW_GEOMETRY` ahead of the table: one thread per row, each element one scalar load, no row span.
+#: Measured (256 MiB): float32 at 1 / 2 columns 135 / 111 us against rows_l1_q1's 363 / 260, bfloat16 at 1 / 2 / 4
+#: 253 / 159 / 189 against 1420 / 844 / 553; from 16-byte rows the vector access wins (float32 at 4: 93.7 / 179).
+NARROW_ROW_BYTES = 8
+NARROW_GEOMETRY = "narrow_l1_q1"
 #: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
 #: by the widths they are meant for. docs/auto_kernels.md gives the prediction for each.
 CANDIDATES = {
-    1: ("narrow_l1_q1", "rows_l2_q1", "rows_l4_q1"),
-    2: ("narrow_l1_q1",),
-    4: ("narrow_l1_q1",),
-    8: ("narrow_l1_q2", "rows_l1_q2", "rows_l4_q1"),
+    1: ("rows_l1_q1",),
+    2: ("rows_l1_q1",),
+    4: ("narrow_l1_q1", "rows_l1_q1"),
+    8: ("rows_l1_q2", "rows_l4_q1"),
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
     4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l64_q8_s8"),
@@ -165,14 +172,24 @@ CANDIDATES = {
     262144: ("long_l1024_q4", "cluster_l1024_q8_c8", "cluster_l1024_q8_c4_s8"),
 }
 #: Every geometry that has builds: the table's and the candidates'.
-CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {n for names in CANDIDATES.values() for n in names})
+CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {NARROW_GEOMETRY}
+                              | {n for names in CANDIDATES.values() for n in names})
 
-#: The geometries ``auto`` launches (the table's).
-TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE})
+#: The geometries ``auto`` launches (the table's and the narrow one).
+TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {NARROW_GEOMETRY})
+F32 = ("float32", "float32")
 
 
-def table_geometry(cols):
-    """The geometry :data:`AUTO_TABLE` names for rows of ``cols`` columns."""
+def element_size(types):
+    """Bytes of the wider of the ``(in_type, out_type)`` elements."""
+    return max(STORAGE_DTYPES[t].itemsize for t in types)
+
+
+def table_geometry(cols, types=F32):
+    """The geometry for rows of ``cols`` elements of ``types``: :data:`NARROW_GEOMETRY` for rows of at most
+    :data:`NARROW_ROW_BYTES`, else the one :data:`AUTO_TABLE` names."""
+    if cols * element_size(types) <= NARROW_ROW_BYTES:
+        return NARROW_GEOMETRY
     return next(name for limit, name in AUTO_TABLE if limit is None or cols <= limit)
 
 
@@ -206,13 +223,14 @@ BACKWARD_LONG = "long_l1024_q2"
 BACKWARD_FLOAT64_LONG = "long_l1024_q1"
 
 
-def backward_geometry(cols, float64=False):
-    """The geometry the backward runs for rows of ``cols`` columns (``float64``: float64 elements). A backward
+def backward_geometry(cols, element_type="float32"):
+    """The geometry the backward runs for rows of ``cols`` columns of ``element_type``. A backward
     holds two values per column (``y`` and ``dy``): the forward's rows geometry with at most
     :data:`BACKWARD_QUADS` (float64: :data:`BACKWARD_FLOAT64_QUADS`) quads per thread and more lanes instead,
     and the long-row path where that takes more than 1024 lanes or where the forward leaves its registers; a
     narrow geometry (at most 8 values of each input in one thread) as it is."""
-    geometry = Geometry.parse(table_geometry(cols))
+    geometry = Geometry.parse(table_geometry(cols, (element_type, element_type)))
+    float64 = element_type == "float64"
     most = BACKWARD_FLOAT64_QUADS if float64 else BACKWARD_QUADS
     long_name = BACKWARD_FLOAT64_LONG if float64 else BACKWARD_LONG
     if geometry.kind == "narrow":
@@ -240,12 +258,12 @@ def spill_budget(geometry, float64=False, driver=False):
     return 48 if geometry.kind == "rows" and geometry.quads == MAX_QUADS and not geometry.shared_quads else 0
 
 
-def auto_geometry(cols, float64=False):
-    """The geometry ``auto`` runs for rows of ``cols`` columns (``float64``: either element type is float64,
-    :func:`float64_geometry` of it): the table's, except that in the simulator a GPU-only geometry (cluster,
-    ``_s{S}``) gives way to the long-row path (the table's last entry)."""
-    name = table_geometry(cols)
-    if float64:
+def auto_geometry(cols, types=F32):
+    """The geometry ``auto`` runs for rows of ``cols`` elements of ``types`` = (in, out) (where either is float64,
+    :func:`float64_geometry` of it): :func:`table_geometry`'s, except that in the simulator a GPU-only geometry
+    (cluster, ``_s{S}``) gives way to the long-row path (the table's last entry)."""
+    name = table_geometry(cols, types)
+    if "float64" in types:
         return float64_geometry(name)
     if SIMULATOR and Geometry.parse(name).gpu_only:
         return AUTO_TABLE[-1][1]

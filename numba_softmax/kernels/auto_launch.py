@@ -157,7 +157,7 @@ def auto_launches(x, y, status=None, alarm=None, types=None, form="softmax"):
 def geometry_for(cols, types, form="softmax"):
     """The geometry :func:`auto_launches` runs for rows of ``cols`` elements of ``types`` writing ``form``: the
     log_softmax runs the rows geometries in registers and the long-row path beyond (:func:`log_geometry`)."""
-    name = auto_geometry(cols, float64="float64" in types)
+    name = auto_geometry(cols, types)
     return name if form == "softmax" else log_geometry(name)
 
 

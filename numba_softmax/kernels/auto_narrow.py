@@ -1,19 +1,21 @@
-"""``narrow_l1_q{Q}``: rows of at most 4 Q elements, one thread per row, each element loaded once (a candidate).
+"""``narrow_l1_q1``: rows of at most 8 bytes, one thread per row, each element loaded once.
 
-The numerics policy of every ``auto`` kernel (:mod:`..numerics`: libdevice ``exp``, IEEE division, no
-contraction), in one thread and in column order::
+``auto`` runs it for every row of at most :data:`.auto_geometry.NARROW_ROW_BYTES` (float32 to 2 columns,
+2-byte types to 4, float64 1). The numerics policy of every ``auto`` kernel (:mod:`..numerics`: libdevice
+``exp``, IEEE division, no contraction), in one thread and in column order::
 
     v_j = x[row, j]  (j < cols)
     m = max_j v_j;  e_j = exp(v_j - m);  z = sum_j e_j;  y[row, j] = e_j / z     (log_softmax: v_j - m - log z)
 
 Launch geometry: 256 threads per block, thread ``t`` of block ``b`` owns row ``256 b + t``; a warp's loads of
-column ``j`` touch 32 consecutive rows (at 1-4 float32 columns, 128-512 contiguous bytes).
+column ``j`` touch 32 consecutive rows (at 1-2 float32 columns, 128-256 contiguous bytes).
 Bytes: ``rows * cols`` elements read once and written once.
 
-Why not a ``rows_l1_q1`` (:mod:`.auto_rows`): a row of 1-3 elements has no 16-byte aligned quad, so there every
+Why not a ``rows_l1_q1`` (:mod:`.auto_rows`): a row of at most 8 bytes has no 16-byte aligned quad, so there every
 element is an edge, read again by each of three passes over all of a lane's edge slots, while the empty quad
-still takes four exponentials. Here each element is one scalar load into a register and one exponential. Checked builds
-record the first NaN or +inf (a flat index) and a row without a finite entry, as every ``auto`` build does.
+still takes four exponentials. Here each element is one scalar load into a register and one exponential
+(measured 1.7-5.6x faster there: docs/auto_kernels.md). Checked builds record the first NaN or +inf (a flat
+index) and a row without a finite entry, as every ``auto`` build does.
 """
 
 from numba import cuda, int64

@@ -10,9 +10,11 @@ import pytest
 from numba_softmax.kernels.auto_controls import (cluster_control_kernel, narrow_short_sum_control_kernel,
                                                  shared_span_control_kernel)
 from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, CANDIDATES, FAST_MATH_SUFFIX,
-                                                 TABLE_GEOMETRIES, Geometry, spill_budget)
+                                                 NARROW_GEOMETRY, NARROW_ROW_BYTES, TABLE_GEOMETRIES, Geometry,
+                                                 auto_geometry, backward_geometry, spill_budget, table_geometry)
 from numba_softmax.kernels.auto_launch import (FULL_TYPES, KIND_SAMPLES, SAMPLE_TYPES, auto_kernel, auto_launches,
                                                builds, signature)
+from numba_softmax.element_types import STORAGE_DTYPES
 from numba_softmax.kernels.auto_parts import max_edges
 from numba_softmax.kernels.auto_rows import SHORT_TYPES, make_auto_kernel, types_suffix
 from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
@@ -70,16 +72,32 @@ def test_row_build_arithmetic_is_one_exp_and_one_division_per_value(name):
     assert report.rounded_arith["sub"] == values + edge_slots
 
 
-@pytest.mark.parametrize("name", ["auto_narrow_l1_q1", "auto_narrow_l1_q2"])
-def test_narrow_build_arithmetic_is_one_exp_and_one_division_per_value(name):
+def test_narrow_build_arithmetic_is_one_exp_and_one_division_per_value():
     """No edge slots: one exp and one division per value a thread holds (rows_l1_q1's build has 16 exps and 10
     divisions: its quad's 4, then each of 6 edge slots once for the sum and once at the store)."""
-    values = 4 * Geometry.parse(name.removeprefix("auto_")).quads
+    name = f"auto_{NARROW_GEOMETRY}"
+    values = 4 * Geometry.parse(NARROW_GEOMETRY).quads
     report = check_policy(name, ptx_of(name))
     assert report.expf_count == values and report.fma_count == 4 * report.expf_count
     assert report.divisions == {"div.rn.f32": values} and report.rounded_arith["sub"] == values
     rows = check_policy("auto_rows_l1_q1", ptx_of("auto_rows_l1_q1"))
     assert rows.expf_count == 4 + 2 * 6 and rows.divisions == {"div.rn.f32": 4 + 6}
+
+
+def test_rows_of_at_most_8_bytes_run_one_thread_per_row_in_every_operation():
+    """The narrow geometry by bytes, the wider of the input and output element: float32 to 2 columns, 2-byte
+    types to 4 (float16 in, float32 out: to 2), float64 one; the log_softmax and the backward run it too."""
+    assert NARROW_ROW_BYTES == 8 and NARROW_GEOMETRY in TABLE_GEOMETRIES
+    for types, widest in [(F32, 2), (("bfloat16",) * 2, 4), (("float16",) * 2, 4), (("float16", "float32"), 2),
+                          (("float64",) * 2, 1), (("float32", "float64"), 1)]:
+        assert [auto_geometry(cols, types) for cols in range(1, widest + 1)] == [NARROW_GEOMETRY] * widest
+        assert auto_geometry(widest + 1, types) != NARROW_GEOMETRY, types
+        if types[0] == types[1]:
+            assert backward_geometry(widest, types[0]) == NARROW_GEOMETRY
+            assert backward_geometry(widest + 1, types[0]) != NARROW_GEOMETRY
+        assert auto_launches(*[np.zeros((3, widest), STORAGE_DTYPES[t]) for t in types],
+                             types=types, form="log_softmax")[0].name == f"auto_log_{NARROW_GEOMETRY}"
+    assert table_geometry(3) == table_geometry(4) == "rows_l1_q1"
 
 
 def test_long_build_arithmetic():

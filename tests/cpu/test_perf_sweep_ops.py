@@ -8,12 +8,12 @@ import pytest
 from test_perf_sweep import _entry
 
 from bench.perf import main as perf_main
-from bench.perf.sweep import Problem, check_rows, fixture_tile, problem_builds, sweep_problems
+from bench.perf.sweep import Problem, check_rows, fixture_tile, matrix_type, problem_builds, sweep_problems
 from bench.perf.sweep_ops import (OPERATIONS, all_finite, check_op_output, copy_bytes, input_tiles,
                                   operation_candidates, parse_ops, ratio_pairs, reference)
 from bench.perf.sweep_report import MET, MISSED, evaluate_sweep_goals, render_sweep, sweep_figure, write_outputs
 from numba_softmax.cases import SWEEP_OPS, SWEEP_PROBLEM_BYTES, sweep_rows
-from numba_softmax.element_types import from_float64, to_float64
+from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.oracle import oracle_softmax
 
 TYPES = ("float32", "bfloat16")
@@ -62,6 +62,15 @@ def test_each_problem_warms_the_builds_it_launches():
     assert kinds("log_softmax") == [("forward", "log_softmax")]
     assert kinds("log_softmax_backward") == [("backward", "log_softmax")]
     assert kinds("softmax_train") == [("forward", "softmax"), ("backward", "softmax")]
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+def test_the_warm_up_compiles_for_the_type_the_launch_reads_off_an_array(dtype):
+    """The parallel warm-up compiles each build for ``numba.typeof`` of a C-contiguous matrix of its storage type
+    (what the launch layer keys on), so that the timed launch finds it in the cache."""
+    import numba
+    assert matrix_type(dtype) == numba.typeof(np.zeros((3, 5), STORAGE_DTYPES[dtype]))
+    assert matrix_type(dtype).layout == "C" and matrix_type(dtype).ndim == 2
 
 
 def _tiles(op_name, dtype, rows=12, width=37):
@@ -203,20 +212,23 @@ def test_the_command_line_refuses_ops_outside_the_sweep(capsys):
 
 def test_the_sweep_warms_and_reports_the_candidate_geometries():
     builds = problem_builds(Problem("float32", 4096, 8), "table")
-    assert [b[1] for b in builds] == ["rows_l2_q1", "narrow_l1_q2", "rows_l1_q2", "rows_l4_q1"]  # then CANDIDATES[8]
+    assert [b[1] for b in builds] == ["rows_l2_q1", "rows_l1_q2", "rows_l4_q1"]  # then CANDIDATES[8]
     assert problem_builds(Problem("float32", 4096, 8), "none") == builds[:1]
     backward = problem_builds(Problem("float32", 64, 8, op="log_softmax_backward"), "table")
-    assert backward == tuple(("backward", g, "float32", "log_softmax") for g in ("rows_l2_q1", "narrow_l1_q2",
-                                                                                "rows_l1_q2", "rows_l4_q1"))
+    assert backward == tuple(("backward", g, "float32", "log_softmax") for g in ("rows_l2_q1", "rows_l1_q2",
+                                                                                "rows_l4_q1"))
     assert [b[:2] for b in problem_builds(Problem("float32", 64, 8, op="softmax_train"), "table")] == [
         ("forward", "rows_l2_q1"), ("backward", "rows_l2_q1")]  # a training step times no candidate
     # The log_softmax and the backward have no cluster or shared-memory builds: those candidates are the softmax's.
     wide = [b[1] for b in problem_builds(Problem("float32", 64, 131072, op="log_softmax"), "table")]
     assert wide == ["long_l1024_q4", "long_l512_q4"]
-    # The narrow geometries have builds of every operation.
-    assert operation_candidates("softmax_backward", 8, "float32", ["narrow_l1_q2", "rows_l1_q2"]) == [
-        "narrow_l1_q2", "rows_l1_q2"]
-    assert operation_candidates("log_softmax", 8, "float32", ["narrow_l1_q2"]) == ["narrow_l1_q2"]
+    # At 4 columns auto runs rows_l1_q1 on float32 (16-byte rows) and the narrow geometry on bfloat16 (8 bytes):
+    # each times the other, in every operation.
+    for op in ("softmax", "log_softmax", "softmax_backward"):
+        assert [b[1] for b in problem_builds(Problem("float32", 64, 4, op=op), "table")] == [
+            "rows_l1_q1", "narrow_l1_q1"]
+        assert [b[1] for b in problem_builds(Problem("bfloat16", 64, 4, op=op), "table")] == [
+            "narrow_l1_q1", "rows_l1_q1"]
     # 8 quads a thread: more than a backward holds; rows_l256_q4 is its own geometry at 4096 columns.
     assert operation_candidates("softmax_backward", 4096, "float32",
                                 ["rows_l128_q8", "rows_l256_q4", "rows_l512_q2"]) == ["rows_l512_q2"]

@@ -57,6 +57,8 @@ def test_the_width_sweep_times_every_operation_against_its_peers(tmp_path):
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads((out / "sweep.json").read_text())
+    warmed = report["auto_builds"]  # compiled ahead in parallel processes, into the cache the run then reads
+    assert warmed["builds"] == len(warmed["outcomes"]) > 0, warmed
     assert {(e["op"], e["dtype"], e["width"]) for e in report["problems"]} == {
         (op, dtype, width) for op in ops.split(",") for dtype in ("float32", "bfloat16") for width in (13, 781)}
     for entry in report["problems"]:

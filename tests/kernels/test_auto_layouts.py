@@ -14,7 +14,7 @@ from numba_softmax.backend import SIMULATOR, run_launches
 from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import narrow_short_sum_control_kernel, short_tail_control_kernel
-from numba_softmax.kernels.auto_geometry import Geometry
+from numba_softmax.kernels.auto_geometry import NARROW_GEOMETRY, Geometry
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.oracle import check_matrix
@@ -191,14 +191,14 @@ def test_negative_control_a_tail_without_its_last_element_is_rejected(width):
         expect_softmax(x, y, ("float32", "float32"))
 
 
-# ---- the narrow candidates: every width they hold, misaligned, masked and checked --------------------------------
+# ---- the narrow geometry: every width it holds, misaligned, masked and checked --------------------------------
 
 @pytest.mark.parametrize("types", [("float32", "float32"), ("bfloat16", "bfloat16"), ("float16", "float32"),
                                    ("float64", "float64")], ids=lambda t: "-".join(t))
-@pytest.mark.parametrize("geometry", ["narrow_l1_q1", "narrow_l1_q2"])
-def test_narrow_rows_misaligned_masked_and_checked(geometry, types):
-    """Every width a narrow geometry holds, rows starting misaligned in both arrays: masks, a row of -inf alone
+def test_narrow_rows_misaligned_masked_and_checked(types):
+    """Every width the narrow geometry holds, rows starting misaligned in both arrays: masks, a row of -inf alone
     (recorded, NaN), then a NaN and a +inf (the first recorded as a flat index)."""
+    geometry = NARROW_GEOMETRY
     for width in range(1, Geometry.parse(geometry).max_columns + 1):
         rng = np.random.default_rng(width)
         values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
@@ -218,6 +218,6 @@ def test_narrow_rows_misaligned_masked_and_checked(geometry, types):
 @pytest.mark.parametrize("width", [2, 4])
 def test_negative_control_a_narrow_sum_without_its_last_element_is_rejected(width):
     values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
-    x, y = run_control(narrow_short_sum_control_kernel("narrow_l1_q1"), "narrow_l1_q1", values)
+    x, y = run_control(narrow_short_sum_control_kernel(NARROW_GEOMETRY), NARROW_GEOMETRY, values)
     with pytest.raises(AssertionError, match="failed|finite and non-negative: False"):
         expect_softmax(x, y, ("float32", "float32"))

@@ -203,11 +203,11 @@ def test_a_gpu_only_entry_gives_way_in_the_simulator_and_float64_has_its_own_geo
     assert table_geometry(131072) == "cluster_l512_q8_c4_s8"
     assert auto_geometry(131072) == (AUTO_TABLE[-1][1] if SIMULATOR else "cluster_l512_q8_c4_s8")
     assert auto_geometry(32768) == (AUTO_TABLE[-1][1] if SIMULATOR else "rows_l512_q8_s8")
-    assert auto_geometry(4096, float64=True) == "rows_l512_q2"
-    assert auto_geometry(512, float64=True) == "rows_l64_q2"
-    assert auto_geometry(16384, float64=True) == auto_geometry(131072, float64=True) == FLOAT64_LONG
+    assert auto_geometry(4096, ("float64",) * 2) == "rows_l512_q2"
+    assert auto_geometry(512, ("float64",) * 2) == "rows_l64_q2"
+    assert auto_geometry(16384, ("float64",) * 2) == auto_geometry(131072, ("float64",) * 2) == FLOAT64_LONG
     for limit, name in AUTO_TABLE[:-1]:
-        geometry = Geometry.parse(auto_geometry(limit, float64=True))
+        geometry = Geometry.parse(auto_geometry(limit, ("float64",) * 2))
         assert geometry.quads <= 2 and (geometry.max_columns is None or geometry.max_columns >= limit), name
 
 
@@ -581,7 +581,7 @@ def test_every_build_holds_its_values_in_registers(checked, evidence):
     records = []
     plan = [(name, ("float32", "float32")) for name in CANDIDATE_GEOMETRIES]
     plan += [(name, ("bfloat16", "bfloat16")) for name in TABLE_GEOMETRIES]
-    float64_geometries = sorted({auto_geometry(limit, float64=True) for limit, _ in AUTO_TABLE[:-1]})
+    float64_geometries = sorted({auto_geometry(limit, ("float64",) * 2) for limit, _ in AUTO_TABLE[:-1]})
     plan += [(name, ("float64", "float32")) for name in float64_geometries]
     for name, types in plan:
         geometry = Geometry.parse(name)
