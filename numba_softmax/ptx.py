@@ -148,11 +148,17 @@ LOGF_EXPANSION = {"fma": 12, "mul": 2, "add": 1}
 LOG_F64_EXPANSION = {"fma": 17, "mul": 5, "add": 4, "sub": 4, "rcp.approx.ftz.f64": 1}
 #: The kernel name prefixes of the log_softmax forward builds (one log per thread), and of the backward builds.
 LOG_FORWARD_PREFIX, BACKWARD_MARK = "auto_log_", "_backward_"
+#: The name mark of the narrow builds, and how many builds of the row each holds (for 1, 2 and up to 4 elements:
+#: one log each in a log_softmax build, one reached per thread).
+NARROW_MARK, NARROW_ROW_BUILDS = "_narrow_", 3
 
 
 def log_expansions(kernel):
-    """The libdevice log expansions a kernel's source calls per thread: one in a log_softmax forward build."""
-    return 1 if kernel.startswith(LOG_FORWARD_PREFIX) and BACKWARD_MARK not in kernel else 0
+    """The libdevice log expansions in a kernel's PTX: one in a log_softmax forward build (one per row build in a
+    narrow one), none elsewhere."""
+    if not kernel.startswith(LOG_FORWARD_PREFIX) or BACKWARD_MARK in kernel:
+        return 0
+    return NARROW_ROW_BUILDS if NARROW_MARK in kernel else 1
 
 
 def check_policy(kernel, ptx):

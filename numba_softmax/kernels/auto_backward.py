@@ -33,6 +33,7 @@ from ..launch_spec import KernelLaunch
 from ..numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, QUAD, WARP_SIZE, bounded_kernel
 from ..validation import check_strided_rows
 from .auto_geometry import AUTO_TABLE, Geometry, backward_geometry
+from .auto_narrow import by_width
 from .auto_parts import (FORMS, edge_column, make_load_quad_at, make_quads_aligned, make_row_span,
                          make_store_quad_at, max_edges, row_reductions)
 from .auto_rows import MIN_THREADS_PER_SM, types_suffix
@@ -194,25 +195,34 @@ def make_backward_body(geometry, element_type, form, gradient=None):
             store_grads(dx, row, start, body_end, lane, ys, gs, s, dx_aligned)
         store_edge_grads(y, dy, dx, row, lane, head, body_end, edge_count, s)
 
+    def make_narrow_row(VALUES):
+        """A row of at most ``VALUES`` elements in one thread."""
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def narrow_row(y, dy, dx, row, cols):
+            ys = cuda.local.array(VALUES, TYPE)
+            gs = cuda.local.array(VALUES, TYPE)
+            for j in range(VALUES):  # independent loads, all in flight together
+                if j < cols:
+                    ys[j] = LOAD(y[row, j])
+                    gs[j] = LOAD(dy[row, j])
+            s = ZERO
+            for j in range(VALUES):
+                if j < cols:
+                    s = ADD(s, TERM(ys[j], gs[j]))
+            for j in range(VALUES):
+                if j < cols:
+                    dx[row, j] = STORE(GRAD(ys[j], gs[j], s))
+
+        return narrow_row
+
+    narrow_row_of = by_width(make_narrow_row, VALUES)
+
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def narrow_body(y, dy, dx):
         row = cuda.blockIdx.x * BLOCK + cuda.threadIdx.x
         rows, cols = y.shape
-        if row >= rows:
-            return
-        ys = cuda.local.array(VALUES, TYPE)
-        gs = cuda.local.array(VALUES, TYPE)
-        for j in range(VALUES):  # independent loads, all in flight together
-            if j < cols:
-                ys[j] = LOAD(y[row, j])
-                gs[j] = LOAD(dy[row, j])
-        s = ZERO
-        for j in range(VALUES):
-            if j < cols:
-                s = ADD(s, TERM(ys[j], gs[j]))
-        for j in range(VALUES):
-            if j < cols:
-                dx[row, j] = STORE(GRAD(ys[j], gs[j], s))
+        if row < rows:
+            narrow_row_of(y, dy, dx, row, cols)
 
     if geometry.kind == "narrow":
         return narrow_body, BLOCK

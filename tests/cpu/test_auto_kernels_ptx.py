@@ -73,10 +73,11 @@ def test_row_build_arithmetic_is_one_exp_and_one_division_per_value(name):
 
 
 def test_narrow_build_arithmetic_is_one_exp_and_one_division_per_value():
-    """No edge slots: one exp and one division per value a thread holds (rows_l1_q1's build has 16 exps and 10
-    divisions: its quad's 4, then each of 6 edge slots once for the sum and once at the store)."""
+    """No edge slots: one exp and one division per value a thread holds, in each of the row's three builds (1, 2
+    and 4 values; rows_l1_q1's build has 16 exps and 10 divisions: its quad's 4, then each of 6 edge slots once
+    for the sum and once at the store)."""
     name = f"auto_{NARROW_GEOMETRY}"
-    values = 4 * Geometry.parse(NARROW_GEOMETRY).quads
+    values = 1 + 2 + 4 * Geometry.parse(NARROW_GEOMETRY).quads
     report = check_policy(name, ptx_of(name))
     assert report.expf_count == values and report.fma_count == 4 * report.expf_count
     assert report.divisions == {"div.rn.f32": values} and report.rounded_arith["sub"] == values
