@@ -72,6 +72,50 @@ def gradient_form(form, arith):
     return GradientForm(form, term, grad)
 
 
+def make_narrow_backward_body(geometry, element_type, gradient):
+    """``(body(y, dy, dx), block threads)`` of the ``narrow`` geometry: one thread per row of at most 4 elements,
+    each element of ``y`` and ``dy`` one scalar load into a register, the sum in column order, in the row's build
+    for its width (:func:`.auto_narrow.by_width`)."""
+    io = element_io(element_type, element_type)
+    A = io.arith
+    ADD, TYPE, ZERO = A.add, A.numba_type, A.zero
+    LOAD, STORE = io.load, io.store
+    TERM, GRAD = gradient.term, gradient.grad
+    VALUES = geometry.quads * QUAD
+    BLOCK = geometry.block_threads
+
+    def make_narrow_row(VALUES):
+        """A row of at most ``VALUES`` elements in one thread."""
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def narrow_row(y, dy, dx, row, cols):
+            ys = cuda.local.array(VALUES, TYPE)
+            gs = cuda.local.array(VALUES, TYPE)
+            for j in range(VALUES):  # independent loads, all in flight together
+                if j < cols:
+                    ys[j] = LOAD(y[row, j])
+                    gs[j] = LOAD(dy[row, j])
+            s = ZERO
+            for j in range(VALUES):
+                if j < cols:
+                    s = ADD(s, TERM(ys[j], gs[j]))
+            for j in range(VALUES):
+                if j < cols:
+                    dx[row, j] = STORE(GRAD(ys[j], gs[j], s))
+
+        return narrow_row
+
+    narrow_row_of = by_width(make_narrow_row, VALUES)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def narrow_body(y, dy, dx):
+        row = cuda.blockIdx.x * BLOCK + cuda.threadIdx.x
+        rows, cols = y.shape
+        if row < rows:
+            narrow_row_of(y, dy, dx, row, cols)
+
+    return narrow_body, BLOCK
+
+
 def make_backward_body(geometry, element_type, form, gradient=None):
     """``(body(y, dy, dx), block threads)`` of a ``rows``, ``long`` or ``narrow`` geometry for ``element_type``
     arrays (``gradient``: the :class:`GradientForm`, default ``form``'s; the negative control passes its own)."""
@@ -83,6 +127,8 @@ def make_backward_body(geometry, element_type, form, gradient=None):
     ADD, TYPE, ZERO = A.add, A.numba_type, A.zero
     LOAD, STORE, LOAD_QUAD = io.load, io.store, io.load_quad
     gradient = gradient_form(form, A) if gradient is None else gradient
+    if geometry.kind == "narrow":
+        return make_narrow_backward_body(geometry, element_type, gradient)
     TERM, GRAD = gradient.term, gradient.grad
     LONG = geometry.kind == "long"
     LANES = geometry.lanes
@@ -195,37 +241,6 @@ def make_backward_body(geometry, element_type, form, gradient=None):
             store_grads(dx, row, start, body_end, lane, ys, gs, s, dx_aligned)
         store_edge_grads(y, dy, dx, row, lane, head, body_end, edge_count, s)
 
-    def make_narrow_row(VALUES):
-        """A row of at most ``VALUES`` elements in one thread."""
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def narrow_row(y, dy, dx, row, cols):
-            ys = cuda.local.array(VALUES, TYPE)
-            gs = cuda.local.array(VALUES, TYPE)
-            for j in range(VALUES):  # independent loads, all in flight together
-                if j < cols:
-                    ys[j] = LOAD(y[row, j])
-                    gs[j] = LOAD(dy[row, j])
-            s = ZERO
-            for j in range(VALUES):
-                if j < cols:
-                    s = ADD(s, TERM(ys[j], gs[j]))
-            for j in range(VALUES):
-                if j < cols:
-                    dx[row, j] = STORE(GRAD(ys[j], gs[j], s))
-
-        return narrow_row
-
-    narrow_row_of = by_width(make_narrow_row, VALUES)
-
-    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-    def narrow_body(y, dy, dx):
-        row = cuda.blockIdx.x * BLOCK + cuda.threadIdx.x
-        rows, cols = y.shape
-        if row < rows:
-            narrow_row_of(y, dy, dx, row, cols)
-
-    if geometry.kind == "narrow":
-        return narrow_body, BLOCK
     return (long_body if LONG else rows_body), BLOCK
 
 
