@@ -220,7 +220,8 @@ def problem_builds(problem, auto_geometries="none"):
     """``(kind, geometry, dtype, form)`` of each auto build a problem launches, its candidate geometries
     (``--auto-geometries``) after its own."""
     dtype, width = problem.dtype, problem.width
-    candidates = operation_candidates(problem.op, width, dtype, auto_geometries_for(width, auto_geometries, (dtype, dtype)))
+    candidates = operation_candidates(problem.op, width, dtype,
+                                      auto_geometries_for(width, auto_geometries, (dtype, dtype)))
     if problem.op in BACKWARDS:
         names = [own_geometry(problem.op, width, dtype)] + candidates
         return tuple(("backward", name, dtype, BACKWARDS[problem.op]) for name in names)

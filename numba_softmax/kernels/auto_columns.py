@@ -43,7 +43,7 @@ from numba import cuda, int64, uint64
 from ..launch_spec import KernelLaunch
 from ..numerics import KERNEL_OPTIONS, udiv
 from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE, check_status_buffers
-from .auto_parts import FORMS, POS_INF, U32_ZERO, bad_bit, lowest_bit, record_status, row_form
+from .auto_parts import FORMS, POS_INF, U32_ZERO, bad_bit, lowest_bit, make_exp_sum, record_status, row_form
 from .auto_launch import auto_launches
 from .auto_rows import FORM_PREFIXES, bounded_build, types_suffix
 from .elements import STORAGE_DTYPES, check_storage, check_types, element_io, types_of
@@ -185,15 +185,16 @@ def make_register_body(geometry, types, checked, positions=all_positions, form="
     ``positions(length)``: how many positions the build reads and writes (the negative control's differs)."""
     io = element_io(*types)
     A = io.arith
-    ADD, SUB, EXP, MAX = A.add, A.sub, A.exp, A.max
+    MAX = A.max
     FORM = row_form(form, A)
-    KEPT, SCALE, OUT = FORM.kept, FORM.scale, FORM.of_kept
+    SCALE, OUT = FORM.scale, FORM.of_kept
     LOAD, STORE = io.load, io.store
-    TYPE, NEG, ZERO = A.numba_type, A.neg_inf, A.zero
+    TYPE, NEG = A.numba_type, A.neg_inf
     VALUES = geometry.values
     COLUMNS = geometry.columns_per_block
     CHECKED = checked
     POSITIONS = positions
+    EXP_SUM = make_exp_sum(VALUES, A, FORM)
     record_column = make_record_column(io)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -211,11 +212,7 @@ def make_register_body(geometry, types, checked, positions=all_positions, form="
                     v = LOAD(x[o, uint64(k), i])
                 values[k] = v
                 column_max = MAX(column_max, v)
-            column_sum = ZERO
-            for k in range(VALUES):
-                e = EXP(SUB(values[k], column_max))
-                values[k] = KEPT(values[k], e)
-                column_sum = ADD(column_sum, e)
+            column_sum = EXP_SUM(values, column_max, VALUES)  # -inf past the column: weight +0
             c = SCALE(column_sum)
             for k in range(VALUES):
                 if k < used:

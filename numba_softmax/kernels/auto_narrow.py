@@ -14,15 +14,16 @@ Bytes: ``rows * cols`` elements read once and written once.
 Why not a ``rows_l1_q1`` (:mod:`.auto_rows`): a row of at most 8 bytes has no 16-byte aligned quad, so there every
 element is an edge, read again by each of three passes over all of a lane's edge slots, while the empty quad
 still takes four exponentials. Here each element is one scalar load into a register and one exponential,
-in code built for the row's width (1, 2, or up to 4; measured 1.7-5.6x faster there: docs/auto_kernels.md). Checked builds record the first NaN or +inf (a flat
-index) and a row without a finite entry, as every ``auto`` build does.
+in code built for the row's width (1, 2, or up to 4; measured 1.7-5.6x faster there: docs/auto_kernels.md).
+Checked builds record the first NaN or +inf (a flat index) and a row without a finite entry, as every ``auto``
+build does.
 """
 
 from numba import cuda, int64
 
 from ..numerics import KERNEL_OPTIONS, QUAD
 from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE
-from .auto_parts import POS_INF, record_status, row_form
+from .auto_parts import POS_INF, make_exp_sum, record_status, row_form
 from .elements import element_io
 
 
@@ -56,11 +57,11 @@ def make_narrow_body(geometry, types, checked, form="softmax", summed=every_colu
     negative control swaps it, :mod:`.auto_controls`)."""
     io = element_io(*types)
     A = io.arith
-    ADD, SUB, EXP, MAX = A.add, A.sub, A.exp, A.max
+    MAX = A.max
     FORM = row_form(form, A)
-    KEPT, SCALE, OUT = FORM.kept, FORM.scale, FORM.of_kept
+    SCALE, OUT = FORM.scale, FORM.of_kept
     LOAD, STORE = io.load, io.store
-    TYPE, ZERO, NEG = A.numba_type, A.zero, A.neg_inf
+    TYPE, NEG = A.numba_type, A.neg_inf
     VALUES = QUAD * geometry.quads
     BLOCK = geometry.block_threads
     CHECKED = checked
@@ -68,6 +69,8 @@ def make_narrow_body(geometry, types, checked, form="softmax", summed=every_colu
 
     def make_row(VALUES):
         """The row of one thread holding at most ``VALUES`` elements."""
+        EXP_SUM = make_exp_sum(VALUES, A, FORM)
+
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def narrow_row(x, y, checks, row, cols):
             status, alarm = checks
@@ -77,13 +80,7 @@ def make_narrow_body(geometry, types, checked, form="softmax", summed=every_colu
                 if j < cols:
                     values[j] = LOAD(x[row, j])
                     row_max = MAX(row_max, values[j])
-            row_sum = ZERO
-            terms = SUMMED(cols)
-            for j in range(VALUES):
-                if j < terms:
-                    e = EXP(SUB(values[j], row_max))
-                    values[j] = KEPT(values[j], e)
-                    row_sum = ADD(row_sum, e)
+            row_sum = EXP_SUM(values, row_max, SUMMED(cols))
             c = SCALE(row_sum)
             for j in range(VALUES):
                 if j < cols:

@@ -241,6 +241,27 @@ def row_form(form, arith, exp=None, div=None):
     return RowForm(form, kept, scale, of_kept, of_value)
 
 
+def make_exp_sum(count, arith, form):
+    """``exp_sum(values, m, terms)`` over a thread's ``count`` values in registers: ``e = exp(v - m)`` of the first
+    ``terms``, each value replaced by ``form.kept(v, e)`` (a :class:`RowForm`), and the sum of the ``e`` in
+    increasing order, returned. The builds that hold a whole row or column in one thread use it
+    (:mod:`.auto_narrow`, :mod:`.auto_columns`)."""
+    ADD, SUB, EXP, ZERO = arith.add, arith.sub, arith.exp, arith.zero
+    KEPT = form.kept
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def exp_sum(values, m, terms):
+        total = ZERO
+        for j in range(count):
+            if j < terms:
+                e = EXP(SUB(values[j], m))
+                values[j] = KEPT(values[j], e)
+                total = ADD(total, e)
+        return total
+
+    return exp_sum
+
+
 # ---- a row of any width and alignment: head, aligned quads, tail ---------------------------------------------
 
 def make_row_span(element_type):
