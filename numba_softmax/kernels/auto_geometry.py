@@ -61,7 +61,7 @@ class Geometry:
             raise ValueError(f"geometry {self.name}: quads in shared memory (1 to {MAX_SHARED_QUADS}) are for a rows "
                              f"or cluster geometry of more than {WARP_SIZE} lanes")
         if self.kind == "narrow" and (self.lanes != 1 or self.quads != 1 or self.shared_quads or self.fast_math):
-            raise ValueError(f"geometry {self.name}: a narrow geometry is one thread per row (l1) of 1 or 2 quads")
+            raise ValueError(f"geometry {self.name}: a narrow geometry is one thread per row (l1) of one quad (q1)")
         if self.fast_math and self.kind == "long":
             raise ValueError(f"geometry {self.name}: the fast-math diagnostic builds are row and cluster geometries")
 
@@ -228,7 +228,7 @@ def backward_geometry(cols, element_type="float32"):
     holds two values per column (``y`` and ``dy``): the forward's rows geometry with at most
     :data:`BACKWARD_QUADS` (float64: :data:`BACKWARD_FLOAT64_QUADS`) quads per thread and more lanes instead,
     and the long-row path where that takes more than 1024 lanes or where the forward leaves its registers; a
-    narrow geometry (at most 8 values of each input in one thread) as it is."""
+    narrow geometry (at most 4 values of each input in one thread) as it is."""
     geometry = Geometry.parse(table_geometry(cols, (element_type, element_type)))
     float64 = element_type == "float64"
     most = BACKWARD_FLOAT64_QUADS if float64 else BACKWARD_QUADS
