@@ -99,6 +99,8 @@ def test_rows_of_at_most_8_bytes_run_one_thread_per_row_in_every_operation():
         assert auto_launches(*[np.zeros((3, widest), STORAGE_DTYPES[t]) for t in types],
                              types=types, form="log_softmax")[0].name == f"auto_log_{NARROW_GEOMETRY}"
     assert table_geometry(3) == table_geometry(4) == "rows_l1_q1"
+    with pytest.raises(ValueError, match="one thread per row"):
+        Geometry.parse("narrow_l1_q2")  # measured 2-4x slower than the vector geometries at 8 columns
 
 
 def test_long_build_arithmetic():
