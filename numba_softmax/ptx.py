@@ -151,13 +151,21 @@ LOG_FORWARD_PREFIX, BACKWARD_MARK = "auto_log_", "_backward_"
 #: The name mark of the narrow builds, and how many builds of the row each holds (for 1, 2 and up to 4 elements:
 #: one log each in a log_softmax build, one reached per thread).
 NARROW_MARK, NARROW_ROW_BUILDS = "_narrow_", 3
+#: The name of the packed builds (``packed_l1_q<Q>``) and the rows each of a thread's Q quads holds in its builds for
+#: rows of 1, 2 and 4 elements: 4 + 2 + 1 rows of a whole quad, or 3 + 1 + 0 rows past the last whole quad (one log
+#: each).
+PACKED_NAME = re.compile(r"_packed_l1_q(\d+)")
+PACKED_QUAD_ROWS = 7 + 4
 
 
 def log_expansions(kernel):
     """The libdevice log expansions in a kernel's PTX: one in a log_softmax forward build (one per row build in a
-    narrow one), none elsewhere."""
+    narrow or packed one), none elsewhere."""
     if not kernel.startswith(LOG_FORWARD_PREFIX) or BACKWARD_MARK in kernel:
         return 0
+    packed = PACKED_NAME.search(kernel)
+    if packed:
+        return PACKED_QUAD_ROWS * int(packed.group(1))
     return NARROW_ROW_BUILDS if NARROW_MARK in kernel else 1
 
 

@@ -263,6 +263,19 @@ def check_strided_rows(name, array):
         raise ValueError(f"{name}: the data does not start on a {itemsize}-byte boundary (its element size)")
 
 
+def quads_packed(array):
+    """Whether a 2-D array's rows lie packed for quads read across rows (:mod:`.kernels.auto_narrow`): C-contiguous
+    (a row stride of ``cols`` elements, or one row) and the data aligned to a quad of its elements (4 elements, at
+    most 16 bytes)."""
+    rows, cols = array.shape
+    itemsize = np.dtype(array.dtype).itemsize
+    row_stride, column_stride = array.strides
+    if (rows > 1 and row_stride != cols * itemsize) or (cols > 1 and column_stride != itemsize):
+        return False
+    interface = getattr(array, "__cuda_array_interface__", None) or getattr(array, "__array_interface__", None)
+    return interface is not None and interface["data"][0] % min(16, 4 * itemsize) == 0
+
+
 def check_status_buffers(status, alarm):
     """The device record of a checked launch: ``status`` int64[2] and ``alarm`` int32[1]."""
     if status is None or alarm is None:

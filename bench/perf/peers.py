@@ -319,11 +319,12 @@ def _note_once(notes, message):
 
 def auto_geometries_for(cols, option="table", types=("float32", "float32")):
     """The candidate geometries timed beside ``auto`` at ``cols`` columns of ``types``: ``option`` "table" (those
-    of ``CANDIDATES`` for this width, except ``auto``'s own choice), "none", or comma-separated names."""
+    of ``CANDIDATES`` for this width, except ``auto``'s own choice on the bench's C-contiguous arrays), "none", or
+    comma-separated names."""
     if option == "none":
         return []
     if option == "table":
-        names = [n for n in CANDIDATES.get(cols, ()) if n != auto_geometry(cols, types)]
+        names = [n for n in CANDIDATES.get(cols, ()) if n != auto_geometry(cols, types, packed=True)]
     else:
         names = [n.strip() for n in option.split(",") if n.strip()]
     geometries = [Geometry.parse(n) for n in names]
@@ -337,7 +338,8 @@ def auto_variants(shape, d_x, d_y, option="table", types=("float32", "float32"))
     pairs = list(zip(d_x, d_y, strict=True))
     candidates = auto_geometries_for(cols, option, types)
     made = []
-    for name, geometry in [(AUTO, auto_geometry(cols, types))] + [(AUTO_CANDIDATE_PREFIX + g, g) for g in candidates]:
+    own = auto_geometry(cols, types, packed=True)
+    for name, geometry in [(AUTO, own)] + [(AUTO_CANDIDATE_PREFIX + g, g) for g in candidates]:
         if name == AUTO:
             launches = [auto_launches(x, y, types=types) for x, y in pairs]
             how = f"auto_launches(x, y, types={types})"

@@ -222,7 +222,7 @@ def _auto_variant(op, arrays, dtype):
         launches = [auto_launches(x, y, types=types, form=LOG_SOFTMAX) for x, y in
                     zip(arrays.each("x"), arrays.each("y"), strict=True)]
         return _launch_variant(AUTO, launches, f"auto_launches(x, y, form='log_softmax'), geometry "
-                                               f"{geometry_for(arrays.array('x', 0).shape[1], types, LOG_SOFTMAX)}")
+                                               f"{own_geometry(LOG_SOFTMAX, arrays.shape[1], dtype)}")
     if op.name == TRAIN:
         launches = [auto_launches(x, y, types=types) + backward_launches(y, dy, dx, dtype, SOFTMAX)
                     for x, y, dy, dx in zip(*(arrays.each(n) for n in ("x", "y", "dy", "dx")), strict=True)]
@@ -236,21 +236,20 @@ def _auto_variant(op, arrays, dtype):
 def runs_geometry(op_name, geometry):
     """Whether the log_softmax or a backward has builds of ``geometry`` (a name): rows geometries in registers
     (a backward's of at most :data:`~numba_softmax.kernels.auto_geometry.BACKWARD_QUADS` quads) and the long path;
-    the narrow ones every operation; the cluster and shared-memory ones the softmax only."""
+    the narrow and packed ones every operation; the cluster and shared-memory ones the softmax only."""
     geometry = Geometry.parse(geometry)
-    if geometry.kind == "long":
-        return True
-    if geometry.kind == "narrow":
+    if geometry.kind in ("long", "narrow", "packed"):
         return True
     fits = geometry.kind == "rows" and not geometry.shared_quads
     return fits and (op_name not in BACKWARDS or geometry.quads <= BACKWARD_QUADS)
 
 
 def own_geometry(op_name, cols, dtype):
-    """The geometry ``auto`` runs for the operation at ``cols`` columns (a training step: its backward's)."""
+    """The geometry ``auto`` runs for the operation at ``cols`` columns (a training step: its backward's), on the
+    sweep's arrays (:class:`SetArrays`: C-contiguous and aligned, so narrow rows of 1, 2 or 4 elements run packed)."""
     if op_name in (SOFTMAX, LOG_SOFTMAX):
-        return geometry_for(cols, (dtype, dtype), op_name)
-    return backward_geometry(cols, dtype)
+        return geometry_for(cols, (dtype, dtype), op_name, packed=True)
+    return backward_geometry(cols, dtype, packed=True)
 
 
 def operation_candidates(op_name, cols, dtype, names):

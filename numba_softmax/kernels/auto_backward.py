@@ -18,6 +18,8 @@ Geometries (:func:`.auto_geometry.backward_geometry`), named as the forward's:
     ``dx``, last chunk first (still in registers; the chunks before it come again from L2 where it holds them).
 ``narrow_l1_q1``: rows of at most 4 columns, one thread per row (256 rows per block), each element of ``y``
     and ``dy`` one scalar load into a register, the sum in column order (the forward's :mod:`.auto_narrow`).
+``packed_l1_q{Q}``: C-contiguous rows of 1, 2 or 4 columns, Q quads of ``y`` and of ``dy`` per thread in vector
+    loads across rows, each quad's rows computed as the narrow row (the forward's :mod:`.auto_narrow`).
 
 Each row is a head, a body of aligned quads placed by ``y``'s alignment, and a tail (:func:`.auto_parts.
 make_row_span`); ``dy`` and ``dx`` take vector accesses where their quads are aligned as ``y``'s, else element
@@ -33,12 +35,13 @@ from ..launch_spec import KernelLaunch
 from ..numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, QUAD, WARP_SIZE, bounded_kernel
 from ..validation import check_strided_rows
 from .auto_geometry import AUTO_TABLE, Geometry, backward_geometry
-from .auto_narrow import by_width
+from .auto_launch import check_packed, packs
+from .auto_narrow import by_width, packed_grid
 from .auto_parts import (FORMS, edge_column, make_load_quad_at, make_quads_aligned, make_row_span,
                          make_store_quad_at, max_edges, row_reductions)
 from .auto_rows import MIN_THREADS_PER_SM, types_suffix
 from .elements import STORAGE_DTYPES, check_storage, check_types, element_io
-from .vector_io import put_quad
+from .vector_io import load_packed_quad, put_quad, store_packed_quad
 
 
 class GradientForm(NamedTuple):
@@ -72,20 +75,34 @@ def gradient_form(form, arith):
     return GradientForm(form, term, grad)
 
 
-def make_narrow_backward_body(geometry, element_type, gradient):
-    """``(body(y, dy, dx), block threads)`` of the ``narrow`` geometry: one thread per row of at most 4 elements,
-    each element of ``y`` and ``dy`` one scalar load into a register, the sum in column order, in the row's build
-    for its width (:func:`.auto_narrow.by_width`)."""
+def make_narrow_backward_rows(element_type, gradient):
+    """``(make_row(values_count), gradients(count))``: ``make_row(n)`` is the narrow row of one thread
+    (``narrow_row(y, dy, dx, row, cols)``: each element of ``y`` and ``dy`` one scalar load into a register, the
+    sum in column order); ``gradients(n)(ys, gs, cols)`` turns the first ``cols`` of ``n`` held values of ``dy``
+    into ``dx`` in place, the packed quads' rows too."""
     io = element_io(element_type, element_type)
     A = io.arith
     ADD, TYPE, ZERO = A.add, A.numba_type, A.zero
     LOAD, STORE = io.load, io.store
     TERM, GRAD = gradient.term, gradient.grad
-    VALUES = geometry.quads * QUAD
-    BLOCK = geometry.block_threads
+
+    def gradients(COUNT):
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def row_gradients(ys, gs, cols):
+            s = ZERO
+            for j in range(COUNT):
+                if j < cols:
+                    s = ADD(s, TERM(ys[j], gs[j]))
+            for j in range(COUNT):
+                if j < cols:
+                    gs[j] = GRAD(ys[j], gs[j], s)
+
+        return row_gradients
 
     def make_narrow_row(VALUES):
         """A row of at most ``VALUES`` elements in one thread."""
+        GRADIENTS = gradients(VALUES)
+
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def narrow_row(y, dy, dx, row, cols):
             ys = cuda.local.array(VALUES, TYPE)
@@ -94,17 +111,22 @@ def make_narrow_backward_body(geometry, element_type, gradient):
                 if j < cols:
                     ys[j] = LOAD(y[row, j])
                     gs[j] = LOAD(dy[row, j])
-            s = ZERO
+            GRADIENTS(ys, gs, cols)
             for j in range(VALUES):
                 if j < cols:
-                    s = ADD(s, TERM(ys[j], gs[j]))
-            for j in range(VALUES):
-                if j < cols:
-                    dx[row, j] = STORE(GRAD(ys[j], gs[j], s))
+                    dx[row, j] = STORE(gs[j])
 
         return narrow_row
 
-    narrow_row_of = by_width(make_narrow_row, VALUES)
+    return make_narrow_row, gradients
+
+
+def make_narrow_backward_body(geometry, element_type, gradient):
+    """``(body(y, dy, dx), block threads)`` of the ``narrow`` geometry: one thread per row of at most 4 elements,
+    in the row's build for its width (:func:`.auto_narrow.by_width`)."""
+    make_narrow_row, _ = make_narrow_backward_rows(element_type, gradient)
+    narrow_row_of = by_width(make_narrow_row, geometry.quads * QUAD)
+    BLOCK = geometry.block_threads
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def narrow_body(y, dy, dx):
@@ -116,12 +138,73 @@ def make_narrow_backward_body(geometry, element_type, gradient):
     return narrow_body, BLOCK
 
 
+def make_packed_backward_body(geometry, element_type, gradient):
+    """``(body(y, dy, dx), block threads)`` of a ``packed`` geometry (:mod:`.auto_narrow`): C-contiguous rows of
+    1, 2 or 4 elements, ``Q`` quads of ``y`` and of ``dy`` per thread in vector loads, each quad's ``4 / cols``
+    rows computed as the narrow row is and ``dx`` stored as one vector; the rows past the last whole quad run as
+    narrow rows."""
+    make_narrow_row, gradients = make_narrow_backward_rows(element_type, gradient)
+    io = element_io(element_type, element_type)
+    LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
+    QUADS = geometry.quads
+    HELD = QUADS * QUAD
+    BLOCK = geometry.block_threads
+
+    def make_quads(COLS):
+        PER_QUAD = QUAD // COLS
+        GRADIENTS = gradients(COLS)
+        TAIL_ROW = make_narrow_row(COLS)
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def packed_quads(y, dy, dx, first, cols):
+            rows = y.shape[0]
+            whole = rows // PER_QUAD
+            ys = cuda.local.array(HELD, TYPE)
+            gs = cuda.local.array(HELD, TYPE)
+            for k in range(QUADS):  # every load in flight before the first row is computed
+                q = first + k * BLOCK
+                if q < whole:
+                    a, b, c, d = load_packed_quad(y, q * PER_QUAD, 0)
+                    put_quad(ys, QUAD * k, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
+                    a, b, c, d = load_packed_quad(dy, q * PER_QUAD, 0)
+                    put_quad(gs, QUAD * k, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
+            for k in range(QUADS):
+                q = first + k * BLOCK
+                if q < whole:
+                    for r in range(PER_QUAD):
+                        row_ys = cuda.local.array(COLS, TYPE)
+                        row_gs = cuda.local.array(COLS, TYPE)
+                        for j in range(COLS):
+                            row_ys[j] = ys[QUAD * k + COLS * r + j]
+                            row_gs[j] = gs[QUAD * k + COLS * r + j]
+                        GRADIENTS(row_ys, row_gs, COLS)
+                        for j in range(COLS):
+                            gs[QUAD * k + COLS * r + j] = row_gs[j]
+                    store_packed_quad(dx, q * PER_QUAD, 0, STORE(gs[QUAD * k]), STORE(gs[QUAD * k + 1]),
+                                      STORE(gs[QUAD * k + 2]), STORE(gs[QUAD * k + 3]))
+                elif q == whole:  # the rows past the last whole quad: fewer than PER_QUAD
+                    for r in range(PER_QUAD - 1):
+                        if whole * PER_QUAD + r < rows:
+                            TAIL_ROW(y, dy, dx, whole * PER_QUAD + r, COLS)
+
+        return packed_quads
+
+    quads_of = by_width(make_quads, QUAD)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def packed_body(y, dy, dx):
+        first = cuda.blockIdx.x * (QUADS * BLOCK) + cuda.threadIdx.x
+        quads_of(y, dy, dx, first, y.shape[1])
+
+    return packed_body, BLOCK
+
+
 def make_backward_body(geometry, element_type, form, gradient=None):
     """``(body(y, dy, dx), block threads)`` of a ``rows``, ``long`` or ``narrow`` geometry for ``element_type``
     arrays (``gradient``: the :class:`GradientForm`, default ``form``'s; the negative control passes its own)."""
-    if geometry.kind not in ("rows", "long", "narrow") or geometry.shared_quads or geometry.fast_math:
-        raise ValueError(f"geometry {geometry.name}: a backward runs a rows_l<L>_q<Q>, long_l<L>_q<Q> or "
-                         "narrow_l1_q1 geometry")
+    if geometry.kind not in ("rows", "long", "narrow", "packed") or geometry.shared_quads or geometry.fast_math:
+        raise ValueError(f"geometry {geometry.name}: a backward runs a rows_l<L>_q<Q>, long_l<L>_q<Q>, "
+                         "narrow_l1_q1 or packed_l1_q<Q> geometry")
     io = element_io(element_type, element_type)
     A = io.arith
     ADD, TYPE, ZERO = A.add, A.numba_type, A.zero
@@ -129,6 +212,8 @@ def make_backward_body(geometry, element_type, form, gradient=None):
     gradient = gradient_form(form, A) if gradient is None else gradient
     if geometry.kind == "narrow":
         return make_narrow_backward_body(geometry, element_type, gradient)
+    if geometry.kind == "packed":
+        return make_packed_backward_body(geometry, element_type, gradient)
     TERM, GRAD = gradient.term, gradient.grad
     LONG = geometry.kind == "long"
     LANES = geometry.lanes
@@ -295,13 +380,17 @@ def backward_launches(y, dy, dx, element_type, form="softmax", geometry=None):
                          f"{tuple(dx.shape)}")
     rows, cols = y.shape
     if geometry is None:
-        geometry = backward_geometry(cols, element_type)
+        geometry = backward_geometry(cols, element_type, packs(cols, y, dy, dx))
     geometry = Geometry.parse(geometry)
     if geometry.max_columns is not None and cols > geometry.max_columns:
         raise ValueError(f"row too long for geometry {geometry.name}: {cols} columns > {geometry.max_columns}")
     kernel = backward_kernel(geometry, element_type, form)
-    rows_per_block = 1 if geometry.kind == "long" else geometry.rows_per_block
-    grid = (rows + rows_per_block - 1) // rows_per_block
+    if geometry.kind == "packed":
+        check_packed(geometry, cols, y=y, dy=dy, dx=dx)
+        grid = packed_grid(geometry, rows, cols)
+    else:
+        rows_per_block = 1 if geometry.kind == "long" else geometry.rows_per_block
+        grid = (rows + rows_per_block - 1) // rows_per_block
     block = geometry.lanes if geometry.kind == "long" else geometry.block_threads
     return [KernelLaunch(f"{BACKWARD_PREFIXES[form]}{geometry.name}", kernel, (grid,), (block,), (y, dy, dx))]
 
@@ -321,6 +410,7 @@ def backward_builds():
         names = sorted({backward_geometry(cols, element_type) for cols in widths})
         if element_type in SAMPLE_TYPES:
             names = [names[0], "rows_l8_q1", names[-1]]
+        names += [backward_geometry(1, element_type, packed=True)]
         for name in names:
             for form in FORMS:
                 kernel = backward_kernel(name, element_type, form)

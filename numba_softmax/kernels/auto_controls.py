@@ -27,7 +27,7 @@ from numba import cuda
 
 from ..numerics import KERNEL_OPTIONS, approx_div, approx_exp
 from .auto_geometry import Geometry
-from .auto_narrow import make_narrow_body
+from .auto_narrow import make_narrow_body, make_packed_body
 from .auto_parts import POLICY_PARTS, make_cluster_publish
 from .auto_rows import bounded_build, build_name, make_rows_body
 
@@ -104,11 +104,12 @@ def all_but_the_last_column(cols):
 
 
 def narrow_short_sum_control_kernel(geometry="narrow_l1_q1", types=F32):
-    """Negative control: a narrow geometry whose sum leaves out the row's last element."""
+    """Negative control: a narrow or packed geometry whose sum leaves out the row's last element."""
     geometry = Geometry.parse(geometry)
-    if geometry.kind != "narrow":
-        raise ValueError(f"geometry {geometry.name}: the short-sum control is a narrow geometry")
-    body, block = make_narrow_body(geometry, types, False, summed=all_but_the_last_column)
+    if geometry.kind not in ("narrow", "packed"):
+        raise ValueError(f"geometry {geometry.name}: the short-sum control is a narrow or packed geometry")
+    make_body = make_narrow_body if geometry.kind == "narrow" else make_packed_body
+    body, block = make_body(geometry, types, False, summed=all_but_the_last_column)
     return bounded_build(body, block, build_name(geometry, types, False) + "_control_short_sum", False)
 
 

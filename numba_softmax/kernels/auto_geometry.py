@@ -12,9 +12,12 @@ from dataclasses import dataclass
 from ..element_types import STORAGE_DTYPES
 from ..numerics import QUAD, SIMULATOR, WARP_SIZE
 
-#: The kinds of geometry: a row in one block's registers, in a thread block cluster's, any length, or a row of a
-#: few elements in one thread's registers, loaded element by element (``narrow_l1_q1``, :mod:`.auto_narrow`).
-GEOMETRY_KINDS = ("rows", "cluster", "long", "narrow")
+#: The kinds of geometry: a row in one block's registers, in a thread block cluster's, any length, a row of a
+#: few elements in one thread's registers, loaded element by element (``narrow_l1_q1``, :mod:`.auto_narrow`), or
+#: C-contiguous rows of 1, 2 or 4 elements read as whole quads across rows (``packed_l1_q<Q>``, the same module).
+GEOMETRY_KINDS = ("rows", "cluster", "long", "narrow", "packed")
+#: Most quads per thread of a packed geometry.
+MAX_PACKED_QUADS = 4
 #: Most quads per thread of any build: a checked build keeps one bit per value in a 32-bit mask.
 MAX_QUADS = 8
 #: Threads per block of the row kernels whose rows take at most a warp (256 / L rows per block).
@@ -30,8 +33,9 @@ MAX_SHARED_QUADS = 16
 @dataclass(frozen=True)
 class Geometry:
     """One selectable geometry: ``kind`` ``rows`` (a row in registers), ``cluster`` (a row in the registers
-    of the ``ctas`` CTAs of a thread block cluster), ``long`` (any length) or ``narrow`` (a row of at most 4 Q
-    elements in one thread, no vector access)."""
+    of the ``ctas`` CTAs of a thread block cluster), ``long`` (any length), ``narrow`` (a row of at most 4 Q
+    elements in one thread, no vector access) or ``packed`` (``quads`` quads of C-contiguous memory per thread,
+    each holding whole rows of 1, 2 or 4 elements)."""
     kind: str
     lanes: int      # threads per row (per CTA of the cluster)
     quads: int      # quads (4 values) per thread: per row (rows, cluster) or per chunk (long)
@@ -62,6 +66,10 @@ class Geometry:
                              f"or cluster geometry of more than {WARP_SIZE} lanes")
         if self.kind == "narrow" and (self.lanes != 1 or self.quads != 1 or self.shared_quads or self.fast_math):
             raise ValueError(f"geometry {self.name}: a narrow geometry is one thread per row (l1) of one quad (q1)")
+        if self.kind == "packed" and (self.lanes != 1 or self.quads > MAX_PACKED_QUADS or self.shared_quads
+                                      or self.fast_math):
+            raise ValueError(f"geometry {self.name}: a packed geometry is one thread (l1) of 1 to "
+                             f"{MAX_PACKED_QUADS} quads")
         if self.fast_math and self.kind == "long":
             raise ValueError(f"geometry {self.name}: the fast-math diagnostic builds are row and cluster geometries")
 
@@ -74,6 +82,8 @@ class Geometry:
     @property
     def max_columns(self):
         """Widest row it takes (``None``: any)."""
+        if self.kind == "packed":
+            return QUAD
         return None if self.kind == "long" else QUAD * self.lanes * (self.quads + self.shared_quads) * self.ctas
 
     @property
@@ -83,7 +93,8 @@ class Geometry:
 
     @property
     def block_threads(self):
-        return max(self.lanes, GROUP_BLOCK_THREADS) if self.kind in ("rows", "narrow") and self.lanes <= WARP_SIZE \
+        return max(self.lanes, GROUP_BLOCK_THREADS) if self.kind in ("rows", "narrow", "packed") \
+            and self.lanes <= WARP_SIZE \
             else self.lanes
 
     @property
@@ -113,7 +124,8 @@ class Geometry:
             geometry = None
         if geometry is None or geometry.name != name:
             raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q>[_s<S>], "
-                             f"cluster_l<L>_q<Q>_c<C>, long_l<L>_q<Q> or narrow_l1_q1 (a row or cluster one with "
+                             f"cluster_l<L>_q<Q>_c<C>, long_l<L>_q<Q>, narrow_l1_q1 or packed_l1_q<Q> (a row or "
+                             f"cluster one with "
                              f"{FAST_MATH_SUFFIX!r}: a diagnostic fast-math build), e.g. {AUTO_TABLE[0][1]!r}; "
                              f"candidates: {sorted(CANDIDATE_GEOMETRIES)}")
         return geometry
@@ -154,12 +166,24 @@ AUTO_TABLE = (
 #: 253 / 159 / 189 against 1420 / 844 / 553; from 16-byte rows the vector access wins (float32 at 4: 93.7 / 179).
 NARROW_ROW_BYTES = 8
 NARROW_GEOMETRY = "narrow_l1_q1"
+#: Narrow rows of these widths fill a quad with whole rows: where both arrays are C-contiguous and their quads
+#: aligned (the launcher checks), they run :func:`packed_geometry` instead, each thread 16 bytes of x in vector
+#: accesses across rows (docs/auto_kernels.md).
+PACKED_WIDTHS = (1, 2, 4)
+PACKED_GEOMETRIES = ("packed_l1_q1", "packed_l1_q2")
+
+
+def packed_geometry(types):
+    """The packed geometry of narrow rows of ``types``: 16 bytes of x per thread (one quad of float32 or float64
+    elements, two of a 2-byte type)."""
+    return PACKED_GEOMETRIES[1] if STORAGE_DTYPES[types[0]].itemsize == 2 else PACKED_GEOMETRIES[0]
+
 #: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
 #: by the widths they are meant for. docs/auto_kernels.md gives the prediction for each.
 CANDIDATES = {
-    1: ("rows_l1_q1",),
-    2: ("rows_l1_q1",),
-    4: ("narrow_l1_q1", "rows_l1_q1"),
+    1: ("narrow_l1_q1", "packed_l1_q1", "packed_l1_q2", "packed_l1_q4"),
+    2: ("narrow_l1_q1", "packed_l1_q1", "packed_l1_q2", "packed_l1_q4"),
+    4: ("narrow_l1_q1", "rows_l1_q1", "packed_l1_q1", "packed_l1_q2"),
     8: ("rows_l1_q2", "rows_l4_q1"),
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
@@ -172,11 +196,11 @@ CANDIDATES = {
     262144: ("long_l1024_q4", "cluster_l1024_q8_c8", "cluster_l1024_q8_c4_s8"),
 }
 #: Every geometry that has builds: the table's and the candidates'.
-CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {NARROW_GEOMETRY}
+CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {NARROW_GEOMETRY, *PACKED_GEOMETRIES}
                               | {n for names in CANDIDATES.values() for n in names})
 
-#: The geometries ``auto`` launches (the table's and the narrow one).
-TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {NARROW_GEOMETRY})
+#: The geometries ``auto`` launches (the table's, the narrow and the packed ones).
+TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {NARROW_GEOMETRY, *PACKED_GEOMETRIES})
 F32 = ("float32", "float32")
 
 
@@ -185,11 +209,12 @@ def element_size(types):
     return max(STORAGE_DTYPES[t].itemsize for t in types)
 
 
-def table_geometry(cols, types=F32):
+def table_geometry(cols, types=F32, packed=False):
     """The geometry for rows of ``cols`` elements of ``types``: :data:`NARROW_GEOMETRY` for rows of at most
-    :data:`NARROW_ROW_BYTES`, else the one :data:`AUTO_TABLE` names."""
+    :data:`NARROW_ROW_BYTES` (``packed``: the arrays' layout lets narrow rows of :data:`PACKED_WIDTHS` run
+    :func:`packed_geometry`), else the one :data:`AUTO_TABLE` names."""
     if cols * element_size(types) <= NARROW_ROW_BYTES:
-        return NARROW_GEOMETRY
+        return packed_geometry(types) if packed and cols in PACKED_WIDTHS else NARROW_GEOMETRY
     return next(name for limit, name in AUTO_TABLE if limit is None or cols <= limit)
 
 
@@ -201,7 +226,7 @@ def float64_geometry(name):
     geometry = Geometry.parse(name)
     if geometry.gpu_only or geometry.kind == "long":
         return FLOAT64_LONG
-    if geometry.kind == "narrow":  # at most FLOAT64_QUADS quads already
+    if geometry.kind in ("narrow", "packed"):  # at most FLOAT64_QUADS quads of a row already
         return geometry.name
     lanes, quads = geometry.lanes, geometry.quads
     while quads > FLOAT64_QUADS:
@@ -223,17 +248,17 @@ BACKWARD_LONG = "long_l1024_q2"
 BACKWARD_FLOAT64_LONG = "long_l1024_q1"
 
 
-def backward_geometry(cols, element_type="float32"):
+def backward_geometry(cols, element_type="float32", packed=False):
     """The geometry the backward runs for rows of ``cols`` columns of ``element_type``. A backward
     holds two values per column (``y`` and ``dy``): the forward's rows geometry with at most
     :data:`BACKWARD_QUADS` (float64: :data:`BACKWARD_FLOAT64_QUADS`) quads per thread and more lanes instead,
     and the long-row path where that takes more than 1024 lanes or where the forward leaves its registers; a
-    narrow geometry (at most 4 values of each input in one thread) as it is."""
-    geometry = Geometry.parse(table_geometry(cols, (element_type, element_type)))
+    narrow or packed geometry (``packed``: as :func:`table_geometry`) as it is."""
+    geometry = Geometry.parse(table_geometry(cols, (element_type, element_type), packed))
     float64 = element_type == "float64"
     most = BACKWARD_FLOAT64_QUADS if float64 else BACKWARD_QUADS
     long_name = BACKWARD_FLOAT64_LONG if float64 else BACKWARD_LONG
-    if geometry.kind == "narrow":
+    if geometry.kind in ("narrow", "packed"):
         return geometry.name
     if geometry.kind != "rows" or geometry.shared_quads:
         return long_name
@@ -258,11 +283,11 @@ def spill_budget(geometry, float64=False, driver=False):
     return 48 if geometry.kind == "rows" and geometry.quads == MAX_QUADS and not geometry.shared_quads else 0
 
 
-def auto_geometry(cols, types=F32):
+def auto_geometry(cols, types=F32, packed=False):
     """The geometry ``auto`` runs for rows of ``cols`` elements of ``types`` = (in, out) (where either is float64,
-    :func:`float64_geometry` of it): :func:`table_geometry`'s, except that in the simulator a GPU-only geometry
-    (cluster, ``_s{S}``) gives way to the long-row path (the table's last entry)."""
-    name = table_geometry(cols, types)
+    :func:`float64_geometry` of it): :func:`table_geometry`'s (``packed``: as there), except that in the simulator
+    a GPU-only geometry (cluster, ``_s{S}``) gives way to the long-row path (the table's last entry)."""
+    name = table_geometry(cols, types, packed)
     if "float64" in types:
         return float64_geometry(name)
     if SIMULATOR and Geometry.parse(name).gpu_only:

@@ -9,11 +9,16 @@ out). Grid: ``ceil(rows / rows per block) * CTAs per row`` blocks of the geometr
 shared memory and cluster size. Nothing here allocates, synchronizes or copies.
 """
 
+import numpy as np
+
 from ..launch_spec import KernelLaunch
 from ..numerics import QUAD
-from ..validation import check_launch_matrix, check_status_buffers, check_strided_rows, is_16_byte_aligned
+from ..validation import (check_launch_matrix, check_status_buffers, check_strided_rows, is_16_byte_aligned,
+                          quads_packed)
 from .auto_controls import fast_math_kernel
-from .auto_geometry import AUTO_TABLE, TABLE_GEOMETRIES, Geometry, auto_geometry, float64_geometry
+from .auto_geometry import (AUTO_TABLE, PACKED_WIDTHS, TABLE_GEOMETRIES, Geometry, auto_geometry,
+                            float64_geometry)
+from .auto_narrow import packed_grid
 from .auto_parts import FORMS
 from .auto_rows import CHECK_BLOCK_THREADS, FORM_PREFIXES, make_auto_kernel, make_check_kernel
 from .elements import STORAGE_DTYPES, check_storage, check_types, types_of
@@ -138,7 +143,11 @@ def geometry_launches(geometry, x, y, status=None, alarm=None, types=None, form=
     if geometry.max_columns is not None and cols > geometry.max_columns:
         raise ValueError(f"row too long for geometry {geometry.name}: {cols} columns > {geometry.max_columns}")
     kernel = auto_kernel(geometry, types, checked, form)
-    grid = (rows + geometry.rows_per_block - 1) // geometry.rows_per_block * geometry.ctas
+    if geometry.kind == "packed":
+        check_packed(geometry, cols, x=x, y=y)
+        grid = packed_grid(geometry, rows, cols)
+    else:
+        grid = (rows + geometry.rows_per_block - 1) // geometry.rows_per_block * geometry.ctas
     args = (x, y, status, alarm) if checked else (x, y)
     shared_bytes = geometry.shared_bytes * STORAGE_DTYPES[types[0]].itemsize // 4
     return [KernelLaunch(f"{FORM_PREFIXES[form]}{geometry.name}", kernel, (grid,), (geometry.block_threads,), args,
@@ -151,13 +160,32 @@ def auto_launches(x, y, status=None, alarm=None, types=None, form="softmax"):
     alarm)."""
     types = _types(x, y, types)
     check_strided_rows("x", x)
-    return geometry_launches(geometry_for(x.shape[1], types, form), x, y, status, alarm, types, form)
+    cols = x.shape[1]
+    return geometry_launches(geometry_for(cols, types, form, packs(cols, x, y)), x, y, status, alarm, types, form)
 
 
-def geometry_for(cols, types, form="softmax"):
-    """The geometry :func:`auto_launches` runs for rows of ``cols`` elements of ``types`` writing ``form``: the
-    log_softmax runs the rows geometries in registers and the long-row path beyond (:func:`log_geometry`)."""
-    name = auto_geometry(cols, types)
+def packs(cols, *arrays):
+    """Whether rows of ``cols`` elements in ``arrays`` can run a packed geometry: a width of
+    :data:`.auto_geometry.PACKED_WIDTHS` and every array's rows packed (:func:`..validation.quads_packed`)."""
+    return cols in PACKED_WIDTHS and all(quads_packed(a) for a in arrays)
+
+
+def check_packed(geometry, cols, **arrays):
+    """Raise unless rows of ``cols`` elements in ``arrays`` (name -> array) can run the packed ``geometry``."""
+    if cols not in PACKED_WIDTHS:
+        raise ValueError(f"geometry {geometry.name}: rows of {cols} columns do not fill a quad; packed rows have "
+                         f"{', '.join(map(str, PACKED_WIDTHS))} columns")
+    for name, array in arrays.items():
+        if not quads_packed(array):
+            raise ValueError(f"geometry {geometry.name}: {name} must be C-contiguous with its data aligned to "
+                             f"{min(16, 4 * np.dtype(array.dtype).itemsize)} bytes (a quad of its elements)")
+
+
+def geometry_for(cols, types, form="softmax", packed=False):
+    """The geometry :func:`auto_launches` runs for rows of ``cols`` elements of ``types`` writing ``form``
+    (``packed``: the arrays allow a packed geometry, :func:`packs`): the log_softmax runs the rows geometries in
+    registers and the long-row path beyond (:func:`log_geometry`)."""
+    name = auto_geometry(cols, types, packed)
     return name if form == "softmax" else log_geometry(name)
 
 

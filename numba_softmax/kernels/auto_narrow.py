@@ -1,22 +1,27 @@
-"""``narrow_l1_q1``: rows of at most 8 bytes, one thread per row, each element loaded once.
+"""Rows of at most 8 bytes: ``narrow_l1_q1`` (one thread per row, each element loaded once) and
+``packed_l1_q<Q>`` (C-contiguous rows of 1, 2 or 4 elements read as whole quads across rows).
 
-``auto`` runs it for every row of at most :data:`.auto_geometry.NARROW_ROW_BYTES` (float32 to 2 columns,
-2-byte types to 4, float64 1). The numerics policy of every ``auto`` kernel (:mod:`..numerics`: libdevice
-``exp``, IEEE division, no contraction), in one thread and in column order::
+``auto`` runs one of them for every row of at most :data:`.auto_geometry.NARROW_ROW_BYTES` (float32 to 2 columns,
+2-byte types to 4, float64 1): packed where the rows fill quads (1, 2 or 4 columns) and both arrays are
+C-contiguous with aligned quads, narrow otherwise. The numerics policy of every ``auto`` kernel
+(:mod:`..numerics`: libdevice ``exp``, IEEE division, no contraction), in one thread and in column order::
 
     v_j = x[row, j]  (j < cols)
     m = max_j v_j;  e_j = exp(v_j - m);  z = sum_j e_j;  y[row, j] = e_j / z     (log_softmax: v_j - m - log z)
 
-Launch geometry: 256 threads per block, thread ``t`` of block ``b`` owns row ``256 b + t``; a warp's loads of
-column ``j`` touch 32 consecutive rows (at 1-2 float32 columns, 128-256 contiguous bytes).
+Launch geometry. Narrow: 256 threads per block, thread ``t`` of block ``b`` owns row ``256 b + t``; a warp's loads
+of column ``j`` touch 32 consecutive rows. Packed: thread ``t`` of block ``b`` owns the quads (4 consecutive
+elements of memory, ``4 / cols`` whole rows) ``256 (Q b + k) + t``, k < Q, each one vector load and one vector
+store (a warp moves 32 consecutive quads per access); the rows past the last whole quad run as narrow rows.
 Bytes: ``rows * cols`` elements read once and written once.
 
 Why not a ``rows_l1_q1`` (:mod:`.auto_rows`): a row of at most 8 bytes has no 16-byte aligned quad, so there every
 element is an edge, read again by each of three passes over all of a lane's edge slots, while the empty quad
-still takes four exponentials. Here each element is one scalar load into a register and one exponential,
-in code built for the row's width (1, 2, or up to 4; measured 1.7-5.6x faster there: docs/auto_kernels.md).
-Checked builds record the first NaN or +inf (a flat index) and a row without a finite entry, as every ``auto``
-build does.
+still takes four exponentials. Here each row is computed from registers, in code built for the row's width (1, 2,
+or up to 4): the same operations in the same order in both geometries, so their outputs are equal bit for bit.
+Packed moves 16 bytes of x per thread in vector accesses where narrow makes one scalar access per element
+(docs/auto_kernels.md gives both measurements). Checked builds record the first NaN or +inf (a flat index) and a
+row without a finite entry, as every ``auto`` build does.
 """
 
 from numba import cuda, int64
@@ -25,6 +30,7 @@ from ..numerics import KERNEL_OPTIONS, QUAD
 from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE
 from .auto_parts import POS_INF, make_exp_sum, record_status, row_form
 from .elements import element_io
+from .vector_io import load_packed_quad, store_packed_quad
 
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -34,69 +40,108 @@ def every_column(cols):
 
 
 def by_width(make_row, most):
-    """``row_of(a, b, c, row, cols)``: ``make_row(n)(a, b, c, row, cols)`` with ``n`` 1, 2 or ``most``, the fewest
+    """``row_of(a, b, c, d, cols)``: ``make_row(n)(a, b, c, d, cols)`` with ``n`` 1, 2 or ``most``, the fewest
     values that hold a row of ``cols``: a row of one or two elements runs straight-line code, no slot past its end
     (every thread of a launch takes the same build: no divergence). The backward's narrow body uses it too."""
     ONE, TWO, MOST = make_row(1), make_row(2), make_row(most)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-    def row_of(a, b, c, row, cols):
+    def row_of(a, b, c, d, cols):
         if cols == 1:
-            ONE(a, b, c, row, cols)
+            ONE(a, b, c, d, cols)
         elif cols == 2:
-            TWO(a, b, c, row, cols)
+            TWO(a, b, c, d, cols)
         else:
-            MOST(a, b, c, row, cols)
+            MOST(a, b, c, d, cols)
 
     return row_of
+
+
+def packed_grid(geometry, rows, cols):
+    """Blocks of a packed launch over ``rows`` rows of ``cols`` elements: every quad (the last may be partial)."""
+    quads = (rows * cols + QUAD - 1) // QUAD
+    per_block = geometry.quads * geometry.block_threads
+    return (quads + per_block - 1) // per_block
+
+
+def make_narrow_parts(types, checked, form, summed):
+    """``(row_of_values(count), check_row, io)``: ``row_of_values(count)(values, cols)`` turns the first ``cols``
+    of a thread's ``count`` values in place into ``form``'s outputs, returning ``(m, z)``; ``check_row(x, checks,
+    row, cols, m, z)``: in a checked build, what a row with a NaN, +inf or no finite entry records (the row read
+    again, on the error path only)."""
+    io = element_io(*types)
+    A = io.arith
+    MAX, NEG = A.max, A.neg_inf
+    FORM = row_form(form, A)
+    SCALE, OUT = FORM.scale, FORM.of_kept
+    LOAD = io.load
+    CHECKED = checked
+    SUMMED = summed
+
+    def row_of_values(COUNT):
+        EXP_SUM = make_exp_sum(COUNT, A, FORM)
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def outputs(values, cols):
+            row_max = NEG
+            for j in range(COUNT):
+                if j < cols:
+                    row_max = MAX(row_max, values[j])
+            row_sum = EXP_SUM(values, row_max, SUMMED(cols))
+            c = SCALE(row_sum)
+            for j in range(COUNT):
+                if j < cols:
+                    values[j] = OUT(values[j], row_max, c)
+            return row_max, row_sum
+
+        return outputs
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def check_row(x, checks, row, cols, row_max, row_sum):
+        if CHECKED and not row_sum < POS_INF:
+            status, alarm = checks
+            for j in range(cols):
+                if not LOAD(x[row, j]) < POS_INF:
+                    record_status(status, STATUS_NONFINITE, int64(row) * cols + j, alarm)
+                    break
+            if row_max == NEG:
+                record_status(status, STATUS_MASKED_ROW, int64(row), alarm)
+
+    return row_of_values, check_row, io
+
+
+def make_narrow_rows(types, checked, form, summed):
+    """``make_row(values_count)``: the narrow row of one thread (``narrow_row(x, y, checks, row, cols)``)."""
+    row_of_values, check_row, io = make_narrow_parts(types, checked, form, summed)
+    LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
+
+    def make_row(VALUES):
+        """The row of one thread holding at most ``VALUES`` elements."""
+        OUTPUTS = row_of_values(VALUES)
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def narrow_row(x, y, checks, row, cols):
+            values = cuda.local.array(VALUES, TYPE)
+            for j in range(VALUES):
+                if j < cols:
+                    values[j] = LOAD(x[row, j])
+            row_max, row_sum = OUTPUTS(values, cols)
+            for j in range(VALUES):
+                if j < cols:
+                    y[row, j] = STORE(values[j])
+            check_row(x, checks, row, cols, row_max, row_sum)
+
+        return narrow_row
+
+    return make_row
 
 
 def make_narrow_body(geometry, types, checked, form="softmax", summed=every_column):
     """``(body(x, y, status, alarm), block threads)`` of a ``narrow`` geometry for elements ``types`` = (in, out),
     writing ``form``'s output (:func:`.auto_parts.row_form`); ``summed(cols)``: the columns the sum takes (a
     negative control swaps it, :mod:`.auto_controls`)."""
-    io = element_io(*types)
-    A = io.arith
-    MAX = A.max
-    FORM = row_form(form, A)
-    SCALE, OUT = FORM.scale, FORM.of_kept
-    LOAD, STORE = io.load, io.store
-    TYPE, NEG = A.numba_type, A.neg_inf
-    VALUES = QUAD * geometry.quads
+    ROW_OF = by_width(make_narrow_rows(types, checked, form, summed), QUAD * geometry.quads)
     BLOCK = geometry.block_threads
-    CHECKED = checked
-    SUMMED = summed
-
-    def make_row(VALUES):
-        """The row of one thread holding at most ``VALUES`` elements."""
-        EXP_SUM = make_exp_sum(VALUES, A, FORM)
-
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def narrow_row(x, y, checks, row, cols):
-            status, alarm = checks
-            values = cuda.local.array(VALUES, TYPE)
-            row_max = NEG
-            for j in range(VALUES):
-                if j < cols:
-                    values[j] = LOAD(x[row, j])
-                    row_max = MAX(row_max, values[j])
-            row_sum = EXP_SUM(values, row_max, SUMMED(cols))
-            c = SCALE(row_sum)
-            for j in range(VALUES):
-                if j < cols:
-                    y[row, j] = STORE(OUT(values[j], row_max, c))
-            if CHECKED and not row_sum < POS_INF:
-                # As in every auto build: the row is read again on the error path only.
-                for j in range(VALUES):
-                    if j < cols and not LOAD(x[row, j]) < POS_INF:
-                        record_status(status, STATUS_NONFINITE, int64(row) * cols + j, alarm)
-                        break
-                if row_max == NEG:
-                    record_status(status, STATUS_MASKED_ROW, int64(row), alarm)
-
-        return narrow_row
-
-    ROW_OF = by_width(make_row, VALUES)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def body(x, y, status, alarm):
@@ -104,5 +149,66 @@ def make_narrow_body(geometry, types, checked, form="softmax", summed=every_colu
         rows, cols = x.shape
         if row < rows:
             ROW_OF(x, y, (status, alarm), row, cols)
+
+    return body, BLOCK
+
+
+def make_packed_body(geometry, types, checked, form="softmax", summed=every_column):
+    """``(body(x, y, status, alarm), block threads)`` of a ``packed`` geometry: C-contiguous rows of 1, 2 or 4
+    elements, ``Q`` quads per thread, each quad one vector load of ``4 / cols`` whole rows computed as the narrow
+    row is (the same operations, bit for bit) and one vector store; the rows past the last whole quad run as
+    narrow rows (``summed``: as :func:`make_narrow_body`)."""
+    row_of_values, check_row, io = make_narrow_parts(types, checked, form, summed)
+    make_row = make_narrow_rows(types, checked, form, summed)
+    LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
+    QUADS = geometry.quads
+    HELD = QUADS * QUAD
+    BLOCK = geometry.block_threads
+
+    def make_quads(COLS):
+        """A thread's quads of rows of ``COLS`` elements (1, 2 or 4)."""
+        PER_QUAD = QUAD // COLS
+        OUTPUTS = row_of_values(COLS)
+        TAIL_ROW = make_row(COLS)
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def packed_quads(x, y, checks, first, cols):
+            rows = x.shape[0]
+            whole = rows // PER_QUAD  # quads of whole rows; the rows past them are the tail
+            values = cuda.local.array(HELD, TYPE)
+            for k in range(QUADS):  # every load in flight before the first row is computed
+                q = first + k * BLOCK
+                if q < whole:
+                    a, b, c, d = load_packed_quad(x, q * PER_QUAD, 0)
+                    values[QUAD * k] = LOAD(a)
+                    values[QUAD * k + 1] = LOAD(b)
+                    values[QUAD * k + 2] = LOAD(c)
+                    values[QUAD * k + 3] = LOAD(d)
+            for k in range(QUADS):
+                q = first + k * BLOCK
+                if q < whole:
+                    for r in range(PER_QUAD):
+                        row_values = cuda.local.array(COLS, TYPE)
+                        for j in range(COLS):
+                            row_values[j] = values[QUAD * k + COLS * r + j]
+                        row_max, row_sum = OUTPUTS(row_values, COLS)
+                        for j in range(COLS):
+                            values[QUAD * k + COLS * r + j] = row_values[j]
+                        check_row(x, checks, q * PER_QUAD + r, COLS, row_max, row_sum)
+                    store_packed_quad(y, q * PER_QUAD, 0, STORE(values[QUAD * k]), STORE(values[QUAD * k + 1]),
+                                      STORE(values[QUAD * k + 2]), STORE(values[QUAD * k + 3]))
+                elif q == whole:  # the rows past the last whole quad: fewer than PER_QUAD
+                    for r in range(PER_QUAD - 1):
+                        if whole * PER_QUAD + r < rows:
+                            TAIL_ROW(x, y, checks, whole * PER_QUAD + r, COLS)
+
+        return packed_quads
+
+    QUADS_OF = by_width(make_quads, QUAD)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def body(x, y, status, alarm):
+        first = cuda.blockIdx.x * (QUADS * BLOCK) + cuda.threadIdx.x
+        QUADS_OF(x, y, (status, alarm), first, x.shape[1])
 
     return body, BLOCK

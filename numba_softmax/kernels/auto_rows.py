@@ -35,7 +35,7 @@ from .auto_parts import (CLEAR_WORD, POLICY_PARTS, POS_INF, make_edges, make_qua
                          row_form,
                          row_reductions)
 from .auto_long import make_long_body
-from .auto_narrow import make_narrow_body
+from .auto_narrow import make_narrow_body, make_packed_body
 from .elements import STORAGE_DTYPES, element_io
 from .vector_io import load_quad
 
@@ -413,6 +413,8 @@ def make_auto_kernel(geometry, types, checked, form="softmax"):
         body, block = make_long_body(geometry, types, checked, form)
     elif geometry.kind == "narrow":
         body, block = make_narrow_body(geometry, types, checked, form)
+    elif geometry.kind == "packed":
+        body, block = make_packed_body(geometry, types, checked, form)
     else:
         body, block = make_rows_body(geometry, types, checked, form=form)
     return bounded_build(body, block, build_name(geometry, types, checked, form), checked)

@@ -19,8 +19,11 @@ and the element index is a multiple of 4 -- for rows: ``col % 4 == 0`` and a row
 that is a multiple of 4 (the launcher checks); for tiles: a tile start that is a multiple
 of 4 (the tile tasks test it per tile). The simulator has no intrinsics: there the
 callers always take the scalar path and these names are never called.
-``put_quad(values, k, a, b, c, d)`` keeps a loaded quad in a thread's local array (plain stores);
-``make_store_quotients`` writes a thread's quads of a row divided by its sum (16-byte or masked scalar stores).
+``load_packed_quad`` / ``store_packed_quad``: the raw forms for the packed rows of :mod:`.auto_narrow`, four
+elements in memory order from ``x[row, col]`` on, across rows of fewer than four (C-contiguous arrays, the quad's
+address aligned as the raw forms'; the launcher checks both). ``put_quad(values, k, a, b, c, d)`` keeps a loaded
+quad in a thread's local array (plain stores); ``make_store_quotients`` writes a thread's quads of a row divided by
+its sum (16-byte or masked scalar stores).
 """
 
 import numpy as np
@@ -53,6 +56,19 @@ if SIMULATOR:
 
     def store_raw_quad(y, row, col, a, b, c, d):
         y[row, col], y[row, col + 1], y[row, col + 2], y[row, col + 3] = a, b, c, d
+
+    # The packed forms read and write in memory order from x[row, col] on (a C-contiguous array): a quad of
+    # rows narrower than four elements runs on into the next rows, as the GPU's one vector access does.
+    def load_packed_quad(x, row, col):
+        cols = x.shape[1]
+        first = row * cols + col
+        return tuple(x[(first + k) // cols, (first + k) % cols] for k in range(4))
+
+    def store_packed_quad(y, row, col, a, b, c, d):
+        cols = y.shape[1]
+        first = row * cols + col
+        for k, value in enumerate((a, b, c, d)):
+            y[(first + k) // cols, (first + k) % cols] = value
 
     def address_of(x, row, col):
         return np.uint64(x.ctypes.data + int(row) * x.strides[0] + int(col) * x.strides[1])
@@ -157,6 +173,11 @@ else:
             if value != y.dtype:
                 raise TypingError(f"store_raw_quad: expected {y.dtype} values, got {value}")
         return types.void(y, row, col, a, b, c, d), _store_codegen
+
+    #: On a GPU a packed quad is the raw quad's one vector access from x[row, col]: in a C-contiguous array
+    #: of rows narrower than four elements it runs on into the next rows (the launcher checks the layout).
+    load_packed_quad = load_raw_quad
+    store_packed_quad = store_raw_quad
 
     @intrinsic
     def address_of(typingctx, x, row, col):

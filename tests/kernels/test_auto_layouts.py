@@ -14,7 +14,8 @@ from numba_softmax.backend import SIMULATOR, run_launches
 from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import narrow_short_sum_control_kernel, short_tail_control_kernel
-from numba_softmax.kernels.auto_geometry import NARROW_GEOMETRY, Geometry
+from numba_softmax.kernels.auto_geometry import (NARROW_GEOMETRY, NARROW_ROW_BYTES, PACKED_WIDTHS, Geometry,
+                                                 element_size, packed_geometry)
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.oracle import check_matrix
@@ -169,14 +170,15 @@ def test_strided_arrays_the_launchers_refuse():
 
 # ---- negative control: a tail that skips its last element --------------------------------------------------
 
-def run_control(kernel, geometry, values):
-    """``(x, y)`` of a negative control ``kernel`` launched as ``geometry``'s build would be, float32 rows starting
-    one element off, after checking that the real build of the geometry passes on the same rows."""
+def run_control(kernel, geometry, values, at=(1, 0)):
+    """``(x, y)`` of a negative control ``kernel`` launched as ``geometry``'s build would be, float32 rows placed at
+    ``at`` = (offset, pad) (default: one element off), after checking that the real build of the geometry passes on
+    the same rows."""
     types = ("float32", "float32")
-    x, y_real, _ = run(values, types, x_at=(1, 0), y_at=(1, 0), geometry=geometry)
+    x, y_real, _ = run(values, types, x_at=at, y_at=at, geometry=geometry)
     expect_softmax(x, y_real, types)
-    d_x = strided(values, "float32", 1, 0)
-    d_y = nan_output(values.shape, "float32", 1, 0)
+    d_x = strided(values, "float32", *at)
+    d_y = nan_output(values.shape, "float32", *at)
     launch, = geometry_launches(geometry, d_x, d_y, types=types)
     run_launches([KernelLaunch("control", kernel, launch.grid, launch.block, launch.args)])
     return d_x.copy_to_host(), d_y.copy_to_host()
@@ -219,5 +221,85 @@ def test_narrow_rows_misaligned_masked_and_checked(types):
 def test_negative_control_a_narrow_sum_without_its_last_element_is_rejected(width):
     values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
     x, y = run_control(narrow_short_sum_control_kernel(NARROW_GEOMETRY), NARROW_GEOMETRY, values)
+    with pytest.raises(AssertionError, match="failed|finite and non-negative: False"):
+        expect_softmax(x, y, ("float32", "float32"))
+
+
+# ---- packed rows: C-contiguous rows of 1, 2 or 4 elements, read as whole quads across rows --------------------
+
+#: Row counts that leave every number of rows (0 to 3) past the last whole quad; on a GPU, over several blocks.
+PACKED_ROWS = (8, 9, 10, 11) if SIMULATOR else (6144, 6145, 6146, 6147)
+PACKED_TYPES = [("float32", "float32"), ("bfloat16", "bfloat16"), ("float16", "float32"), ("float64", "float64")]
+
+
+def packed_widths(types):
+    return [w for w in PACKED_WIDTHS if w * element_size(types) <= NARROW_ROW_BYTES]
+
+
+@pytest.mark.parametrize("types", PACKED_TYPES, ids=lambda t: "-".join(t))
+def test_packed_rows_equal_the_narrow_rows_bit_for_bit(types):
+    """C-contiguous rows of each width a quad holds whole, every count of rows past the last whole quad: ``auto``
+    runs the packed geometry; its output passes the oracle and equals the narrow geometry's bit for bit, masks, a
+    row of -inf alone (recorded, NaN), a NaN and a +inf (the first recorded as a flat index) included."""
+    for width in packed_widths(types):
+        for rows in PACKED_ROWS:
+            rng = np.random.default_rng(rows * width)
+            values = matrix_fixture("random", (rows, width)).astype(np.float64)
+            values[rng.random(values.shape) < 0.3] = -np.inf
+            values[:, -1] = 2.0
+            values[rows - 1] = -np.inf
+            launch, = auto_launches(strided(values, types[0], 0, 0), nan_output(values.shape, types[1], 0, 0),
+                                    types=types)
+            assert launch.name.endswith(packed_geometry(types)), launch.name
+            x, y, status = run(values, types, checked=True)
+            expect_softmax(x, y, types)
+            assert status[0] == STATUS_CLEAR and status[1] == rows - 1
+            _, y_narrow, _ = run(values, types, geometry=NARROW_GEOMETRY)
+            assert np.array_equal(y.view(np.uint8), y_narrow.view(np.uint8)), (width, rows)
+            values[0, width - 1], values[1, 0] = np.nan, np.inf
+            x, y, status = run(values, types, checked=True)
+            assert status[0] == width - 1 and np.isnan(to_float64(y[:2], types[1])).all()
+
+
+@pytest.mark.parametrize("form", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("geometry", ["packed_l1_q1", "packed_l1_q2", "packed_l1_q4"])
+def test_every_packed_geometry_at_every_width(geometry, form):
+    """Each packed geometry ``bench perf`` times, float32 and bfloat16, both forms: the narrow geometry's bits."""
+    for types in (("float32", "float32"), ("bfloat16", "bfloat16")):
+        for width in packed_widths(types):
+            rows = PACKED_ROWS[-1]
+            values = matrix_fixture("random", (rows, width)).astype(np.float64)
+            outputs = []
+            for name in (geometry, NARROW_GEOMETRY):
+                d_x, d_y = strided(values, types[0], 0, 0), nan_output(values.shape, types[1], 0, 0)
+                with np.errstate(invalid="ignore", over="ignore"):
+                    run_launches(geometry_launches(name, d_x, d_y, types=types, form=form))
+                outputs.append(d_y.copy_to_host())
+            assert np.array_equal(outputs[0].view(np.uint8), outputs[1].view(np.uint8)), (types, width)
+            assert np.isfinite(to_float64(outputs[0], types[1])).all()
+
+
+def test_rows_that_are_not_packed_run_the_narrow_geometry():
+    """A row stride wider than the row, a misaligned start, or a width a quad does not hold whole: ``auto`` runs
+    the narrow geometry, and a packed geometry named for them is refused with the reason."""
+    values = matrix_fixture("random", (PACKED_ROWS[0], 2)).astype(np.float64)
+    for x_at in ((0, 1), (1, 0)):
+        d_x, d_y = strided(values, "float32", *x_at), nan_output(values.shape, "float32", 0, 0)
+        launch, = auto_launches(d_x, d_y)
+        assert launch.name == f"auto_{NARROW_GEOMETRY}"
+        with pytest.raises(ValueError, match="x must be C-contiguous with its data aligned to 16 bytes"):
+            geometry_launches("packed_l1_q1", d_x, d_y)
+    three = matrix_fixture("random", (PACKED_ROWS[0], 3)).astype(np.float64)
+    d_x, d_y = strided(three, "bfloat16", 0, 0), nan_output(three.shape, "bfloat16", 0, 0)
+    assert auto_launches(d_x, d_y, types=("bfloat16", "bfloat16"))[0].name == f"auto_{NARROW_GEOMETRY}"
+    with pytest.raises(ValueError, match="rows of 3 columns do not fill a quad"):
+        geometry_launches("packed_l1_q2", d_x, d_y, types=("bfloat16", "bfloat16"))
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_negative_control_a_packed_sum_without_its_last_element_is_rejected(width):
+    """The short-sum control in the packed geometry: its quads and the rows past them are rejected."""
+    values = matrix_fixture("random", (PACKED_ROWS[-1], width)).astype(np.float64)
+    x, y = run_control(narrow_short_sum_control_kernel("packed_l1_q1"), "packed_l1_q1", values, at=(0, 0))
     with pytest.raises(AssertionError, match="failed|finite and non-negative: False"):
         expect_softmax(x, y, ("float32", "float32"))

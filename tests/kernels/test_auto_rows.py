@@ -16,8 +16,9 @@ from numba_softmax.backend import SIMULATOR, invocation, run_launches
 from numba_softmax.element_types import STORAGE_DTYPES
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import cluster_control_kernel, shared_span_control_kernel
-from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, FLOAT64_LONG, TABLE_GEOMETRIES,
-                                                 Geometry, auto_geometry, spill_budget, table_geometry)
+from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, FLOAT64_LONG, PACKED_WIDTHS,
+                                                 TABLE_GEOMETRIES, Geometry, auto_geometry, spill_budget,
+                                                 table_geometry)
 from numba_softmax.kernels.auto_launch import auto_launches, check_launches, geometry_launches
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.numerics import KERNEL_OPTIONS, NEG_INF, f32_add, f32_div, f32_exp, f32_max, f32_sub
@@ -231,6 +232,9 @@ def _candidate_params():
             cta = geometry.max_columns // geometry.ctas
             params += [pytest.param(name, w, id=f"{name}-{w}", marks=CLUSTERS_ON_GPU)
                        for w in (geometry.max_columns, geometry.max_columns - 4, cta + 4)]
+            continue
+        if geometry.kind == "packed":  # every width a quad holds whole (C-contiguous rows)
+            params += [pytest.param(name, w, id=f"{name}-{w}") for w in PACKED_WIDTHS]
             continue
         if geometry.kind in ("rows", "narrow"):  # full, one short, a misaligned middle; a one-element row if narrow
             full = geometry.max_columns
