@@ -317,14 +317,15 @@ def _note_once(notes, message):
         notes.append(message)
 
 
-def auto_geometries_for(cols, option="table", types=("float32", "float32")):
+def auto_geometries_for(cols, option="table", types=("float32", "float32"), own=None):
     """The candidate geometries timed beside ``auto`` at ``cols`` columns of ``types``: ``option`` "table" (those
-    of ``CANDIDATES`` for this width, except ``auto``'s own choice on the bench's C-contiguous arrays), "none", or
-    comma-separated names."""
+    of ``CANDIDATES`` for this width, except ``own``, the operation's own choice, by default the softmax's on the
+    bench's C-contiguous arrays), "none", or comma-separated names."""
     if option == "none":
         return []
     if option == "table":
-        names = [n for n in CANDIDATES.get(cols, ()) if n != auto_geometry(cols, types, packed=True)]
+        own = own or auto_geometry(cols, types, packed=True)
+        names = [n for n in CANDIDATES.get(cols, ()) if n != own]
     else:
         names = [n.strip() for n in option.split(",") if n.strip()]
     geometries = [Geometry.parse(n) for n in names]

@@ -216,12 +216,19 @@ def _warm_build(kind, geometry, dtype, form):
     return kernel_cache.compile_log()[-1]
 
 
+def problem_candidates(problem, auto_geometries="none"):
+    """The candidate geometries (``--auto-geometries``) a problem's operation times beside its own."""
+    dtype, width = problem.dtype, problem.width
+    own = own_geometry(problem.op, width, dtype)
+    return operation_candidates(problem.op, width, dtype,
+                                auto_geometries_for(width, auto_geometries, (dtype, dtype), own))
+
+
 def problem_builds(problem, auto_geometries="none"):
     """``(kind, geometry, dtype, form)`` of each auto build a problem launches, its candidate geometries
     (``--auto-geometries``) after its own."""
     dtype, width = problem.dtype, problem.width
-    candidates = operation_candidates(problem.op, width, dtype,
-                                      auto_geometries_for(width, auto_geometries, (dtype, dtype)))
+    candidates = problem_candidates(problem, auto_geometries)
     if problem.op in BACKWARDS:
         names = [own_geometry(problem.op, width, dtype)] + candidates
         return tuple(("backward", name, dtype, BACKWARDS[problem.op]) for name in names)
@@ -286,8 +293,7 @@ def _softmax_variants(sampler, problem, arrays, args, notes, errors, skipped):
 
 def _op_variants(sampler, problem, arrays, args, notes, errors, skipped):
     op, dtype = OPERATIONS[problem.op], problem.dtype
-    candidates = operation_candidates(op.name, problem.width, dtype,
-                                      auto_geometries_for(problem.width, args.auto_geometries, (dtype, dtype)))
+    candidates = problem_candidates(problem, args.auto_geometries)
     variants = [auto_variant(op, arrays, dtype)] + candidate_variants(op, arrays, dtype, candidates)
     factories = {TORCH: (not args.no_torch, lambda: torch_variant(sampler, op, arrays, dtype)),
                  LIGER: (not args.no_liger, lambda: liger_variant(sampler, op, arrays, dtype)),

@@ -166,17 +166,24 @@ AUTO_TABLE = (
 #: 253 / 159 / 189 against 1420 / 844 / 553; from 16-byte rows the vector access wins (float32 at 4: 93.7 / 179).
 NARROW_ROW_BYTES = 8
 NARROW_GEOMETRY = "narrow_l1_q1"
-#: Narrow rows of these widths fill a quad with whole rows: where both arrays are C-contiguous and their quads
-#: aligned (the launcher checks), they run :func:`packed_geometry` instead, each thread 16 bytes of x in vector
-#: accesses across rows (docs/auto_kernels.md).
+#: Rows of these widths fill a quad with whole rows: where every array is C-contiguous and its quads aligned (the
+#: launcher checks), they run :func:`packed_geometry`, vector accesses across rows. Measured (256 MiB, softmax):
+#: float32 at 1 / 2 / 4 columns 91.5 / 90.0 / 90.9 us against narrow_l1_q1's 127.6 / 98.1 and rows_l1_q1's 93.9
+#: (log_softmax at 4: 91.0 against 100.6), bfloat16 at 1 / 2 / 4 92.0 / 92.7 / 93.1 against 225 / 144 / 119.
 PACKED_WIDTHS = (1, 2, 4)
+#: The packed geometries ``auto`` runs (:func:`packed_geometry`).
 PACKED_GEOMETRIES = ("packed_l1_q1", "packed_l1_q2")
+#: Bytes of input a thread of a packed geometry reads (of all its inputs together), at least one quad of each.
+PACKED_INPUT_BYTES = 16
 
 
-def packed_geometry(types):
-    """The packed geometry of narrow rows of ``types``: 16 bytes of x per thread (one quad of float32 or float64
-    elements, two of a 2-byte type)."""
-    return PACKED_GEOMETRIES[1] if STORAGE_DTYPES[types[0]].itemsize == 2 else PACKED_GEOMETRIES[0]
+def packed_geometry(types, inputs=1):
+    """The packed geometry of rows of ``types`` for an operation reading ``inputs`` arrays: the quads per thread
+    that read :data:`PACKED_INPUT_BYTES` (at least one): float32 and float64 one, a 2-byte type two in a forward
+    and one in a backward (``y`` and ``dy``; measured 4-5% faster there than two, while two beat one by 10% in the
+    forward)."""
+    quads = max(1, PACKED_INPUT_BYTES // (QUAD * STORAGE_DTYPES[types[0]].itemsize * inputs))
+    return Geometry("packed", 1, quads).name
 
 #: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
 #: by the widths they are meant for. docs/auto_kernels.md gives the prediction for each.
@@ -210,11 +217,13 @@ def element_size(types):
 
 
 def table_geometry(cols, types=F32, packed=False):
-    """The geometry for rows of ``cols`` elements of ``types``: :data:`NARROW_GEOMETRY` for rows of at most
-    :data:`NARROW_ROW_BYTES` (``packed``: the arrays' layout lets narrow rows of :data:`PACKED_WIDTHS` run
-    :func:`packed_geometry`), else the one :data:`AUTO_TABLE` names."""
+    """The geometry for rows of ``cols`` elements of ``types``: :func:`packed_geometry`'s for rows of
+    :data:`PACKED_WIDTHS` where ``packed`` (the arrays' layout allows it), else :data:`NARROW_GEOMETRY` for rows of
+    at most :data:`NARROW_ROW_BYTES`, else the one :data:`AUTO_TABLE` names."""
+    if packed and cols in PACKED_WIDTHS:
+        return packed_geometry(types)
     if cols * element_size(types) <= NARROW_ROW_BYTES:
-        return packed_geometry(types) if packed and cols in PACKED_WIDTHS else NARROW_GEOMETRY
+        return NARROW_GEOMETRY
     return next(name for limit, name in AUTO_TABLE if limit is None or cols <= limit)
 
 
@@ -253,12 +262,15 @@ def backward_geometry(cols, element_type="float32", packed=False):
     holds two values per column (``y`` and ``dy``): the forward's rows geometry with at most
     :data:`BACKWARD_QUADS` (float64: :data:`BACKWARD_FLOAT64_QUADS`) quads per thread and more lanes instead,
     and the long-row path where that takes more than 1024 lanes or where the forward leaves its registers; a
-    narrow or packed geometry (``packed``: as :func:`table_geometry`) as it is."""
-    geometry = Geometry.parse(table_geometry(cols, (element_type, element_type), packed))
+    narrow geometry as it is; where ``packed`` (as :func:`table_geometry`), rows of :data:`PACKED_WIDTHS` run
+    :func:`packed_geometry` of two inputs."""
+    if packed and cols in PACKED_WIDTHS:
+        return packed_geometry((element_type, element_type), inputs=2)
+    geometry = Geometry.parse(table_geometry(cols, (element_type, element_type)))
     float64 = element_type == "float64"
     most = BACKWARD_FLOAT64_QUADS if float64 else BACKWARD_QUADS
     long_name = BACKWARD_FLOAT64_LONG if float64 else BACKWARD_LONG
-    if geometry.kind in ("narrow", "packed"):
+    if geometry.kind == "narrow":
         return geometry.name
     if geometry.kind != "rows" or geometry.shared_quads:
         return long_name

@@ -222,13 +222,15 @@ def test_the_sweep_warms_and_reports_the_candidate_geometries():
     # The log_softmax and the backward have no cluster or shared-memory builds: those candidates are the softmax's.
     wide = [b[1] for b in problem_builds(Problem("float32", 64, 131072, op="log_softmax"), "table")]
     assert wide == ["long_l1024_q4", "long_l512_q4"]
-    # At 4 columns auto runs rows_l1_q1 on float32 (16-byte rows) and, on the sweep's C-contiguous arrays, the
-    # packed geometry on bfloat16 (8-byte rows): each times the others, in every operation.
+    # At 4 columns, on the sweep's C-contiguous arrays, auto runs a packed geometry (a bfloat16 forward two quads a
+    # thread, the others one): each operation times the others beside it.
     for op in ("softmax", "log_softmax", "softmax_backward"):
         assert [b[1] for b in problem_builds(Problem("float32", 64, 4, op=op), "table")] == [
-            "rows_l1_q1", "narrow_l1_q1", "packed_l1_q1", "packed_l1_q2"]
+            "packed_l1_q1", "narrow_l1_q1", "rows_l1_q1", "packed_l1_q2"]
+    for op, own, other in (("softmax", "packed_l1_q2", "packed_l1_q1"), ("softmax_backward", "packed_l1_q1",
+                                                                          "packed_l1_q2")):
         assert [b[1] for b in problem_builds(Problem("bfloat16", 64, 4, op=op), "table")] == [
-            "packed_l1_q2", "narrow_l1_q1", "rows_l1_q1", "packed_l1_q1"]
+            own, "narrow_l1_q1", "rows_l1_q1", other]
     # 8 quads a thread: more than a backward holds; rows_l256_q4 is its own geometry at 4096 columns.
     assert operation_candidates("softmax_backward", 4096, "float32",
                                 ["rows_l128_q8", "rows_l256_q4", "rows_l512_q2"]) == ["rows_l512_q2"]

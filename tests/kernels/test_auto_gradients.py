@@ -9,14 +9,14 @@ backward without its ``sum(dy * y)`` term), which the same check must reject.
 import numpy as np
 import pytest
 from numba import cuda
-from test_auto_layouts import GPU_ONLY, PACKED_ROWS, nan_output, packed_widths, strided
+from test_auto_layouts import GPU_ONLY, PACKED_ROWS, nan_output, strided
 
 from numba_softmax.backend import SIMULATOR, run_launches
 from numba_softmax.element_types import to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_backward import backward_launches
 from numba_softmax.kernels.auto_backward_controls import dropped_sum_launches
-from numba_softmax.kernels.auto_geometry import NARROW_GEOMETRY, Geometry, packed_geometry
+from numba_softmax.kernels.auto_geometry import NARROW_GEOMETRY, PACKED_WIDTHS, Geometry, packed_geometry
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.oracle import (check_scaled, oracle_log_softmax, oracle_log_softmax_backward, oracle_softmax,
                                   oracle_softmax_backward)
@@ -139,11 +139,11 @@ def test_narrow_backward_at_every_width_it_holds(element_type, form):
 @pytest.mark.parametrize("form", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("element_type", TYPES)
 def test_packed_backward_equals_the_narrow_backward_bit_for_bit(element_type, form):
-    """C-contiguous rows of each width a quad holds whole, every count of rows past the last whole quad, a masked
+    """C-contiguous rows of every width a quad holds whole, every count of rows past the last whole quad, a masked
     column: the backward runs the packed geometry, passes the oracle and gives the narrow geometry's bits; the
     dropped-sum control of the packed geometry is rejected from width 2."""
     types = (element_type, element_type)
-    for width in packed_widths(types):
+    for width in PACKED_WIDTHS:
         for rows in PACKED_ROWS:
             values = matrix_fixture("random", (rows, width)).astype(np.float64)
             if width > 2:
@@ -151,7 +151,7 @@ def test_packed_backward_equals_the_narrow_backward_bit_for_bit(element_type, fo
             y, dy = _forward(values, form), _gradients(rows, width, rows + width)
             launch, = backward_launches(strided(y, element_type, 0, 0), strided(dy, element_type, 0, 0),
                                         nan_output(y.shape, element_type, 0, 0), element_type, form)
-            assert launch.name.endswith(packed_geometry(types)), launch.name
+            assert launch.name.endswith(packed_geometry(types, inputs=2)), launch.name
             seen = run_backward(y, dy, element_type, form)
             expect_backward(*seen, element_type, form)
             _, _, narrow = run_backward(y, dy, element_type, form, geometry=NARROW_GEOMETRY)

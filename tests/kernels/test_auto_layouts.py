@@ -14,8 +14,7 @@ from numba_softmax.backend import SIMULATOR, run_launches
 from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import narrow_short_sum_control_kernel, short_tail_control_kernel
-from numba_softmax.kernels.auto_geometry import (NARROW_GEOMETRY, NARROW_ROW_BYTES, PACKED_WIDTHS, Geometry,
-                                                 element_size, packed_geometry)
+from numba_softmax.kernels.auto_geometry import NARROW_GEOMETRY, PACKED_WIDTHS, Geometry, packed_geometry
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.oracle import check_matrix
@@ -232,16 +231,14 @@ PACKED_ROWS = (8, 9, 10, 11) if SIMULATOR else (6144, 6145, 6146, 6147)
 PACKED_TYPES = [("float32", "float32"), ("bfloat16", "bfloat16"), ("float16", "float32"), ("float64", "float64")]
 
 
-def packed_widths(types):
-    return [w for w in PACKED_WIDTHS if w * element_size(types) <= NARROW_ROW_BYTES]
 
 
 @pytest.mark.parametrize("types", PACKED_TYPES, ids=lambda t: "-".join(t))
 def test_packed_rows_equal_the_narrow_rows_bit_for_bit(types):
-    """C-contiguous rows of each width a quad holds whole, every count of rows past the last whole quad: ``auto``
+    """C-contiguous rows of every width a quad holds whole, every count of rows past the last whole quad: ``auto``
     runs the packed geometry; its output passes the oracle and equals the narrow geometry's bit for bit, masks, a
     row of -inf alone (recorded, NaN), a NaN and a +inf (the first recorded as a flat index) included."""
-    for width in packed_widths(types):
+    for width in PACKED_WIDTHS:
         for rows in PACKED_ROWS:
             rng = np.random.default_rng(rows * width)
             values = matrix_fixture("random", (rows, width)).astype(np.float64)
@@ -266,7 +263,7 @@ def test_packed_rows_equal_the_narrow_rows_bit_for_bit(types):
 def test_every_packed_geometry_at_every_width(geometry, form):
     """Each packed geometry ``bench perf`` times, float32 and bfloat16, both forms: the narrow geometry's bits."""
     for types in (("float32", "float32"), ("bfloat16", "bfloat16")):
-        for width in packed_widths(types):
+        for width in PACKED_WIDTHS:
             rows = PACKED_ROWS[-1]
             values = matrix_fixture("random", (rows, width)).astype(np.float64)
             outputs = []
