@@ -11,7 +11,8 @@ from numba_softmax.kernels.auto_controls import (cluster_control_kernel, narrow_
                                                  shared_span_control_kernel)
 from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, CANDIDATES, FAST_MATH_SUFFIX,
                                                  NARROW_GEOMETRY, NARROW_ROW_BYTES, TABLE_GEOMETRIES, Geometry,
-                                                 auto_geometry, backward_geometry, spill_budget, table_geometry)
+                                                 auto_geometry, backward_geometry, packed_geometry, spill_budget,
+                                                 table_geometry)
 from numba_softmax.kernels.auto_launch import (FULL_TYPES, KIND_SAMPLES, SAMPLE_TYPES, auto_kernel, auto_launches,
                                                builds, signature)
 from numba_softmax.element_types import STORAGE_DTYPES
@@ -96,9 +97,15 @@ def test_rows_of_at_most_8_bytes_run_one_thread_per_row_in_every_operation():
         if types[0] == types[1]:
             assert backward_geometry(widest, types[0]) == NARROW_GEOMETRY
             assert backward_geometry(widest + 1, types[0]) != NARROW_GEOMETRY
-        assert auto_launches(*[np.zeros((3, widest), STORAGE_DTYPES[t]) for t in types],
+        # Rows a row stride apart that is wider than the row run narrow; C-contiguous ones of 1, 2 or 4 packed.
+        assert auto_launches(*[np.zeros((3, widest + 1), STORAGE_DTYPES[t])[:, :widest] for t in types],
                              types=types, form="log_softmax")[0].name == f"auto_log_{NARROW_GEOMETRY}"
+        assert auto_launches(*[np.zeros((3, widest), STORAGE_DTYPES[t]) for t in types],
+                             types=types, form="log_softmax")[0].name == f"auto_log_{packed_geometry(types)}"
     assert table_geometry(3) == table_geometry(4) == "rows_l1_q1"
+    assert table_geometry(4, packed=True) == "packed_l1_q1" and table_geometry(3, packed=True) == "rows_l1_q1"
+    assert packed_geometry(("bfloat16",) * 2) == "packed_l1_q2"
+    assert backward_geometry(4, "bfloat16", packed=True) == "packed_l1_q1"  # y and dy: 16 bytes a thread
     with pytest.raises(ValueError, match="one thread per row"):
         Geometry.parse("narrow_l1_q2")  # measured 2-4x slower than the vector geometries at 8 columns
 
@@ -263,7 +270,7 @@ def test_controls_and_diagnostics_are_built_apart_from_the_shipped_factory():
         cluster_control_kernel("rows_l512_q8")
     with pytest.raises(ValueError, match="the span control needs quads in shared memory"):
         shared_span_control_kernel("rows_l512_q8")
-    with pytest.raises(ValueError, match="the short-sum control is a narrow geometry"):
+    with pytest.raises(ValueError, match="the short-sum control is a narrow or packed geometry"):
         narrow_short_sum_control_kernel("rows_l1_q1")
     assert not [name for name in AUTO_KERNELS if "control" in name or "fastmath" in name]
 

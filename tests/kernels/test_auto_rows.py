@@ -1,11 +1,10 @@
 """method="auto" kernels (numba_softmax/kernels/auto_*.py), in the simulator and on a GPU, against float64.
 
-The simulator runs every geometry's logic on a few rows: each width of the table up to 4096 columns (one
-fixture family), the wider geometries' kernel code with 64 lanes (a block of 512 or 1024 threads is as many
-Python threads there), the narrow candidates, the long-row path with small chunks so that many chunks are
-crossed. A GPU runs more rows, both families, the table's wide geometries themselves, every candidate
-geometry, the vector builds, rows of 262,144 columns and the long-row perf shapes, and reports each build's
-registers and local memory."""
+The simulator runs every geometry's logic on a few rows: each width of the table up to 4096 columns (one fixture
+family), the wider geometries' code with 64 lanes (a block of 512 threads is as many Python threads there), the
+narrow and packed candidates, the long-row path in small chunks. A GPU runs more rows, both families, the wide
+geometries themselves, every candidate, the vector builds, rows of 262,144 columns and the long-row perf shapes,
+and reports each build's registers and local memory."""
 
 import numpy as np
 import pytest
@@ -140,8 +139,7 @@ def test_wide_rows_against_float64(width):
 
 def _stand_in_params():
     """The rows geometries with STAND_IN_LANES lanes and the quads of each table geometry above 128 lanes."""
-    table = [Geometry.parse(name) for name in TABLE_GEOMETRIES]
-    stand_ins = sorted({Geometry("rows", STAND_IN_LANES, g.quads).name for g in table
+    stand_ins = sorted({Geometry("rows", STAND_IN_LANES, g.quads).name for g in map(Geometry.parse, TABLE_GEOMETRIES)
                         if g.kind == "rows" and g.lanes > 128})
     params = []
     for name in stand_ins:
@@ -233,12 +231,10 @@ def _candidate_params():
             params += [pytest.param(name, w, id=f"{name}-{w}", marks=CLUSTERS_ON_GPU)
                        for w in (geometry.max_columns, geometry.max_columns - 4, cta + 4)]
             continue
-        if geometry.kind == "packed":  # every width a quad holds whole (C-contiguous rows)
-            params += [pytest.param(name, w, id=f"{name}-{w}") for w in PACKED_WIDTHS]
-            continue
-        if geometry.kind in ("rows", "narrow"):  # full, one short, a misaligned middle; a one-element row if narrow
-            full = geometry.max_columns
-            widths = sorted({full, full - 1, min(full // 2 + 3, full)} | ({1} if full <= 8 else set()), reverse=True)
+        if geometry.kind in ("rows", "narrow", "packed"):  # full, one short, a misaligned middle; 1 if narrow
+            full = geometry.max_columns  # (packed: every width a quad holds whole)
+            widths = PACKED_WIDTHS if geometry.kind == "packed" else sorted(
+                {full, full - 1, min(full // 2 + 3, full)} | ({1} if full <= 8 else set()), reverse=True)
         else:
             chunk = 4 * geometry.lanes * geometry.quads
             widths = (2 * chunk, 3 * chunk + 5)
