@@ -36,7 +36,7 @@ from ..numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, QUAD, WARP_SIZE, boun
 from ..validation import check_strided_rows
 from .auto_geometry import AUTO_TABLE, Geometry, backward_geometry
 from .auto_launch import check_packed, packs
-from .auto_narrow import by_width, packed_grid
+from .auto_narrow import by_width, make_packed_quads, packed_grid
 from .auto_parts import (FORMS, edge_column, make_load_quad_at, make_quads_aligned, make_row_span,
                          make_store_quad_at, max_edges, row_reductions)
 from .auto_rows import MIN_THREADS_PER_SM, types_suffix
@@ -139,64 +139,54 @@ def make_narrow_backward_body(geometry, element_type, gradient):
 
 
 def make_packed_backward_body(geometry, element_type, gradient):
-    """``(body(y, dy, dx), block threads)`` of a ``packed`` geometry (:mod:`.auto_narrow`): C-contiguous rows of
-    1, 2 or 4 elements, ``Q`` quads of ``y`` and of ``dy`` per thread in vector loads, each quad's ``4 / cols``
-    rows computed as the narrow row is and ``dx`` stored as one vector; the rows past the last whole quad run as
-    narrow rows."""
+    """``(body(y, dy, dx), block threads)`` of a ``packed`` geometry (:func:`.auto_narrow.make_packed_quads`):
+    C-contiguous rows of 1, 2 or 4 elements, ``Q`` quads of ``y`` and of ``dy`` per thread in vector loads, each
+    quad's ``4 / cols`` rows computed as the narrow row is and ``dx`` stored as one vector; the rows past the last
+    whole quad run as narrow rows."""
     make_narrow_row, gradients = make_narrow_backward_rows(element_type, gradient)
     io = element_io(element_type, element_type)
     LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
-    QUADS = geometry.quads
-    HELD = QUADS * QUAD
-    BLOCK = geometry.block_threads
+    HALF = geometry.quads * QUAD  # y's values, then dy's (dx's once computed)
 
-    def make_quads(COLS):
+    def make_quad_parts(COLS):
         PER_QUAD = QUAD // COLS
         GRADIENTS = gradients(COLS)
-        TAIL_ROW = make_narrow_row(COLS)
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def packed_quads(y, dy, dx, first, cols):
-            rows = y.shape[0]
-            whole = rows // PER_QUAD
-            ys = cuda.local.array(HELD, TYPE)
-            gs = cuda.local.array(HELD, TYPE)
-            for k in range(QUADS):  # every load in flight before the first row is computed
-                q = first + k * BLOCK
-                if q < whole:
-                    a, b, c, d = load_packed_quad(y, q * PER_QUAD, 0)
-                    put_quad(ys, QUAD * k, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
-                    a, b, c, d = load_packed_quad(dy, q * PER_QUAD, 0)
-                    put_quad(gs, QUAD * k, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
-            for k in range(QUADS):
-                q = first + k * BLOCK
-                if q < whole:
-                    for r in range(PER_QUAD):
-                        row_ys = cuda.local.array(COLS, TYPE)
-                        row_gs = cuda.local.array(COLS, TYPE)
-                        for j in range(COLS):
-                            row_ys[j] = ys[QUAD * k + COLS * r + j]
-                            row_gs[j] = gs[QUAD * k + COLS * r + j]
-                        GRADIENTS(row_ys, row_gs, COLS)
-                        for j in range(COLS):
-                            gs[QUAD * k + COLS * r + j] = row_gs[j]
-                    store_packed_quad(dx, q * PER_QUAD, 0, STORE(gs[QUAD * k]), STORE(gs[QUAD * k + 1]),
-                                      STORE(gs[QUAD * k + 2]), STORE(gs[QUAD * k + 3]))
-                elif q == whole:  # the rows past the last whole quad: fewer than PER_QUAD
-                    for r in range(PER_QUAD - 1):
-                        if whole * PER_QUAD + r < rows:
-                            TAIL_ROW(y, dy, dx, whole * PER_QUAD + r, COLS)
+        def load(y, dy, dx, held, k, row):
+            a, b, c, d = load_packed_quad(y, row, 0)
+            put_quad(held, k, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
+            a, b, c, d = load_packed_quad(dy, row, 0)
+            put_quad(held, HALF + k, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
 
-        return packed_quads
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def compute(y, dy, dx, held, k, row):
+            for r in range(PER_QUAD):
+                ys = cuda.local.array(COLS, TYPE)
+                gs = cuda.local.array(COLS, TYPE)
+                for j in range(COLS):
+                    ys[j] = held[k + COLS * r + j]
+                    gs[j] = held[HALF + k + COLS * r + j]
+                GRADIENTS(ys, gs, COLS)
+                for j in range(COLS):
+                    held[HALF + k + COLS * r + j] = gs[j]
 
-    quads_of = by_width(make_quads, QUAD)
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def store(y, dy, dx, held, k, row):
+            g = HALF + k
+            store_packed_quad(dx, row, 0, STORE(held[g]), STORE(held[g + 1]), STORE(held[g + 2]),
+                              STORE(held[g + 3]))
+
+        return load, compute, store
+
+    quads_of = make_packed_quads(geometry, TYPE, make_quad_parts, make_narrow_row)
+    STEP = geometry.quads * geometry.block_threads
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def packed_body(y, dy, dx):
-        first = cuda.blockIdx.x * (QUADS * BLOCK) + cuda.threadIdx.x
-        quads_of(y, dy, dx, first, y.shape[1])
+        quads_of(y, dy, dx, cuda.blockIdx.x * STEP + cuda.threadIdx.x, y.shape[1])
 
-    return packed_body, BLOCK
+    return packed_body, geometry.block_threads
 
 
 def make_backward_body(geometry, element_type, form, gradient=None):

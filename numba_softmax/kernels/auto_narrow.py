@@ -30,7 +30,7 @@ from ..numerics import KERNEL_OPTIONS, QUAD
 from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE
 from .auto_parts import POS_INF, make_exp_sum, record_status, row_form
 from .elements import element_io
-from .vector_io import load_packed_quad, store_packed_quad
+from .vector_io import load_packed_quad, put_quad, store_packed_quad
 
 
 @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -153,62 +153,89 @@ def make_narrow_body(geometry, types, checked, form="softmax", summed=every_colu
     return body, BLOCK
 
 
+def make_packed_quads(geometry, numba_type, make_quad_parts, make_tail_row):
+    """``quads_of(a, b, c, first, cols)``: the quads of a packed geometry's thread, the first at quad ``first`` and
+    then every ``block threads`` (C-contiguous rows of 1, 2 or 4 elements: whole rows in each quad), in the build
+    for the width (:func:`by_width`). ``make_quad_parts(COLS)`` gives ``(load, compute, store)``, each called as
+    ``part(a, b, c, held, k, row)``: ``load`` one quad's inputs into ``held`` (a thread's local array of
+    ``numba_type``, 8 Q values) at ``k`` (and ``k`` + 4 Q), every load in flight before ``compute`` turns its rows
+    (the quad's first is ``row``) into outputs and ``store`` writes them as one vector; ``make_tail_row(COLS)``:
+    ``tail(a, b, c, row, COLS)``, the narrow row that each of the rows past the last whole quad runs (fewer than a
+    quad's)."""
+    QUADS = geometry.quads
+    HELD = 2 * QUADS * QUAD
+    BLOCK = geometry.block_threads
+    TYPE = numba_type
+
+    def make_quads(COLS):
+        PER_QUAD = QUAD // COLS
+        LOAD, COMPUTE, STORE = make_quad_parts(COLS)
+        TAIL_ROW = make_tail_row(COLS)
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def packed_quads(a, b, c, first, cols):
+            rows = a.shape[0]
+            whole = rows // PER_QUAD  # quads of whole rows; the rows past them are the tail
+            held = cuda.local.array(HELD, TYPE)
+            for k in range(QUADS):
+                q = first + k * BLOCK
+                if q < whole:
+                    LOAD(a, b, c, held, QUAD * k, q * PER_QUAD)
+            for k in range(QUADS):
+                q = first + k * BLOCK
+                if q < whole:
+                    COMPUTE(a, b, c, held, QUAD * k, q * PER_QUAD)
+                    STORE(a, b, c, held, QUAD * k, q * PER_QUAD)
+                elif q == whole:
+                    for r in range(PER_QUAD - 1):
+                        if whole * PER_QUAD + r < rows:
+                            TAIL_ROW(a, b, c, whole * PER_QUAD + r, COLS)
+
+        return packed_quads
+
+    return by_width(make_quads, QUAD)
+
+
 def make_packed_body(geometry, types, checked, form="softmax", summed=every_column):
     """``(body(x, y, status, alarm), block threads)`` of a ``packed`` geometry: C-contiguous rows of 1, 2 or 4
     elements, ``Q`` quads per thread, each quad one vector load of ``4 / cols`` whole rows computed as the narrow
     row is (the same operations, bit for bit) and one vector store; the rows past the last whole quad run as
     narrow rows (``summed``: as :func:`make_narrow_body`)."""
     row_of_values, check_row, io = make_narrow_parts(types, checked, form, summed)
-    make_row = make_narrow_rows(types, checked, form, summed)
     LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
-    QUADS = geometry.quads
-    HELD = QUADS * QUAD
     BLOCK = geometry.block_threads
 
-    def make_quads(COLS):
-        """A thread's quads of rows of ``COLS`` elements (1, 2 or 4)."""
+    def make_quad_parts(COLS):
         PER_QUAD = QUAD // COLS
         OUTPUTS = row_of_values(COLS)
-        TAIL_ROW = make_row(COLS)
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def packed_quads(x, y, checks, first, cols):
-            rows = x.shape[0]
-            whole = rows // PER_QUAD  # quads of whole rows; the rows past them are the tail
-            values = cuda.local.array(HELD, TYPE)
-            for k in range(QUADS):  # every load in flight before the first row is computed
-                q = first + k * BLOCK
-                if q < whole:
-                    a, b, c, d = load_packed_quad(x, q * PER_QUAD, 0)
-                    values[QUAD * k] = LOAD(a)
-                    values[QUAD * k + 1] = LOAD(b)
-                    values[QUAD * k + 2] = LOAD(c)
-                    values[QUAD * k + 3] = LOAD(d)
-            for k in range(QUADS):
-                q = first + k * BLOCK
-                if q < whole:
-                    for r in range(PER_QUAD):
-                        row_values = cuda.local.array(COLS, TYPE)
-                        for j in range(COLS):
-                            row_values[j] = values[QUAD * k + COLS * r + j]
-                        row_max, row_sum = OUTPUTS(row_values, COLS)
-                        for j in range(COLS):
-                            values[QUAD * k + COLS * r + j] = row_values[j]
-                        check_row(x, checks, q * PER_QUAD + r, COLS, row_max, row_sum)
-                    store_packed_quad(y, q * PER_QUAD, 0, STORE(values[QUAD * k]), STORE(values[QUAD * k + 1]),
-                                      STORE(values[QUAD * k + 2]), STORE(values[QUAD * k + 3]))
-                elif q == whole:  # the rows past the last whole quad: fewer than PER_QUAD
-                    for r in range(PER_QUAD - 1):
-                        if whole * PER_QUAD + r < rows:
-                            TAIL_ROW(x, y, checks, whole * PER_QUAD + r, COLS)
+        def load(x, y, checks, held, k, row):
+            a, b, c, d = load_packed_quad(x, row, 0)
+            put_quad(held, k, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
 
-        return packed_quads
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def compute(x, y, checks, held, k, row):
+            for r in range(PER_QUAD):
+                values = cuda.local.array(COLS, TYPE)
+                for j in range(COLS):
+                    values[j] = held[k + COLS * r + j]
+                row_max, row_sum = OUTPUTS(values, COLS)
+                for j in range(COLS):
+                    held[k + COLS * r + j] = values[j]
+                check_row(x, checks, row + r, COLS, row_max, row_sum)
 
-    QUADS_OF = by_width(make_quads, QUAD)
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def store(x, y, checks, held, k, row):
+            store_packed_quad(y, row, 0, STORE(held[k]), STORE(held[k + 1]), STORE(held[k + 2]), STORE(held[k + 3]))
+
+        return load, compute, store
+
+    QUADS_OF = make_packed_quads(geometry, TYPE, make_quad_parts, make_narrow_rows(types, checked, form, summed))
+    STEP = geometry.quads * BLOCK
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def body(x, y, status, alarm):
-        first = cuda.blockIdx.x * (QUADS * BLOCK) + cuda.threadIdx.x
-        QUADS_OF(x, y, (status, alarm), first, x.shape[1])
+        QUADS_OF(x, y, (status, alarm), cuda.blockIdx.x * STEP + cuda.threadIdx.x, x.shape[1])
 
     return body, BLOCK
