@@ -42,6 +42,7 @@ import numba.cuda.dispatcher as dispatcher_module
 from numba import cuda
 from numba.core import sigutils
 
+from .kernels.auto_geometry import PACKED_KIND_WIDTHS, group_shape
 from .launch.entry import slim_entry
 
 TARGET_CC = (9, 0)
@@ -151,11 +152,13 @@ LOG_FORWARD_PREFIX, BACKWARD_MARK = "auto_log_", "_backward_"
 #: The name mark of the narrow builds, and how many builds of the row each holds (for 1, 2 and up to 4 elements:
 #: one log each in a log_softmax build, one reached per thread).
 NARROW_MARK, NARROW_ROW_BUILDS = "_narrow_", 3
-#: The name of the packed builds (``packed_l1_q<Q>``) and the rows each of a thread's Q quads holds in its builds for
-#: rows of 1, 2 and 4 elements: 4 + 2 + 1 rows of a whole quad, or 3 + 1 + 0 rows past the last whole quad (one log
-#: each).
-PACKED_NAME = re.compile(r"_packed_l1_q(\d+)")
-PACKED_QUAD_ROWS = 7 + 4
+#: The name of the packed builds (``packed_l1_q<Q>``, ``groups_l1_q<Q>``) and the rows each of a thread's Q groups
+#: holds in the builds for its widths, one log each: R rows of a whole group and R - 1 rows past the last whole group
+#: in each width's build (R = 4 / gcd(cols, 4): packed 4 + 2 + 1 and 3 + 1 + 0; groups 4 + 4 + 2 + 4 and 3 + 3 + 1 +
+#: 3).
+PACKED_NAME = re.compile(r"_(packed|groups)_l1_q(\d+)")
+PACKED_GROUP_ROWS = {kind: sum(2 * group_shape(cols)[0] - 1 for cols in widths)
+                     for kind, widths in PACKED_KIND_WIDTHS.items()}
 
 
 def log_expansions(kernel):
@@ -165,7 +168,7 @@ def log_expansions(kernel):
         return 0
     packed = PACKED_NAME.search(kernel)
     if packed:
-        return PACKED_QUAD_ROWS * int(packed.group(1))
+        return PACKED_GROUP_ROWS[packed.group(1)] * int(packed.group(2))
     return NARROW_ROW_BUILDS if NARROW_MARK in kernel else 1
 
 

@@ -238,7 +238,7 @@ def runs_geometry(op_name, geometry):
     (a backward's of at most :data:`~numba_softmax.kernels.auto_geometry.BACKWARD_QUADS` quads) and the long path;
     the narrow and packed ones every operation; the cluster and shared-memory ones the softmax only."""
     geometry = Geometry.parse(geometry)
-    if geometry.kind in ("long", "narrow", "packed"):
+    if geometry.kind in ("long", "narrow") or geometry.packed_widths:
         return True
     fits = geometry.kind == "rows" and not geometry.shared_quads
     return fits and (op_name not in BACKWARDS or geometry.quads <= BACKWARD_QUADS)
@@ -246,7 +246,7 @@ def runs_geometry(op_name, geometry):
 
 def own_geometry(op_name, cols, dtype):
     """The geometry ``auto`` runs for the operation at ``cols`` columns (a training step: its backward's), on the
-    sweep's arrays (:class:`SetArrays`: C-contiguous and aligned, so narrow rows of 1, 2 or 4 elements run packed)."""
+    sweep's arrays (:class:`SetArrays`: C-contiguous and aligned, so rows of 1 to 7 elements run packed)."""
     if op_name in (SOFTMAX, LOG_SOFTMAX):
         return geometry_for(cols, (dtype, dtype), op_name, packed=True)
     return backward_geometry(cols, dtype, packed=True)

@@ -18,8 +18,9 @@ Geometries (:func:`.auto_geometry.backward_geometry`), named as the forward's:
     ``dx``, last chunk first (still in registers; the chunks before it come again from L2 where it holds them).
 ``narrow_l1_q1``: rows of at most 4 columns, one thread per row (256 rows per block), each element of ``y``
     and ``dy`` one scalar load into a register, the sum in column order (the forward's :mod:`.auto_narrow`).
-``packed_l1_q{Q}``: C-contiguous rows of 1, 2 or 4 columns, Q quads of ``y`` and of ``dy`` per thread in vector
-    loads across rows, each quad's rows computed as the narrow row (the forward's :mod:`.auto_narrow`).
+``packed_l1_q{Q}``, ``groups_l1_q{Q}``: C-contiguous rows of 1, 2 or 4 columns (3, 5, 6 or 7), Q quads (groups
+    of whole rows filling whole quads) of ``y`` and of ``dy`` per thread in vector loads across rows, each row
+    computed as the narrow row (the forward's :mod:`.auto_narrow`).
 
 Each row is a head, a body of aligned quads placed by ``y``'s alignment, and a tail (:func:`.auto_parts.
 make_row_span`); ``dy`` and ``dx`` take vector accesses where their quads are aligned as ``y``'s, else element
@@ -34,9 +35,9 @@ from numba import cuda, int64
 from ..launch_spec import KernelLaunch
 from ..numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, QUAD, WARP_SIZE, bounded_kernel
 from ..validation import check_strided_rows
-from .auto_geometry import AUTO_TABLE, Geometry, backward_geometry
+from .auto_geometry import AUTO_TABLE, Geometry, backward_geometry, group_shape
 from .auto_launch import check_packed, packs
-from .auto_narrow import by_width, make_packed_quads, packed_grid
+from .auto_narrow import by_width, make_packed_groups, packed_grid
 from .auto_parts import (FORMS, edge_column, make_load_quad_at, make_quads_aligned, make_row_span,
                          make_store_quad_at, max_edges, row_reductions)
 from .auto_rows import MIN_THREADS_PER_SM, types_suffix
@@ -125,7 +126,7 @@ def make_narrow_backward_body(geometry, element_type, gradient):
     """``(body(y, dy, dx), block threads)`` of the ``narrow`` geometry: one thread per row of at most 4 elements,
     in the row's build for its width (:func:`.auto_narrow.by_width`)."""
     make_narrow_row, _ = make_narrow_backward_rows(element_type, gradient)
-    narrow_row_of = by_width(make_narrow_row, geometry.quads * QUAD)
+    narrow_row_of = by_width(make_narrow_row, (1, 2, geometry.quads * QUAD))
     BLOCK = geometry.block_threads
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -139,29 +140,30 @@ def make_narrow_backward_body(geometry, element_type, gradient):
 
 
 def make_packed_backward_body(geometry, element_type, gradient):
-    """``(body(y, dy, dx), block threads)`` of a ``packed`` geometry (:func:`.auto_narrow.make_packed_quads`):
-    C-contiguous rows of 1, 2 or 4 elements, ``Q`` quads of ``y`` and of ``dy`` per thread in vector loads, each
-    quad's ``4 / cols`` rows computed as the narrow row is and ``dx`` stored as one vector; the rows past the last
-    whole quad run as narrow rows."""
+    """``(body(y, dy, dx), block threads)`` of a ``packed`` or ``groups`` geometry
+    (:func:`.auto_narrow.make_packed_groups`): C-contiguous rows of its widths, ``Q`` groups of ``y`` and of ``dy``
+    per thread in vector loads (P quads each), each group's rows computed as the narrow row is and ``dx`` stored
+    as P vectors; the rows past the last whole group run as narrow rows."""
     make_narrow_row, gradients = make_narrow_backward_rows(element_type, gradient)
     io = element_io(element_type, element_type)
     LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
-    HALF = geometry.quads * QUAD  # y's values, then dy's (dx's once computed)
 
-    def make_quad_parts(COLS):
-        PER_QUAD = QUAD // COLS
+    def make_group_parts(COLS):
+        GROUP_ROWS, GROUP_QUADS = group_shape(COLS)
+        HALF = geometry.quads * GROUP_QUADS * QUAD  # y's values, then dy's (dx's once computed)
         GRADIENTS = gradients(COLS)
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def load(y, dy, dx, held, k, row):
-            a, b, c, d = load_packed_quad(y, row, 0)
-            put_quad(held, k, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
-            a, b, c, d = load_packed_quad(dy, row, 0)
-            put_quad(held, HALF + k, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
+            for q in range(GROUP_QUADS):
+                a, b, c, d = load_packed_quad(y, row, QUAD * q)
+                put_quad(held, k + QUAD * q, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
+                a, b, c, d = load_packed_quad(dy, row, QUAD * q)
+                put_quad(held, HALF + k + QUAD * q, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def compute(y, dy, dx, held, k, row):
-            for r in range(PER_QUAD):
+            for r in range(GROUP_ROWS):
                 ys = cuda.local.array(COLS, TYPE)
                 gs = cuda.local.array(COLS, TYPE)
                 for j in range(COLS):
@@ -173,18 +175,19 @@ def make_packed_backward_body(geometry, element_type, gradient):
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def store(y, dy, dx, held, k, row):
-            g = HALF + k
-            store_packed_quad(dx, row, 0, STORE(held[g]), STORE(held[g + 1]), STORE(held[g + 2]),
-                              STORE(held[g + 3]))
+            for q in range(GROUP_QUADS):
+                i = HALF + k + QUAD * q
+                store_packed_quad(dx, row, QUAD * q, STORE(held[i]), STORE(held[i + 1]), STORE(held[i + 2]),
+                                  STORE(held[i + 3]))
 
         return load, compute, store
 
-    quads_of = make_packed_quads(geometry, TYPE, make_quad_parts, make_narrow_row)
+    groups_of = make_packed_groups(geometry, TYPE, make_group_parts, make_narrow_row)
     STEP = geometry.quads * geometry.block_threads
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def packed_body(y, dy, dx):
-        quads_of(y, dy, dx, cuda.blockIdx.x * STEP + cuda.threadIdx.x, y.shape[1])
+        groups_of(y, dy, dx, cuda.blockIdx.x * STEP + cuda.threadIdx.x, y.shape[1])
 
     return packed_body, geometry.block_threads
 
@@ -192,9 +195,10 @@ def make_packed_backward_body(geometry, element_type, gradient):
 def make_backward_body(geometry, element_type, form, gradient=None):
     """``(body(y, dy, dx), block threads)`` of a ``rows``, ``long`` or ``narrow`` geometry for ``element_type``
     arrays (``gradient``: the :class:`GradientForm`, default ``form``'s; the negative control passes its own)."""
-    if geometry.kind not in ("rows", "long", "narrow", "packed") or geometry.shared_quads or geometry.fast_math:
+    if geometry.kind not in ("rows", "long", "narrow", "packed", "groups") or geometry.shared_quads \
+            or geometry.fast_math:
         raise ValueError(f"geometry {geometry.name}: a backward runs a rows_l<L>_q<Q>, long_l<L>_q<Q>, "
-                         "narrow_l1_q1 or packed_l1_q<Q> geometry")
+                         "narrow_l1_q1, packed_l1_q<Q> or groups_l1_q<Q> geometry")
     io = element_io(element_type, element_type)
     A = io.arith
     ADD, TYPE, ZERO = A.add, A.numba_type, A.zero
@@ -202,7 +206,7 @@ def make_backward_body(geometry, element_type, form, gradient=None):
     gradient = gradient_form(form, A) if gradient is None else gradient
     if geometry.kind == "narrow":
         return make_narrow_backward_body(geometry, element_type, gradient)
-    if geometry.kind == "packed":
+    if geometry.packed_widths:
         return make_packed_backward_body(geometry, element_type, gradient)
     TERM, GRAD = gradient.term, gradient.grad
     LONG = geometry.kind == "long"
@@ -375,7 +379,7 @@ def backward_launches(y, dy, dx, element_type, form="softmax", geometry=None):
     if geometry.max_columns is not None and cols > geometry.max_columns:
         raise ValueError(f"row too long for geometry {geometry.name}: {cols} columns > {geometry.max_columns}")
     kernel = backward_kernel(geometry, element_type, form)
-    if geometry.kind == "packed":
+    if geometry.packed_widths:
         check_packed(geometry, cols, y=y, dy=dy, dx=dx)
         grid = packed_grid(geometry, rows, cols)
     else:
@@ -400,7 +404,7 @@ def backward_builds():
         names = sorted({backward_geometry(cols, element_type) for cols in widths})
         if element_type in SAMPLE_TYPES:
             names = [names[0], "rows_l8_q1", names[-1]]
-        names += [backward_geometry(1, element_type, packed=True)]
+        names += [backward_geometry(cols, element_type, packed=True) for cols in (1, 3)]
         for name in names:
             for form in FORMS:
                 kernel = backward_kernel(name, element_type, form)

@@ -106,8 +106,8 @@ def all_but_the_last_column(cols):
 def narrow_short_sum_control_kernel(geometry="narrow_l1_q1", types=F32):
     """Negative control: a narrow or packed geometry whose sum leaves out the row's last element."""
     geometry = Geometry.parse(geometry)
-    if geometry.kind not in ("narrow", "packed"):
-        raise ValueError(f"geometry {geometry.name}: the short-sum control is a narrow or packed geometry")
+    if geometry.kind != "narrow" and not geometry.packed_widths:
+        raise ValueError(f"geometry {geometry.name}: the short-sum control is a narrow, packed or groups geometry")
     make_body = make_narrow_body if geometry.kind == "narrow" else make_packed_body
     body, block = make_body(geometry, types, False, summed=all_but_the_last_column)
     return bounded_build(body, block, build_name(geometry, types, False) + "_control_short_sum", False)

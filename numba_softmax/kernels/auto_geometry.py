@@ -8,15 +8,20 @@ alternatives one GPU run times beside it (:data:`CANDIDATES`). The kernels that 
 """
 
 from dataclasses import dataclass
+from math import gcd
 
 from ..element_types import STORAGE_DTYPES
 from ..numerics import QUAD, SIMULATOR, WARP_SIZE
 
 #: The kinds of geometry: a row in one block's registers, in a thread block cluster's, any length, a row of a
 #: few elements in one thread's registers, loaded element by element (``narrow_l1_q1``, :mod:`.auto_narrow`), or
-#: C-contiguous rows of 1, 2 or 4 elements read as whole quads across rows (``packed_l1_q<Q>``, the same module).
-GEOMETRY_KINDS = ("rows", "cluster", "long", "narrow", "packed")
-#: Most quads per thread of a packed geometry.
+#: C-contiguous rows read as whole quads across rows: of 1, 2 or 4 elements (``packed_l1_q<Q>``) or of 3, 5, 6 or 7
+#: in groups of whole rows that fill whole quads (``groups_l1_q<Q>``, both in the same module).
+GEOMETRY_KINDS = ("rows", "cluster", "long", "narrow", "packed", "groups")
+#: The widths each packed kind takes: rows that fill one quad (or two or four rows a quad), and the rows of a
+#: group that fills ``cols / gcd(cols, 4)`` quads (:func:`group_shape`).
+PACKED_KIND_WIDTHS = {"packed": (1, 2, 4), "groups": (3, 5, 6, 7)}
+#: Most quads (groups) per thread of a packed geometry.
 MAX_PACKED_QUADS = 4
 #: Most quads per thread of any build: a checked build keeps one bit per value in a 32-bit mask.
 MAX_QUADS = 8
@@ -34,8 +39,9 @@ MAX_SHARED_QUADS = 16
 class Geometry:
     """One selectable geometry: ``kind`` ``rows`` (a row in registers), ``cluster`` (a row in the registers
     of the ``ctas`` CTAs of a thread block cluster), ``long`` (any length), ``narrow`` (a row of at most 4 Q
-    elements in one thread, no vector access) or ``packed`` (``quads`` quads of C-contiguous memory per thread,
-    each holding whole rows of 1, 2 or 4 elements)."""
+    elements in one thread, no vector access), ``packed`` (``quads`` quads of C-contiguous memory per thread,
+    each holding whole rows of 1, 2 or 4 elements) or ``groups`` (``quads`` groups per thread, each the whole
+    rows of 3, 5, 6 or 7 elements that fill whole quads)."""
     kind: str
     lanes: int      # threads per row (per CTA of the cluster)
     quads: int      # quads (4 values) per thread: per row (rows, cluster) or per chunk (long)
@@ -66,9 +72,9 @@ class Geometry:
                              f"or cluster geometry of more than {WARP_SIZE} lanes")
         if self.kind == "narrow" and (self.lanes != 1 or self.quads != 1 or self.shared_quads or self.fast_math):
             raise ValueError(f"geometry {self.name}: a narrow geometry is one thread per row (l1) of one quad (q1)")
-        if self.kind == "packed" and (self.lanes != 1 or self.quads > MAX_PACKED_QUADS or self.shared_quads
-                                      or self.fast_math):
-            raise ValueError(f"geometry {self.name}: a packed geometry is one thread (l1) of 1 to "
+        if self.packed_widths and (self.lanes != 1 or self.quads > MAX_PACKED_QUADS or self.shared_quads
+                                   or self.fast_math):
+            raise ValueError(f"geometry {self.name}: a {self.kind} geometry is one thread (l1) of 1 to "
                              f"{MAX_PACKED_QUADS} quads")
         if self.fast_math and self.kind == "long":
             raise ValueError(f"geometry {self.name}: the fast-math diagnostic builds are row and cluster geometries")
@@ -80,10 +86,15 @@ class Geometry:
                 + (FAST_MATH_SUFFIX if self.fast_math else ""))
 
     @property
+    def packed_widths(self):
+        """The widths a ``packed`` or ``groups`` geometry takes (C-contiguous rows read across rows); else ()."""
+        return PACKED_KIND_WIDTHS.get(self.kind, ())
+
+    @property
     def max_columns(self):
         """Widest row it takes (``None``: any)."""
-        if self.kind == "packed":
-            return QUAD
+        if self.packed_widths:
+            return max(self.packed_widths)
         return None if self.kind == "long" else QUAD * self.lanes * (self.quads + self.shared_quads) * self.ctas
 
     @property
@@ -93,7 +104,7 @@ class Geometry:
 
     @property
     def block_threads(self):
-        return max(self.lanes, GROUP_BLOCK_THREADS) if self.kind in ("rows", "narrow", "packed") \
+        return max(self.lanes, GROUP_BLOCK_THREADS) if self.kind in ("rows", "narrow", *PACKED_KIND_WIDTHS) \
             and self.lanes <= WARP_SIZE \
             else self.lanes
 
@@ -124,8 +135,8 @@ class Geometry:
             geometry = None
         if geometry is None or geometry.name != name:
             raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q>[_s<S>], "
-                             f"cluster_l<L>_q<Q>_c<C>, long_l<L>_q<Q>, narrow_l1_q1 or packed_l1_q<Q> (a row or "
-                             f"cluster one with "
+                             f"cluster_l<L>_q<Q>_c<C>, long_l<L>_q<Q>, narrow_l1_q1, packed_l1_q<Q> or "
+                             f"groups_l1_q<Q> (a row or cluster one with "
                              f"{FAST_MATH_SUFFIX!r}: a diagnostic fast-math build), e.g. {AUTO_TABLE[0][1]!r}; "
                              f"candidates: {sorted(CANDIDATE_GEOMETRIES)}")
         return geometry
@@ -166,30 +177,42 @@ AUTO_TABLE = (
 #: 253 / 159 / 189 against 1420 / 844 / 553; from 16-byte rows the vector access wins (float32 at 4: 93.7 / 179).
 NARROW_ROW_BYTES = 8
 NARROW_GEOMETRY = "narrow_l1_q1"
-#: Rows of these widths fill a quad with whole rows: where every array is C-contiguous and its quads aligned (the
-#: launcher checks), they run :func:`packed_geometry`, vector accesses across rows. Measured (256 MiB, softmax):
+#: Rows of these widths fill whole quads with whole rows: where every array is C-contiguous and its quads aligned
+#: (the launcher checks), they run :func:`packed_geometry`, vector accesses across rows. Measured (256 MiB, softmax):
 #: float32 at 1 / 2 / 4 columns 91.5 / 90.0 / 90.9 us against narrow_l1_q1's 127.6 / 98.1 and rows_l1_q1's 93.9
 #: (log_softmax at 4: 91.0 against 100.6), bfloat16 at 1 / 2 / 4 92.0 / 92.7 / 93.1 against 225 / 144 / 119.
-PACKED_WIDTHS = (1, 2, 4)
+PACKED_WIDTHS = tuple(sorted(w for widths in PACKED_KIND_WIDTHS.values() for w in widths))
 #: The packed geometries ``auto`` runs (:func:`packed_geometry`).
-PACKED_GEOMETRIES = ("packed_l1_q1", "packed_l1_q2")
+PACKED_GEOMETRIES = ("packed_l1_q1", "packed_l1_q2", "groups_l1_q1")
 #: Bytes of input a thread of a packed geometry reads (of all its inputs together), at least one quad of each.
 PACKED_INPUT_BYTES = 16
 
 
-def packed_geometry(types, inputs=1):
-    """The packed geometry of rows of ``types`` for an operation reading ``inputs`` arrays: the quads per thread
-    that read :data:`PACKED_INPUT_BYTES` (at least one): float32 and float64 one, a 2-byte type two in a forward
-    and one in a backward (``y`` and ``dy``; measured 4-5% faster there than two, while two beat one by 10% in the
-    forward)."""
+def group_shape(cols):
+    """``(rows, quads)`` of the fewest whole rows of ``cols`` elements that fill whole quads: ``4 / gcd(cols, 4)``
+    rows in ``cols / gcd(cols, 4)`` quads (1 column: 4 rows in a quad; 4: one row; 3: 4 rows in 3 quads)."""
+    common = gcd(cols, QUAD)
+    return QUAD // common, cols // common
+
+
+def packed_geometry(cols, types, inputs=1):
+    """The packed geometry of rows of ``cols`` elements of ``types`` (:data:`PACKED_WIDTHS`) for an operation
+    reading ``inputs`` arrays: at 1, 2 and 4 columns, the quads per thread that read :data:`PACKED_INPUT_BYTES`
+    (at least one): float32 and float64 one, a 2-byte type two in a forward and one in a backward (``y`` and
+    ``dy``; measured 4-5% faster there than two, while two beat one by 10% in the forward); at 3, 5, 6 and 7, one
+    group of whole rows per thread (3 to 7 quads of each input)."""
+    if cols in PACKED_KIND_WIDTHS["groups"]:
+        return Geometry("groups", 1, 1).name
     quads = max(1, PACKED_INPUT_BYTES // (QUAD * STORAGE_DTYPES[types[0]].itemsize * inputs))
     return Geometry("packed", 1, quads).name
+
 
 #: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
 #: by the widths they are meant for. docs/auto_kernels.md gives the prediction for each.
 CANDIDATES = {
     1: ("narrow_l1_q1", "packed_l1_q1", "packed_l1_q2", "packed_l1_q4"),
     2: ("narrow_l1_q1", "packed_l1_q1", "packed_l1_q2", "packed_l1_q4"),
+    3: ("narrow_l1_q1", "rows_l1_q1", "groups_l1_q1"),
     4: ("narrow_l1_q1", "rows_l1_q1", "packed_l1_q1", "packed_l1_q2"),
     8: ("rows_l1_q2", "rows_l4_q1"),
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
@@ -221,7 +244,7 @@ def table_geometry(cols, types=F32, packed=False):
     :data:`PACKED_WIDTHS` where ``packed`` (the arrays' layout allows it), else :data:`NARROW_GEOMETRY` for rows of
     at most :data:`NARROW_ROW_BYTES`, else the one :data:`AUTO_TABLE` names."""
     if packed and cols in PACKED_WIDTHS:
-        return packed_geometry(types)
+        return packed_geometry(cols, types)
     if cols * element_size(types) <= NARROW_ROW_BYTES:
         return NARROW_GEOMETRY
     return next(name for limit, name in AUTO_TABLE if limit is None or cols <= limit)
@@ -235,7 +258,7 @@ def float64_geometry(name):
     geometry = Geometry.parse(name)
     if geometry.gpu_only or geometry.kind == "long":
         return FLOAT64_LONG
-    if geometry.kind in ("narrow", "packed"):  # at most FLOAT64_QUADS quads of a row already
+    if geometry.kind == "narrow" or geometry.packed_widths:  # at most FLOAT64_QUADS quads of a row already
         return geometry.name
     lanes, quads = geometry.lanes, geometry.quads
     while quads > FLOAT64_QUADS:
@@ -265,7 +288,7 @@ def backward_geometry(cols, element_type="float32", packed=False):
     narrow geometry as it is; where ``packed`` (as :func:`table_geometry`), rows of :data:`PACKED_WIDTHS` run
     :func:`packed_geometry` of two inputs."""
     if packed and cols in PACKED_WIDTHS:
-        return packed_geometry((element_type, element_type), inputs=2)
+        return packed_geometry(cols, (element_type, element_type), inputs=2)
     geometry = Geometry.parse(table_geometry(cols, (element_type, element_type)))
     float64 = element_type == "float64"
     most = BACKWARD_FLOAT64_QUADS if float64 else BACKWARD_QUADS

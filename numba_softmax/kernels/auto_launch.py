@@ -143,7 +143,7 @@ def geometry_launches(geometry, x, y, status=None, alarm=None, types=None, form=
     if geometry.max_columns is not None and cols > geometry.max_columns:
         raise ValueError(f"row too long for geometry {geometry.name}: {cols} columns > {geometry.max_columns}")
     kernel = auto_kernel(geometry, types, checked, form)
-    if geometry.kind == "packed":
+    if geometry.packed_widths:
         check_packed(geometry, cols, x=x, y=y)
         grid = packed_grid(geometry, rows, cols)
     else:
@@ -172,9 +172,9 @@ def packs(cols, *arrays):
 
 def check_packed(geometry, cols, **arrays):
     """Raise unless rows of ``cols`` elements in ``arrays`` (name -> array) can run the packed ``geometry``."""
-    if cols not in PACKED_WIDTHS:
-        raise ValueError(f"geometry {geometry.name}: rows of {cols} columns do not fill a quad; packed rows have "
-                         f"{', '.join(map(str, PACKED_WIDTHS))} columns")
+    if cols not in geometry.packed_widths:
+        raise ValueError(f"geometry {geometry.name}: rows of {cols} columns; it takes rows of "
+                         f"{', '.join(map(str, geometry.packed_widths))} columns")
     for name, array in arrays.items():
         if not quads_packed(array):
             raise ValueError(f"geometry {geometry.name}: {name} must be C-contiguous with its data aligned to "

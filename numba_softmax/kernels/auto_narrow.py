@@ -1,26 +1,30 @@
-"""Rows of at most 8 bytes: ``narrow_l1_q1`` (one thread per row, each element loaded once) and
-``packed_l1_q<Q>`` (C-contiguous rows of 1, 2 or 4 elements read as whole quads across rows).
+"""Rows of at most 8 bytes and C-contiguous rows of up to 7 elements: ``narrow_l1_q1`` (one thread per row, each
+element loaded once), ``packed_l1_q<Q>`` (rows of 1, 2 or 4 elements read as whole quads across rows) and
+``groups_l1_q<Q>`` (rows of 3, 5, 6 or 7 elements read as groups of whole rows that fill whole quads).
 
 ``auto`` runs one of them for every row of at most :data:`.auto_geometry.NARROW_ROW_BYTES` (float32 to 2 columns,
-2-byte types to 4, float64 1): packed where the rows fill quads (1, 2 or 4 columns) and both arrays are
-C-contiguous with aligned quads, narrow otherwise. The numerics policy of every ``auto`` kernel
-(:mod:`..numerics`: libdevice ``exp``, IEEE division, no contraction), in one thread and in column order::
+2-byte types to 4, float64 1) and for rows of 3 to 7 elements whose arrays allow it: packed or groups where both
+arrays are C-contiguous with aligned quads, narrow otherwise (wider rows: the rows geometries). The numerics
+policy of every ``auto`` kernel (:mod:`..numerics`: libdevice ``exp``, IEEE division, no contraction), in one
+thread and in column order::
 
     v_j = x[row, j]  (j < cols)
     m = max_j v_j;  e_j = exp(v_j - m);  z = sum_j e_j;  y[row, j] = e_j / z     (log_softmax: v_j - m - log z)
 
 Launch geometry. Narrow: 256 threads per block, thread ``t`` of block ``b`` owns row ``256 b + t``; a warp's loads
-of column ``j`` touch 32 consecutive rows. Packed: thread ``t`` of block ``b`` owns the quads (4 consecutive
-elements of memory, ``4 / cols`` whole rows) ``256 (Q b + k) + t``, k < Q, each one vector load and one vector
-store (a warp moves 32 consecutive quads per access); the rows past the last whole quad run as narrow rows.
-Bytes: ``rows * cols`` elements read once and written once.
+of column ``j`` touch 32 consecutive rows. Packed and groups: a group is the fewest whole rows that fill whole
+quads (4 consecutive elements of memory): R = 4 / gcd(cols, 4) rows in P = cols / gcd(cols, 4) quads (1 column:
+4 rows in one quad; 3 columns: 4 rows in 3 quads; :func:`.auto_geometry.group_shape`). Thread ``t`` of block
+``b`` owns the groups ``256 (Q b + k) + t``, k < Q, each P vector loads and P vector stores (a warp's P accesses
+cover 32 consecutive groups); the rows past the last whole group run as narrow rows. Bytes: ``rows * cols``
+elements read once and written once.
 
-Why not a ``rows_l1_q1`` (:mod:`.auto_rows`): a row of at most 8 bytes has no 16-byte aligned quad, so there every
-element is an edge, read again by each of three passes over all of a lane's edge slots, while the empty quad
-still takes four exponentials. Here each row is computed from registers, in code built for the row's width (1, 2,
-or up to 4): the same operations in the same order in both geometries, so their outputs are equal bit for bit.
-Packed moves 16 bytes of x per thread in vector accesses where narrow makes one scalar access per element
-(docs/auto_kernels.md gives both measurements). Checked builds record the first NaN or +inf (a flat index) and a
+Why not a ``rows_l1_q1`` (:mod:`.auto_rows`): a row of fewer than 8 elements has at most one 16-byte aligned
+quad, so there nearly every element is an edge, read again by each of three passes over all of a lane's edge
+slots. Here each row is computed from registers, in code built for the row's width: the same operations in the
+same order in every geometry of this module, so their outputs are equal bit for bit. Packed and groups move 16
+bytes or more per thread in vector accesses where narrow makes one scalar access per element
+(docs/auto_kernels.md gives the measurements). Checked builds record the first NaN or +inf (a flat index) and a
 row without a finite entry, as every ``auto`` build does.
 """
 
@@ -28,6 +32,7 @@ from numba import cuda, int64
 
 from ..numerics import KERNEL_OPTIONS, QUAD
 from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE
+from .auto_geometry import group_shape
 from .auto_parts import POS_INF, make_exp_sum, record_status, row_form
 from .elements import element_io
 from .vector_io import load_packed_quad, put_quad, store_packed_quad
@@ -39,29 +44,33 @@ def every_column(cols):
     return cols
 
 
-def by_width(make_row, most):
-    """``row_of(a, b, c, d, cols)``: ``make_row(n)(a, b, c, d, cols)`` with ``n`` 1, 2 or ``most``, the fewest
-    values that hold a row of ``cols``: a row of one or two elements runs straight-line code, no slot past its end
-    (every thread of a launch takes the same build: no divergence). The backward's narrow body uses it too."""
-    ONE, TWO, MOST = make_row(1), make_row(2), make_row(most)
+def by_width(make_row, widths):
+    """``row_of(a, b, c, d, cols)``: ``make_row(n)(a, b, c, d, cols)`` with ``n`` the first of ``widths`` that is
+    ``cols``, else the last: code built for each width (a row of one or two elements runs straight-line code, no
+    slot past its end; every thread of a launch takes the same build: no divergence). The narrow rows take
+    ``(1, 2, most)``, the packed geometries their widths; the backward's narrow body uses it too."""
+    LAST = make_row(widths[-1])
+    if len(widths) == 1:
+        return LAST
+    FIRST, REST, WIDTH = make_row(widths[0]), by_width(make_row, widths[1:]), widths[0]
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def row_of(a, b, c, d, cols):
-        if cols == 1:
-            ONE(a, b, c, d, cols)
-        elif cols == 2:
-            TWO(a, b, c, d, cols)
+        if cols == WIDTH:
+            FIRST(a, b, c, d, cols)
         else:
-            MOST(a, b, c, d, cols)
+            REST(a, b, c, d, cols)
 
     return row_of
 
 
 def packed_grid(geometry, rows, cols):
-    """Blocks of a packed launch over ``rows`` rows of ``cols`` elements: every quad (the last may be partial)."""
-    quads = (rows * cols + QUAD - 1) // QUAD
+    """Blocks of a packed launch over ``rows`` rows of ``cols`` elements: every group of whole rows (the last may
+    be partial)."""
+    group_rows = group_shape(cols)[0]
+    groups = (rows + group_rows - 1) // group_rows
     per_block = geometry.quads * geometry.block_threads
-    return (quads + per_block - 1) // per_block
+    return (groups + per_block - 1) // per_block
 
 
 def make_narrow_parts(types, checked, form, summed):
@@ -140,7 +149,7 @@ def make_narrow_body(geometry, types, checked, form="softmax", summed=every_colu
     """``(body(x, y, status, alarm), block threads)`` of a ``narrow`` geometry for elements ``types`` = (in, out),
     writing ``form``'s output (:func:`.auto_parts.row_form`); ``summed(cols)``: the columns the sum takes (a
     negative control swaps it, :mod:`.auto_controls`)."""
-    ROW_OF = by_width(make_narrow_rows(types, checked, form, summed), QUAD * geometry.quads)
+    ROW_OF = by_width(make_narrow_rows(types, checked, form, summed), (1, 2, QUAD * geometry.quads))
     BLOCK = geometry.block_threads
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -153,70 +162,73 @@ def make_narrow_body(geometry, types, checked, form="softmax", summed=every_colu
     return body, BLOCK
 
 
-def make_packed_quads(geometry, numba_type, make_quad_parts, make_tail_row):
-    """``quads_of(a, b, c, first, cols)``: the quads of a packed geometry's thread, the first at quad ``first`` and
-    then every ``block threads`` (C-contiguous rows of 1, 2 or 4 elements: whole rows in each quad), in the build
-    for the width (:func:`by_width`). ``make_quad_parts(COLS)`` gives ``(load, compute, store)``, each called as
-    ``part(a, b, c, held, k, row)``: ``load`` one quad's inputs into ``held`` (a thread's local array of
-    ``numba_type``, 8 Q values) at ``k`` (and ``k`` + 4 Q), every load in flight before ``compute`` turns its rows
-    (the quad's first is ``row``) into outputs and ``store`` writes them as one vector; ``make_tail_row(COLS)``:
-    ``tail(a, b, c, row, COLS)``, the narrow row that each of the rows past the last whole quad runs (fewer than a
-    quad's)."""
-    QUADS = geometry.quads
-    HELD = 2 * QUADS * QUAD
+def make_packed_groups(geometry, numba_type, make_group_parts, make_tail_row):
+    """``groups_of(a, b, c, first, cols)``: the groups of a packed geometry's thread, the first at group ``first``
+    and then every ``block threads`` (C-contiguous rows of :attr:`~.auto_geometry.Geometry.packed_widths`: a group
+    is the fewest whole rows that fill whole quads, :func:`~.auto_geometry.group_shape`), in the build for the
+    width (:func:`by_width`). ``make_group_parts(COLS)`` gives ``(load, compute, store)``, each called as
+    ``part(a, b, c, held, k, row)``: ``load`` one group's inputs (P quads of each) into ``held`` (a thread's local
+    array of ``numba_type``, two inputs of Q groups: 8 P Q values) at ``k`` (and ``k`` + 4 P Q), every load in
+    flight before ``compute`` turns its rows (the group's first is ``row``) into outputs and ``store`` writes them
+    as P vectors; ``make_tail_row(COLS)``: ``tail(a, b, c, row, COLS)``, the narrow row that each of the rows past
+    the last whole group runs (fewer than a group's)."""
+    GROUPS = geometry.quads
     BLOCK = geometry.block_threads
     TYPE = numba_type
 
-    def make_quads(COLS):
-        PER_QUAD = QUAD // COLS
-        LOAD, COMPUTE, STORE = make_quad_parts(COLS)
+    def make_groups(COLS):
+        GROUP_ROWS, GROUP_QUADS = group_shape(COLS)
+        HELD = 2 * GROUPS * GROUP_QUADS * QUAD
+        SPAN = GROUP_QUADS * QUAD  # values of one input in a group
+        LOAD, COMPUTE, STORE = make_group_parts(COLS)
         TAIL_ROW = make_tail_row(COLS)
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def packed_quads(a, b, c, first, cols):
+        def packed_groups(a, b, c, first, cols):
             rows = a.shape[0]
-            whole = rows // PER_QUAD  # quads of whole rows; the rows past them are the tail
+            whole = rows // GROUP_ROWS  # groups of whole rows; the rows past them are the tail
             held = cuda.local.array(HELD, TYPE)
-            for k in range(QUADS):
-                q = first + k * BLOCK
-                if q < whole:
-                    LOAD(a, b, c, held, QUAD * k, q * PER_QUAD)
-            for k in range(QUADS):
-                q = first + k * BLOCK
-                if q < whole:
-                    COMPUTE(a, b, c, held, QUAD * k, q * PER_QUAD)
-                    STORE(a, b, c, held, QUAD * k, q * PER_QUAD)
-                elif q == whole:
-                    for r in range(PER_QUAD - 1):
-                        if whole * PER_QUAD + r < rows:
-                            TAIL_ROW(a, b, c, whole * PER_QUAD + r, COLS)
+            for k in range(GROUPS):
+                g = first + k * BLOCK
+                if g < whole:
+                    LOAD(a, b, c, held, SPAN * k, g * GROUP_ROWS)
+            for k in range(GROUPS):
+                g = first + k * BLOCK
+                if g < whole:
+                    COMPUTE(a, b, c, held, SPAN * k, g * GROUP_ROWS)
+                    STORE(a, b, c, held, SPAN * k, g * GROUP_ROWS)
+                elif g == whole:
+                    for r in range(GROUP_ROWS - 1):
+                        if whole * GROUP_ROWS + r < rows:
+                            TAIL_ROW(a, b, c, whole * GROUP_ROWS + r, COLS)
 
-        return packed_quads
+        return packed_groups
 
-    return by_width(make_quads, QUAD)
+    return by_width(make_groups, geometry.packed_widths)
 
 
 def make_packed_body(geometry, types, checked, form="softmax", summed=every_column):
-    """``(body(x, y, status, alarm), block threads)`` of a ``packed`` geometry: C-contiguous rows of 1, 2 or 4
-    elements, ``Q`` quads per thread, each quad one vector load of ``4 / cols`` whole rows computed as the narrow
-    row is (the same operations, bit for bit) and one vector store; the rows past the last whole quad run as
+    """``(body(x, y, status, alarm), block threads)`` of a ``packed`` or ``groups`` geometry: C-contiguous rows of
+    its widths, ``Q`` groups per thread, each group's P quads one vector load each, its rows computed as the narrow
+    row is (the same operations, bit for bit) and stored as P vectors; the rows past the last whole group run as
     narrow rows (``summed``: as :func:`make_narrow_body`)."""
     row_of_values, check_row, io = make_narrow_parts(types, checked, form, summed)
     LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
     BLOCK = geometry.block_threads
 
-    def make_quad_parts(COLS):
-        PER_QUAD = QUAD // COLS
+    def make_group_parts(COLS):
+        GROUP_ROWS, GROUP_QUADS = group_shape(COLS)
         OUTPUTS = row_of_values(COLS)
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def load(x, y, checks, held, k, row):
-            a, b, c, d = load_packed_quad(x, row, 0)
-            put_quad(held, k, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
+            for q in range(GROUP_QUADS):
+                a, b, c, d = load_packed_quad(x, row, QUAD * q)
+                put_quad(held, k + QUAD * q, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def compute(x, y, checks, held, k, row):
-            for r in range(PER_QUAD):
+            for r in range(GROUP_ROWS):
                 values = cuda.local.array(COLS, TYPE)
                 for j in range(COLS):
                     values[j] = held[k + COLS * r + j]
@@ -227,15 +239,18 @@ def make_packed_body(geometry, types, checked, form="softmax", summed=every_colu
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def store(x, y, checks, held, k, row):
-            store_packed_quad(y, row, 0, STORE(held[k]), STORE(held[k + 1]), STORE(held[k + 2]), STORE(held[k + 3]))
+            for q in range(GROUP_QUADS):
+                i = k + QUAD * q
+                store_packed_quad(y, row, QUAD * q, STORE(held[i]), STORE(held[i + 1]), STORE(held[i + 2]),
+                                  STORE(held[i + 3]))
 
         return load, compute, store
 
-    QUADS_OF = make_packed_quads(geometry, TYPE, make_quad_parts, make_narrow_rows(types, checked, form, summed))
+    GROUPS_OF = make_packed_groups(geometry, TYPE, make_group_parts, make_narrow_rows(types, checked, form, summed))
     STEP = geometry.quads * BLOCK
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def body(x, y, status, alarm):
-        QUADS_OF(x, y, (status, alarm), cuda.blockIdx.x * STEP + cuda.threadIdx.x, x.shape[1])
+        GROUPS_OF(x, y, (status, alarm), cuda.blockIdx.x * STEP + cuda.threadIdx.x, x.shape[1])
 
     return body, BLOCK

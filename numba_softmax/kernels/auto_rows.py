@@ -413,7 +413,7 @@ def make_auto_kernel(geometry, types, checked, form="softmax"):
         body, block = make_long_body(geometry, types, checked, form)
     elif geometry.kind == "narrow":
         body, block = make_narrow_body(geometry, types, checked, form)
-    elif geometry.kind == "packed":
+    elif geometry.packed_widths:
         body, block = make_packed_body(geometry, types, checked, form)
     else:
         body, block = make_rows_body(geometry, types, checked, form=form)

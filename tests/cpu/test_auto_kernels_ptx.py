@@ -11,8 +11,8 @@ from numba_softmax.kernels.auto_controls import (cluster_control_kernel, narrow_
                                                  shared_span_control_kernel)
 from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, CANDIDATES, FAST_MATH_SUFFIX,
                                                  NARROW_GEOMETRY, NARROW_ROW_BYTES, TABLE_GEOMETRIES, Geometry,
-                                                 auto_geometry, backward_geometry, packed_geometry, spill_budget,
-                                                 table_geometry)
+                                                 auto_geometry, backward_geometry, group_shape, packed_geometry,
+                                                 spill_budget, table_geometry)
 from numba_softmax.kernels.auto_launch import (FULL_TYPES, KIND_SAMPLES, SAMPLE_TYPES, auto_kernel, auto_launches,
                                                builds, signature)
 from numba_softmax.element_types import STORAGE_DTYPES
@@ -101,10 +101,13 @@ def test_rows_of_at_most_8_bytes_run_one_thread_per_row_in_every_operation():
         assert auto_launches(*[np.zeros((3, widest + 1), STORAGE_DTYPES[t])[:, :widest] for t in types],
                              types=types, form="log_softmax")[0].name == f"auto_log_{NARROW_GEOMETRY}"
         assert auto_launches(*[np.zeros((3, widest), STORAGE_DTYPES[t]) for t in types],
-                             types=types, form="log_softmax")[0].name == f"auto_log_{packed_geometry(types)}"
+                             types=types, form="log_softmax")[0].name == f"auto_log_{packed_geometry(widest, types)}"
     assert table_geometry(3) == table_geometry(4) == "rows_l1_q1"
-    assert table_geometry(4, packed=True) == "packed_l1_q1" and table_geometry(3, packed=True) == "rows_l1_q1"
-    assert packed_geometry(("bfloat16",) * 2) == "packed_l1_q2"
+    assert table_geometry(4, packed=True) == "packed_l1_q1" and table_geometry(3, packed=True) == "groups_l1_q1"
+    assert table_geometry(8, packed=True) == "rows_l2_q1" and backward_geometry(7, "float32", True) == "groups_l1_q1"
+    assert packed_geometry(2, ("bfloat16",) * 2) == "packed_l1_q2"
+    assert [group_shape(cols) for cols in range(1, 9)] == [(4, 1), (2, 1), (4, 3), (1, 1), (4, 5), (2, 3), (4, 7),
+                                                            (1, 2)]
     assert backward_geometry(4, "bfloat16", packed=True) == "packed_l1_q1"  # y and dy: 16 bytes a thread
     with pytest.raises(ValueError, match="one thread per row"):
         Geometry.parse("narrow_l1_q2")  # measured 2-4x slower than the vector geometries at 8 columns
@@ -270,7 +273,7 @@ def test_controls_and_diagnostics_are_built_apart_from_the_shipped_factory():
         cluster_control_kernel("rows_l512_q8")
     with pytest.raises(ValueError, match="the span control needs quads in shared memory"):
         shared_span_control_kernel("rows_l512_q8")
-    with pytest.raises(ValueError, match="the short-sum control is a narrow or packed geometry"):
+    with pytest.raises(ValueError, match="the short-sum control is a narrow, packed or groups geometry"):
         narrow_short_sum_control_kernel("rows_l1_q1")
     assert not [name for name in AUTO_KERNELS if "control" in name or "fastmath" in name]
 

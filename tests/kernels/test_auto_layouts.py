@@ -14,7 +14,8 @@ from numba_softmax.backend import SIMULATOR, run_launches
 from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import narrow_short_sum_control_kernel, short_tail_control_kernel
-from numba_softmax.kernels.auto_geometry import NARROW_GEOMETRY, PACKED_WIDTHS, Geometry, packed_geometry
+from numba_softmax.kernels.auto_geometry import (NARROW_GEOMETRY, PACKED_WIDTHS, Geometry, group_shape,
+                                                 packed_geometry)
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.oracle import check_matrix
@@ -224,20 +225,30 @@ def test_negative_control_a_narrow_sum_without_its_last_element_is_rejected(widt
         expect_softmax(x, y, ("float32", "float32"))
 
 
-# ---- packed rows: C-contiguous rows of 1, 2 or 4 elements, read as whole quads across rows --------------------
+# ---- packed rows: C-contiguous rows of 1 to 7 elements, read as whole quads across rows ------------------------
 
 #: Row counts that leave every number of rows (0 to 3) past the last whole quad; on a GPU, over several blocks.
 PACKED_ROWS = (8, 9, 10, 11) if SIMULATOR else (6144, 6145, 6146, 6147)
 PACKED_TYPES = [("float32", "float32"), ("bfloat16", "bfloat16"), ("float16", "float32"), ("float64", "float64")]
 
 
+def bits_reference(width):
+    """``(geometry, rows)``: what gives the bits a packed geometry's rows of ``width`` must equal. To 4 columns the
+    narrow geometry over every row (``rows`` None); wider (rows the narrow geometry does not hold), the packed
+    geometry's own narrow rows: its first ``rows`` = R - 1 rows launched alone, fewer than a group, all of them
+    the tail (:func:`~numba_softmax.kernels.auto_geometry.group_shape`)."""
+    if width <= 4:
+        return NARROW_GEOMETRY, None
+    return packed_geometry(width, ("float32", "float32")), group_shape(width)[0] - 1
+
+
 
 
 @pytest.mark.parametrize("types", PACKED_TYPES, ids=lambda t: "-".join(t))
 def test_packed_rows_equal_the_narrow_rows_bit_for_bit(types):
-    """C-contiguous rows of every width a quad holds whole, every count of rows past the last whole quad: ``auto``
-    runs the packed geometry; its output passes the oracle and equals the narrow geometry's bit for bit, masks, a
-    row of -inf alone (recorded, NaN), a NaN and a +inf (the first recorded as a flat index) included."""
+    """C-contiguous rows of every packed width (whole rows in whole quads), every count of rows past the last whole
+    group: ``auto`` runs the packed geometry; its output passes the oracle and equals the narrow geometry's bit for
+    bit, masks, a row of -inf alone (recorded, NaN), a NaN and a +inf (the first recorded as a flat index) included."""
     for width in PACKED_WIDTHS:
         for rows in PACKED_ROWS:
             rng = np.random.default_rng(rows * width)
@@ -247,38 +258,41 @@ def test_packed_rows_equal_the_narrow_rows_bit_for_bit(types):
             values[rows - 1] = -np.inf
             launch, = auto_launches(strided(values, types[0], 0, 0), nan_output(values.shape, types[1], 0, 0),
                                     types=types)
-            assert launch.name.endswith(packed_geometry(types)), launch.name
+            assert launch.name.endswith(packed_geometry(width, types)), launch.name
             x, y, status = run(values, types, checked=True)
             expect_softmax(x, y, types)
             assert status[0] == STATUS_CLEAR and status[1] == rows - 1
-            _, y_narrow, _ = run(values, types, geometry=NARROW_GEOMETRY)
-            assert np.array_equal(y.view(np.uint8), y_narrow.view(np.uint8)), (width, rows)
+            reference, some = bits_reference(width)
+            _, y_narrow, _ = run(values[:some], types, geometry=reference)
+            assert np.array_equal(y[:some].view(np.uint8), y_narrow.view(np.uint8)), (width, rows)
             values[0, width - 1], values[1, 0] = np.nan, np.inf
             x, y, status = run(values, types, checked=True)
             assert status[0] == width - 1 and np.isnan(to_float64(y[:2], types[1])).all()
 
 
 @pytest.mark.parametrize("form", ["softmax", "log_softmax"])
-@pytest.mark.parametrize("geometry", ["packed_l1_q1", "packed_l1_q2", "packed_l1_q4"])
+@pytest.mark.parametrize("geometry", ["packed_l1_q1", "packed_l1_q2", "packed_l1_q4", "groups_l1_q1"])
 def test_every_packed_geometry_at_every_width(geometry, form):
     """Each packed geometry ``bench perf`` times, float32 and bfloat16, both forms: the narrow geometry's bits."""
     for types in (("float32", "float32"), ("bfloat16", "bfloat16")):
-        for width in PACKED_WIDTHS:
+        for width in Geometry.parse(geometry).packed_widths:
             rows = PACKED_ROWS[-1]
             values = matrix_fixture("random", (rows, width)).astype(np.float64)
             outputs = []
-            for name in (geometry, NARROW_GEOMETRY):
-                d_x, d_y = strided(values, types[0], 0, 0), nan_output(values.shape, types[1], 0, 0)
+            reference, some = bits_reference(width)
+            for name, part in ((geometry, values), (reference, values[:some])):
+                d_x, d_y = strided(part, types[0], 0, 0), nan_output(part.shape, types[1], 0, 0)
                 with np.errstate(invalid="ignore", over="ignore"):
                     run_launches(geometry_launches(name, d_x, d_y, types=types, form=form))
                 outputs.append(d_y.copy_to_host())
-            assert np.array_equal(outputs[0].view(np.uint8), outputs[1].view(np.uint8)), (types, width)
+            assert np.array_equal(outputs[0][:some].view(np.uint8), outputs[1].view(np.uint8)), (types, width)
             assert np.isfinite(to_float64(outputs[0], types[1])).all()
 
 
 def test_rows_that_are_not_packed_run_the_narrow_geometry():
-    """A row stride wider than the row, a misaligned start, or a width a quad does not hold whole: ``auto`` runs
-    the narrow geometry, and a packed geometry named for them is refused with the reason."""
+    """A row stride wider than the row or a misaligned start: ``auto`` runs the narrow geometry (rows of 3 float32
+    the rows one), and a packed geometry named for them, or for a width it does not take, is refused with the
+    reason."""
     values = matrix_fixture("random", (PACKED_ROWS[0], 2)).astype(np.float64)
     for x_at in ((0, 1), (1, 0)):
         d_x, d_y = strided(values, "float32", *x_at), nan_output(values.shape, "float32", 0, 0)
@@ -288,15 +302,20 @@ def test_rows_that_are_not_packed_run_the_narrow_geometry():
             geometry_launches("packed_l1_q1", d_x, d_y)
     three = matrix_fixture("random", (PACKED_ROWS[0], 3)).astype(np.float64)
     d_x, d_y = strided(three, "bfloat16", 0, 0), nan_output(three.shape, "bfloat16", 0, 0)
-    assert auto_launches(d_x, d_y, types=("bfloat16", "bfloat16"))[0].name == f"auto_{NARROW_GEOMETRY}"
-    with pytest.raises(ValueError, match="rows of 3 columns do not fill a quad"):
+    assert auto_launches(d_x, d_y, types=("bfloat16", "bfloat16"))[0].name == "auto_groups_l1_q1"
+    with pytest.raises(ValueError, match="rows of 3 columns; it takes rows of 1, 2, 4 columns"):
         geometry_launches("packed_l1_q2", d_x, d_y, types=("bfloat16", "bfloat16"))
+    d_x, d_y = strided(three, "float32", 0, 1), nan_output(three.shape, "float32", 0, 0)
+    assert auto_launches(d_x, d_y)[0].name == "auto_rows_l1_q1"
+    with pytest.raises(ValueError, match="x must be C-contiguous"):
+        geometry_launches("groups_l1_q1", d_x, d_y)
 
 
-@pytest.mark.parametrize("width", [1, 2])
-def test_negative_control_a_packed_sum_without_its_last_element_is_rejected(width):
-    """The short-sum control in the packed geometry: its quads and the rows past them are rejected."""
+@pytest.mark.parametrize("geometry, width", [("packed_l1_q1", 1), ("packed_l1_q1", 2), ("groups_l1_q1", 3),
+                                             ("groups_l1_q1", 7)])
+def test_negative_control_a_packed_sum_without_its_last_element_is_rejected(geometry, width):
+    """The short-sum control in the packed geometries: its groups and the rows past them are rejected."""
     values = matrix_fixture("random", (PACKED_ROWS[-1], width)).astype(np.float64)
-    x, y = run_control(narrow_short_sum_control_kernel("packed_l1_q1"), "packed_l1_q1", values, at=(0, 0))
+    x, y = run_control(narrow_short_sum_control_kernel(geometry), geometry, values, at=(0, 0))
     with pytest.raises(AssertionError, match="failed|finite and non-negative: False"):
         expect_softmax(x, y, ("float32", "float32"))

@@ -15,7 +15,7 @@ from numba_softmax.backend import SIMULATOR, invocation, run_launches
 from numba_softmax.element_types import STORAGE_DTYPES
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import cluster_control_kernel, shared_span_control_kernel
-from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, FLOAT64_LONG, PACKED_WIDTHS,
+from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, FLOAT64_LONG,
                                                  TABLE_GEOMETRIES, Geometry, auto_geometry, spill_budget,
                                                  table_geometry)
 from numba_softmax.kernels.auto_launch import auto_launches, check_launches, geometry_launches
@@ -231,9 +231,9 @@ def _candidate_params():
             params += [pytest.param(name, w, id=f"{name}-{w}", marks=CLUSTERS_ON_GPU)
                        for w in (geometry.max_columns, geometry.max_columns - 4, cta + 4)]
             continue
-        if geometry.kind in ("rows", "narrow", "packed"):  # full, one short, a misaligned middle; 1 if narrow
-            full = geometry.max_columns  # (packed: every width a quad holds whole)
-            widths = PACKED_WIDTHS if geometry.kind == "packed" else sorted(
+        if geometry.kind in ("rows", "narrow") or geometry.packed_widths:  # full, one short, a misaligned middle
+            full = geometry.max_columns  # (1 if narrow; packed: every width it takes)
+            widths = geometry.packed_widths or sorted(
                 {full, full - 1, min(full // 2 + 3, full)} | ({1} if full <= 8 else set()), reverse=True)
         else:
             chunk = 4 * geometry.lanes * geometry.quads
