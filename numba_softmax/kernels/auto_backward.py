@@ -35,7 +35,7 @@ from numba import cuda, int64
 from ..launch_spec import KernelLaunch
 from ..numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, QUAD, WARP_SIZE, bounded_kernel
 from ..validation import check_strided_rows
-from .auto_geometry import AUTO_TABLE, Geometry, backward_geometry, group_shape
+from .auto_geometry import AUTO_TABLE, Geometry, backward_geometry, group_shape, packed_geometry
 from .auto_launch import check_packed, packs
 from .auto_narrow import by_width, make_packed_groups, packed_grid
 from .auto_parts import (FORMS, edge_column, make_load_quad_at, make_quads_aligned, make_row_span,
@@ -404,7 +404,9 @@ def backward_builds():
         names = sorted({backward_geometry(cols, element_type) for cols in widths})
         if element_type in SAMPLE_TYPES:
             names = [names[0], "rows_l8_q1", names[-1]]
-        names += [backward_geometry(cols, element_type, packed=True) for cols in (1, 3)]
+        names += [backward_geometry(1, element_type, packed=True)]
+        if element_type != "float64":  # groups hold float32 and 2-byte rows (auto_launch.check_packed)
+            names += [packed_geometry(3, (element_type,) * 2, 2)]
         for name in names:
             for form in FORMS:
                 kernel = backward_kernel(name, element_type, form)

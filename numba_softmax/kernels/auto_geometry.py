@@ -181,9 +181,11 @@ NARROW_GEOMETRY = "narrow_l1_q1"
 #: (the launcher checks), they run :func:`packed_geometry`, vector accesses across rows. Measured (256 MiB, softmax):
 #: float32 at 1 / 2 / 4 columns 91.5 / 90.0 / 90.9 us against narrow_l1_q1's 127.6 / 98.1 and rows_l1_q1's 93.9
 #: (log_softmax at 4: 91.0 against 100.6), bfloat16 at 1 / 2 / 4 92.0 / 92.7 / 93.1 against 225 / 144 / 119.
-PACKED_WIDTHS = tuple(sorted(w for widths in PACKED_KIND_WIDTHS.values() for w in widths))
+#: Rows of 3, 5, 6 and 7 elements (``groups_l1_q1``) are candidates: the table takes them once a GPU run has
+#: tested and timed them (docs/auto_kernels.md gives the prediction).
+PACKED_WIDTHS = PACKED_KIND_WIDTHS["packed"]
 #: The packed geometries ``auto`` runs (:func:`packed_geometry`).
-PACKED_GEOMETRIES = ("packed_l1_q1", "packed_l1_q2", "groups_l1_q1")
+PACKED_GEOMETRIES = ("packed_l1_q1", "packed_l1_q2")
 #: Bytes of input a thread of a packed geometry reads (of all its inputs together), at least one quad of each.
 PACKED_INPUT_BYTES = 16
 
@@ -196,7 +198,7 @@ def group_shape(cols):
 
 
 def packed_geometry(cols, types, inputs=1):
-    """The packed geometry of rows of ``cols`` elements of ``types`` (:data:`PACKED_WIDTHS`) for an operation
+    """The packed geometry of rows of ``cols`` elements of ``types`` (1 to 7) for an operation
     reading ``inputs`` arrays: at 1, 2 and 4 columns, the quads per thread that read :data:`PACKED_INPUT_BYTES`
     (at least one): float32 and float64 one, a 2-byte type two in a forward and one in a backward (``y`` and
     ``dy``; measured 4-5% faster there than two, while two beat one by 10% in the forward); at 3, 5, 6 and 7, one
@@ -213,6 +215,9 @@ CANDIDATES = {
     1: ("narrow_l1_q1", "packed_l1_q1", "packed_l1_q2", "packed_l1_q4"),
     2: ("narrow_l1_q1", "packed_l1_q1", "packed_l1_q2", "packed_l1_q4"),
     3: ("narrow_l1_q1", "rows_l1_q1", "groups_l1_q1"),
+    5: ("groups_l1_q1",),
+    6: ("groups_l1_q1",),
+    7: ("groups_l1_q1",),
     4: ("narrow_l1_q1", "rows_l1_q1", "packed_l1_q1", "packed_l1_q2"),
     8: ("rows_l1_q2", "rows_l4_q1"),
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
@@ -309,10 +314,14 @@ def spill_budget(geometry, float64=False, driver=False):
     256) and the rows geometries of :data:`MAX_QUADS` quads (32 values, the row's head and tail bounds and
     their addresses at the cap: up to 48, measured 8-48 with ptxas). ``driver``: the budget of the driver's
     compiler, which spilled 8 bytes in some builds of :data:`MAX_QUADS` quads with a shared span that offline
-    ptxas keeps in registers (up to 8 there)."""
+    ptxas keeps in registers (up to 8 there). A ``groups`` geometry: up to 24 (a backward holds 56 values a
+    thread at 7 columns, 7 quads of ``y`` and of ``dy``; measured 8-20 bytes with ptxas 13.0, against 112-224 bytes
+    loaded)."""
     geometry = Geometry.parse(geometry) if isinstance(geometry, str) else geometry
     if float64:
         return 256
+    if geometry.kind == "groups":
+        return 24
     if driver and geometry.quads == MAX_QUADS and geometry.shared_quads:
         return 8
     return 48 if geometry.kind == "rows" and geometry.quads == MAX_QUADS and not geometry.shared_quads else 0

@@ -165,7 +165,7 @@ def auto_launches(x, y, status=None, alarm=None, types=None, form="softmax"):
 
 
 def packs(cols, *arrays):
-    """Whether rows of ``cols`` elements in ``arrays`` can run a packed geometry: a width of
+    """Whether rows of ``cols`` elements in ``arrays`` run a packed geometry: a width of
     :data:`.auto_geometry.PACKED_WIDTHS` and every array's rows packed (:func:`..validation.quads_packed`)."""
     return cols in PACKED_WIDTHS and all(quads_packed(a) for a in arrays)
 
@@ -175,6 +175,9 @@ def check_packed(geometry, cols, **arrays):
     if cols not in geometry.packed_widths:
         raise ValueError(f"geometry {geometry.name}: rows of {cols} columns; it takes rows of "
                          f"{', '.join(map(str, geometry.packed_widths))} columns")
+    if geometry.kind == "groups" and any(np.dtype(a.dtype) == np.float64 for a in arrays.values()):
+        raise ValueError(f"geometry {geometry.name}: float64 rows of {cols} columns run the narrow or rows "
+                         "geometries (a group of 7 columns would hold 56 float64 values a thread in a backward)")
     for name, array in arrays.items():
         if not quads_packed(array):
             raise ValueError(f"geometry {geometry.name}: {name} must be C-contiguous with its data aligned to "

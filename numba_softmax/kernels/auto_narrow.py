@@ -3,8 +3,9 @@ element loaded once), ``packed_l1_q<Q>`` (rows of 1, 2 or 4 elements read as who
 ``groups_l1_q<Q>`` (rows of 3, 5, 6 or 7 elements read as groups of whole rows that fill whole quads).
 
 ``auto`` runs one of them for every row of at most :data:`.auto_geometry.NARROW_ROW_BYTES` (float32 to 2 columns,
-2-byte types to 4, float64 1) and for rows of 3 to 7 elements whose arrays allow it: packed or groups where both
-arrays are C-contiguous with aligned quads, narrow otherwise (wider rows: the rows geometries). The numerics
+2-byte types to 4, float64 1) and for rows of 4 elements: packed where both arrays are C-contiguous with aligned
+quads, narrow otherwise (wider rows: the rows geometries). ``groups`` (float32 and 2-byte rows) is a candidate
+that ``bench perf`` times beside the table's choice. The numerics
 policy of every ``auto`` kernel (:mod:`..numerics`: libdevice ``exp``, IEEE division, no contraction), in one
 thread and in column order::
 

@@ -103,9 +103,8 @@ def test_rows_of_at_most_8_bytes_run_one_thread_per_row_in_every_operation():
         assert auto_launches(*[np.zeros((3, widest), STORAGE_DTYPES[t]) for t in types],
                              types=types, form="log_softmax")[0].name == f"auto_log_{packed_geometry(widest, types)}"
     assert table_geometry(3) == table_geometry(4) == "rows_l1_q1"
-    assert table_geometry(4, packed=True) == "packed_l1_q1" and table_geometry(3, packed=True) == "groups_l1_q1"
-    assert table_geometry(8, packed=True) == "rows_l2_q1" and backward_geometry(7, "float32", True) == "groups_l1_q1"
-    assert packed_geometry(2, ("bfloat16",) * 2) == "packed_l1_q2"
+    assert table_geometry(4, packed=True) == "packed_l1_q1" and table_geometry(3, packed=True) == "rows_l1_q1"
+    assert packed_geometry(2, ("bfloat16",) * 2) == "packed_l1_q2" and packed_geometry(7, F32, 2) == "groups_l1_q1"
     assert [group_shape(cols) for cols in range(1, 9)] == [(4, 1), (2, 1), (4, 3), (1, 1), (4, 5), (2, 3), (4, 7),
                                                             (1, 2)]
     assert backward_geometry(4, "bfloat16", packed=True) == "packed_l1_q1"  # y and dy: 16 bytes a thread

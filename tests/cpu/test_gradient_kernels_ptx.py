@@ -22,7 +22,7 @@ F32 = ("float32", "float32")
 
 def _geometry_of(name):
     """(Geometry, float64?) of a registered build name."""
-    match = re.search(r"((?:rows|long|narrow|packed)_l\d+_q\d+)", name)
+    match = re.search(r"((?:rows|long|narrow|packed|groups)_l\d+_q\d+)", name)
     return Geometry.parse(match.group(1)), "_f64" in name
 
 

@@ -9,7 +9,7 @@ backward without its ``sum(dy * y)`` term), which the same check must reject.
 import numpy as np
 import pytest
 from numba import cuda
-from test_auto_layouts import GPU_ONLY, PACKED_ROWS, bits_reference, nan_output, strided
+from test_auto_layouts import GPU_ONLY, PACKED_ROWS, bits_reference, nan_output, packed_widths, strided
 
 from numba_softmax.backend import SIMULATOR, run_launches
 from numba_softmax.element_types import to_float64
@@ -139,25 +139,26 @@ def test_narrow_backward_at_every_width_it_holds(element_type, form):
 @pytest.mark.parametrize("form", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("element_type", TYPES)
 def test_packed_backward_equals_the_narrow_backward_bit_for_bit(element_type, form):
-    """C-contiguous rows of every packed width, every count of rows past the last whole group, a masked
-    column: the backward runs the packed geometry, passes the oracle and gives the narrow geometry's bits; the
-    dropped-sum control of the packed geometry is rejected from width 2."""
+    """C-contiguous rows of every packed width (1 to 7), every count of rows past the last whole group, a masked
+    column: the packed geometry (``auto``'s at the widths the table runs packed) passes the oracle and gives the
+    narrow rows' bits; the dropped-sum control of the packed geometry is rejected from width 2."""
     types = (element_type, element_type)
-    for width in PACKED_WIDTHS:
+    for width in packed_widths(element_type):
         for rows in PACKED_ROWS:
             values = matrix_fixture("random", (rows, width)).astype(np.float64)
             if width > 2:
                 values[:, 1] = -np.inf
             y, dy = _forward(values, form), _gradients(rows, width, rows + width)
+            geometry = packed_geometry(width, types, inputs=2)
             launch, = backward_launches(strided(y, element_type, 0, 0), strided(dy, element_type, 0, 0),
                                         nan_output(y.shape, element_type, 0, 0), element_type, form)
-            assert launch.name.endswith(packed_geometry(width, types, inputs=2)), launch.name
-            seen = run_backward(y, dy, element_type, form)
+            assert launch.name.endswith(geometry) == (width in PACKED_WIDTHS), launch.name
+            seen = run_backward(y, dy, element_type, form, geometry=geometry)
             expect_backward(*seen, element_type, form)
             reference, some = bits_reference(width)
             _, _, narrow = run_backward(y[:some], dy[:some], element_type, form, geometry=reference)
             assert np.array_equal(seen[2][:some].view(np.uint8), narrow.view(np.uint8)), (width, rows)
-            if form == "softmax" and element_type == "float32" and width > 1:
+            if form == "softmax" and element_type == "float32" and width in PACKED_WIDTHS[1:]:
                 wrong = run_backward(y, dy, element_type, form, launches=dropped_sum_launches)
                 with pytest.raises(AssertionError, match="worst tolerance ratio"):
                     expect_backward(*wrong, element_type, form)

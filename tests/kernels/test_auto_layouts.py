@@ -14,8 +14,8 @@ from numba_softmax.backend import SIMULATOR, run_launches
 from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import narrow_short_sum_control_kernel, short_tail_control_kernel
-from numba_softmax.kernels.auto_geometry import (NARROW_GEOMETRY, PACKED_WIDTHS, Geometry, group_shape,
-                                                 packed_geometry)
+from numba_softmax.kernels.auto_geometry import (NARROW_GEOMETRY, PACKED_KIND_WIDTHS, PACKED_WIDTHS, Geometry,
+                                                 group_shape, packed_geometry)
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.oracle import check_matrix
@@ -229,6 +229,15 @@ def test_negative_control_a_narrow_sum_without_its_last_element_is_rejected(widt
 
 #: Row counts that leave every number of rows (0 to 3) past the last whole quad; on a GPU, over several blocks.
 PACKED_ROWS = (8, 9, 10, 11) if SIMULATOR else (6144, 6145, 6146, 6147)
+
+
+def packed_widths(element_type):
+    """Every width a packed geometry takes for ``element_type`` (the table runs PACKED_WIDTHS packed; groups of
+    rows take float32 and 2-byte types)."""
+    kinds = ("packed",) if element_type == "float64" else ("packed", "groups")
+    return sorted(w for kind in kinds for w in PACKED_KIND_WIDTHS[kind])
+
+
 PACKED_TYPES = [("float32", "float32"), ("bfloat16", "bfloat16"), ("float16", "float32"), ("float64", "float64")]
 
 
@@ -246,10 +255,12 @@ def bits_reference(width):
 
 @pytest.mark.parametrize("types", PACKED_TYPES, ids=lambda t: "-".join(t))
 def test_packed_rows_equal_the_narrow_rows_bit_for_bit(types):
-    """C-contiguous rows of every packed width (whole rows in whole quads), every count of rows past the last whole
-    group: ``auto`` runs the packed geometry; its output passes the oracle and equals the narrow geometry's bit for
-    bit, masks, a row of -inf alone (recorded, NaN), a NaN and a +inf (the first recorded as a flat index) included."""
-    for width in PACKED_WIDTHS:
+    """C-contiguous rows of every packed width (1 to 7), every count of rows past the last whole group: the packed
+    geometry (``auto``'s at the widths the table runs packed); its output passes the oracle and equals the narrow
+    rows' bits, masks, a row of -inf alone (recorded, NaN), a NaN and a +inf (the first recorded as a flat index)
+    included."""
+    for width in packed_widths(types[0]):
+        geometry = packed_geometry(width, types)
         for rows in PACKED_ROWS:
             rng = np.random.default_rng(rows * width)
             values = matrix_fixture("random", (rows, width)).astype(np.float64)
@@ -258,15 +269,15 @@ def test_packed_rows_equal_the_narrow_rows_bit_for_bit(types):
             values[rows - 1] = -np.inf
             launch, = auto_launches(strided(values, types[0], 0, 0), nan_output(values.shape, types[1], 0, 0),
                                     types=types)
-            assert launch.name.endswith(packed_geometry(width, types)), launch.name
-            x, y, status = run(values, types, checked=True)
+            assert launch.name.endswith(geometry) == (width in PACKED_WIDTHS), launch.name
+            x, y, status = run(values, types, geometry=geometry, checked=True)
             expect_softmax(x, y, types)
             assert status[0] == STATUS_CLEAR and status[1] == rows - 1
             reference, some = bits_reference(width)
             _, y_narrow, _ = run(values[:some], types, geometry=reference)
             assert np.array_equal(y[:some].view(np.uint8), y_narrow.view(np.uint8)), (width, rows)
             values[0, width - 1], values[1, 0] = np.nan, np.inf
-            x, y, status = run(values, types, checked=True)
+            x, y, status = run(values, types, geometry=geometry, checked=True)
             assert status[0] == width - 1 and np.isnan(to_float64(y[:2], types[1])).all()
 
 
@@ -290,9 +301,8 @@ def test_every_packed_geometry_at_every_width(geometry, form):
 
 
 def test_rows_that_are_not_packed_run_the_narrow_geometry():
-    """A row stride wider than the row or a misaligned start: ``auto`` runs the narrow geometry (rows of 3 float32
-    the rows one), and a packed geometry named for them, or for a width it does not take, is refused with the
-    reason."""
+    """A row stride wider than the row or a misaligned start: ``auto`` runs the narrow geometry, and a packed
+    geometry named for them, or for a width it does not take, is refused with the reason."""
     values = matrix_fixture("random", (PACKED_ROWS[0], 2)).astype(np.float64)
     for x_at in ((0, 1), (1, 0)):
         d_x, d_y = strided(values, "float32", *x_at), nan_output(values.shape, "float32", 0, 0)
@@ -302,13 +312,15 @@ def test_rows_that_are_not_packed_run_the_narrow_geometry():
             geometry_launches("packed_l1_q1", d_x, d_y)
     three = matrix_fixture("random", (PACKED_ROWS[0], 3)).astype(np.float64)
     d_x, d_y = strided(three, "bfloat16", 0, 0), nan_output(three.shape, "bfloat16", 0, 0)
-    assert auto_launches(d_x, d_y, types=("bfloat16", "bfloat16"))[0].name == "auto_groups_l1_q1"
+    assert auto_launches(d_x, d_y, types=("bfloat16", "bfloat16"))[0].name == f"auto_{NARROW_GEOMETRY}"
     with pytest.raises(ValueError, match="rows of 3 columns; it takes rows of 1, 2, 4 columns"):
         geometry_launches("packed_l1_q2", d_x, d_y, types=("bfloat16", "bfloat16"))
     d_x, d_y = strided(three, "float32", 0, 1), nan_output(three.shape, "float32", 0, 0)
-    assert auto_launches(d_x, d_y)[0].name == "auto_rows_l1_q1"
     with pytest.raises(ValueError, match="x must be C-contiguous"):
         geometry_launches("groups_l1_q1", d_x, d_y)
+    d_x, d_y = strided(three, "float64", 0, 0), nan_output(three.shape, "float64", 0, 0)
+    with pytest.raises(ValueError, match="float64 rows of 3 columns run the narrow or rows geometries"):
+        geometry_launches("groups_l1_q1", d_x, d_y, types=("float64", "float64"))
 
 
 @pytest.mark.parametrize("geometry, width", [("packed_l1_q1", 1), ("packed_l1_q1", 2), ("groups_l1_q1", 3),
