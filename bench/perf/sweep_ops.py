@@ -246,7 +246,7 @@ def runs_geometry(op_name, geometry):
 
 def own_geometry(op_name, cols, dtype):
     """The geometry ``auto`` runs for the operation at ``cols`` columns (a training step: its backward's), on the
-    sweep's arrays (:class:`SetArrays`: C-contiguous and aligned, so rows of 1 to 7 elements run packed)."""
+    sweep's arrays (:class:`SetArrays`: C-contiguous and aligned, so rows of 1, 2 or 4 elements run packed)."""
     if op_name in (SOFTMAX, LOG_SOFTMAX):
         return geometry_for(cols, (dtype, dtype), op_name, packed=True)
     return backward_geometry(cols, dtype, packed=True)

@@ -5,9 +5,8 @@ element loaded once), ``packed_l1_q<Q>`` (rows of 1, 2 or 4 elements read as who
 ``auto`` runs one of them for every row of at most :data:`.auto_geometry.NARROW_ROW_BYTES` (float32 to 2 columns,
 2-byte types to 4, float64 1) and for rows of 4 elements: packed where both arrays are C-contiguous with aligned
 quads, narrow otherwise (wider rows: the rows geometries). ``groups`` (float32 and 2-byte rows) is a candidate
-that ``bench perf`` times beside the table's choice. The numerics
-policy of every ``auto`` kernel (:mod:`..numerics`: libdevice ``exp``, IEEE division, no contraction), in one
-thread and in column order::
+that ``bench perf`` times beside the table's choice. The numerics policy of every ``auto`` kernel
+(:mod:`..numerics`: libdevice ``exp``, IEEE division, no contraction), in one thread and in column order::
 
     v_j = x[row, j]  (j < cols)
     m = max_j v_j;  e_j = exp(v_j - m);  z = sum_j e_j;  y[row, j] = e_j / z     (log_softmax: v_j - m - log z)
