@@ -152,13 +152,13 @@ LOG_FORWARD_PREFIX, BACKWARD_MARK = "auto_log_", "_backward_"
 #: The name mark of the narrow builds, and how many builds of the row each holds (for 1, 2 and up to 4 elements:
 #: one log each in a log_softmax build, one reached per thread).
 NARROW_MARK, NARROW_ROW_BUILDS = "_narrow_", 3
-#: The name of the packed builds (``packed_l1_q<Q>``, ``groups_l1_q<Q>``) and the rows each of a thread's Q groups
-#: holds in the builds for its widths, one log each: R rows of a whole group and R - 1 rows past the last whole group
-#: in each width's build (R = 4 / gcd(cols, 4): packed 4 + 2 + 1 and 3 + 1 + 0; groups 4 + 4 + 2 + 4 and 3 + 3 + 1 +
-#: 3).
+#: The name of the packed builds (``packed_l1_q<Q>``, ``groups_l1_q<Q>``) and the row builds each of a thread's Q
+#: groups holds for its widths, one log each: R rows of a whole group (R = 4 / gcd(cols, 4)) and the rows past the
+#: last whole group, a loop of R - 1 rows that NVVM unrolls in the packed builds (packed: 4 + 2 + 1 and 3 + 1 + 0)
+#: and keeps rolled in the larger groups builds (one row build each: 4 + 4 + 2 + 4 and 1 + 1 + 1 + 1; measured).
 PACKED_NAME = re.compile(r"_(packed|groups)_l1_q(\d+)")
-PACKED_GROUP_ROWS = {kind: sum(2 * group_shape(cols)[0] - 1 for cols in widths)
-                     for kind, widths in PACKED_KIND_WIDTHS.items()}
+PACKED_GROUP_ROWS = {"packed": sum(2 * group_shape(cols)[0] - 1 for cols in PACKED_KIND_WIDTHS["packed"]),
+                     "groups": sum(group_shape(cols)[0] + 1 for cols in PACKED_KIND_WIDTHS["groups"])}
 
 
 def log_expansions(kernel):

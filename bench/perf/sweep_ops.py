@@ -235,13 +235,17 @@ def _auto_variant(op, arrays, dtype):
 
 def runs_geometry(op_name, geometry):
     """Whether the log_softmax or a backward has builds of ``geometry`` (a name): rows geometries in registers
-    (a backward's of at most :data:`~numba_softmax.kernels.auto_geometry.BACKWARD_QUADS` quads) and the long path;
-    the narrow and packed ones every operation; the cluster and shared-memory ones the softmax only."""
+    (a backward's of at most :data:`~numba_softmax.kernels.auto_geometry.BACKWARD_QUADS` quads, in a block or a
+    cluster) and the long path; the narrow and packed ones every operation; the other cluster and the
+    shared-memory ones the softmax only."""
     geometry = Geometry.parse(geometry)
     if geometry.kind in ("long", "narrow") or geometry.packed_widths:
         return True
-    fits = geometry.kind == "rows" and not geometry.shared_quads
-    return fits and (op_name not in BACKWARDS or geometry.quads <= BACKWARD_QUADS)
+    if geometry.shared_quads:
+        return False
+    if op_name in BACKWARDS:
+        return geometry.kind in ("rows", "cluster") and geometry.quads <= BACKWARD_QUADS
+    return geometry.kind == "rows"
 
 
 def own_geometry(op_name, cols, dtype):

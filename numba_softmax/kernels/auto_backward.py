@@ -14,6 +14,9 @@ Geometries (:func:`.auto_geometry.backward_geometry`), named as the forward's:
 ``rows_l{L}_q{Q}``: a group of L threads owns a row, lane t the body quads at ``head + 4 (t + L q)``, q < Q, of
     ``y`` and of ``dy`` in registers (2 * 4 Q values); L <= 32: 256 / L rows per block. Reads ``y`` and ``dy``
     once, writes ``dx`` once.
+``cluster_l{L}_q{Q}_c{C}``: the rows geometry with the row spread over the C CTAs of a thread block cluster
+    (GPU only; float32 and 2-byte types), CTA ``rank`` holding body columns ``rank * 4 L Q`` on (the edges in rank
+    0); the sum ends with the forward's cluster stage. Reads ``y`` and ``dy`` once, writes ``dx`` once.
 ``long_l{L}_q{Q}``: one L-thread block per row walks it in chunks of ``4 L Q`` columns: pass 1 the sum, pass 2
     ``dx``, last chunk first (still in registers; the chunks before it come again from L2 where it holds them).
 ``narrow_l1_q1``: rows of at most 4 columns, one thread per row (256 rows per block), each element of ``y``
@@ -30,19 +33,22 @@ backward without the ``s`` term) is in :mod:`.auto_backward_controls`.
 
 from typing import NamedTuple
 
-from numba import cuda, int64
+from numba import cuda, float32, int64
 
 from ..launch_spec import KernelLaunch
-from ..numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, QUAD, WARP_SIZE, bounded_kernel
+from ..numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, bounded_kernel
 from ..validation import check_strided_rows
 from .auto_geometry import AUTO_TABLE, Geometry, backward_geometry, group_shape, packed_geometry
 from .auto_launch import check_packed, packs
 from .auto_narrow import by_width, make_packed_groups, packed_grid
-from .auto_parts import (FORMS, edge_column, make_load_quad_at, make_quads_aligned, make_row_span,
-                         make_store_quad_at, max_edges, row_reductions)
+from .auto_parts import (FORMS, edge_column, make_cluster_fold, make_load_quad_at, make_quads_aligned,
+                         make_row_span, make_store_quad_at, max_edges, row_reductions)
 from .auto_rows import MIN_THREADS_PER_SM, types_suffix
 from .elements import STORAGE_DTYPES, check_storage, check_types, element_io
 from .vector_io import load_packed_quad, put_quad, store_packed_quad
+
+if not SIMULATOR:
+    from .cluster import cluster_arrive_relaxed, cluster_wait
 
 
 class GradientForm(NamedTuple):
@@ -192,13 +198,17 @@ def make_packed_backward_body(geometry, element_type, gradient):
     return packed_body, geometry.block_threads
 
 
-def make_backward_body(geometry, element_type, form, gradient=None):
-    """``(body(y, dy, dx), block threads)`` of a ``rows``, ``long`` or ``narrow`` geometry for ``element_type``
-    arrays (``gradient``: the :class:`GradientForm`, default ``form``'s; the negative control passes its own)."""
-    if geometry.kind not in ("rows", "long", "narrow", "packed", "groups") or geometry.shared_quads \
+def make_backward_body(geometry, element_type, form, gradient=None, cluster_fold=make_cluster_fold):
+    """``(body(y, dy, dx), block threads)`` of a ``rows``, ``cluster``, ``long``, ``narrow``, ``packed`` or
+    ``groups`` geometry for ``element_type`` arrays (``gradient``: the :class:`GradientForm`, default ``form``'s;
+    ``cluster_fold``: ``ctas ->`` the cluster stage of the sum; the negative controls pass their own)."""
+    if geometry.kind not in ("rows", "cluster", "long", "narrow", "packed", "groups") or geometry.shared_quads \
             or geometry.fast_math:
-        raise ValueError(f"geometry {geometry.name}: a backward runs a rows_l<L>_q<Q>, long_l<L>_q<Q>, "
-                         "narrow_l1_q1, packed_l1_q<Q> or groups_l1_q<Q> geometry")
+        raise ValueError(f"geometry {geometry.name}: a backward runs a rows_l<L>_q<Q>, cluster_l<L>_q<Q>_c<C>, "
+                         "long_l<L>_q<Q>, narrow_l1_q1, packed_l1_q<Q> or groups_l1_q<Q> geometry")
+    if geometry.ctas > 1 and (SIMULATOR or element_type == "float64"):
+        raise ValueError(f"geometry {geometry.name}: a cluster backward needs a GPU (the simulator has no clusters) "
+                         f"and float32 arithmetic (float32, float16 or bfloat16 elements; got {element_type})")
     io = element_io(element_type, element_type)
     A = io.arith
     ADD, TYPE, ZERO = A.add, A.numba_type, A.zero
@@ -218,8 +228,11 @@ def make_backward_body(geometry, element_type, form, gradient=None):
     BLOCK = LANES if LONG else geometry.block_threads
     ROWS = 1 if LONG else geometry.rows_per_block
     WARPS = max(1, LANES // WARP_SIZE)
+    CTAS = geometry.ctas
+    CTA_COLUMNS = QUAD * LANES * QUADS
     SLOTS = -(-max_edges(element_type) // LANES)
     _, row_sum_of = row_reductions(LANES, BLOCK, A)
+    fold = cluster_fold(CTAS)
     row_span = make_row_span(element_type)
     quads_aligned = make_quads_aligned(element_type)
     load_quad_at = make_load_quad_at(io)
@@ -274,7 +287,17 @@ def make_backward_body(geometry, element_type, form, gradient=None):
     def rows_body(y, dy, dx):
         tid = cuda.threadIdx.x
         lane = tid % LANES
-        row = cuda.blockIdx.x * ROWS + tid // LANES
+        rank = 0
+        offset = 0  # the first body column this CTA holds, from the head on
+        if CTAS > 1:
+            # Every CTA of the cluster has to have started before another writes into its shared memory:
+            # arrive now, wait just before the cluster stage (the loads and the block sum between).
+            cluster_arrive_relaxed()
+            rank = cuda.blockIdx.x % CTAS
+            offset = rank * CTA_COLUMNS
+            row = cuda.blockIdx.x // CTAS
+        else:
+            row = cuda.blockIdx.x * ROWS + tid // LANES
         rows, cols = y.shape
         live = row < rows  # a group past the last row still takes part in the shuffles and barriers
         partials = cuda.shared.array(WARPS, TYPE, alignment=PARTIALS_ALIGNMENT)
@@ -284,15 +307,20 @@ def make_backward_body(geometry, element_type, form, gradient=None):
         dy_aligned = dx_aligned = False
         if live:
             head, body_end = row_span(y, row, cols)
-            edge_count = head + cols - body_end
+            if rank == 0:
+                edge_count = head + cols - body_end
             dy_aligned = quads_aligned(dy, row, head)
             dx_aligned = quads_aligned(dx, row, head)
-        local = load_pairs(y, dy, row, live, head, body_end, lane, ys, gs, dy_aligned, ZERO)
+        local = load_pairs(y, dy, row, live, head + offset, body_end, lane, ys, gs, dy_aligned, ZERO)
         if live:
             local = edge_terms(y, dy, row, lane, head, body_end, edge_count, local)
         s = row_sum_of(local, partials)
+        if CTAS > 1:
+            cluster_wait()  # every CTA has started (the arrive above)
+            sums = cuda.shared.array(CTAS, float32)  # slot j: CTA j's block sum
+            s = fold(s, sums, rank, False)
         if live:
-            store_grads(dx, row, head, body_end, lane, ys, gs, s, dx_aligned)
+            store_grads(dx, row, head + offset, body_end, lane, ys, gs, s, dx_aligned)
             store_edge_grads(y, dy, dx, row, lane, head, body_end, edge_count, s)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -332,9 +360,9 @@ def backward_build_name(geometry, element_type, form):
     return f"{BACKWARD_PREFIXES[form]}{geometry.name}{types_suffix((element_type, element_type))}"
 
 
-def make_backward_kernel(geometry, element_type, form, gradient=None, name=None):
+def make_backward_kernel(geometry, element_type, form, gradient=None, name=None, cluster_fold=make_cluster_fold):
     """The build of ``geometry`` for ``element_type`` arrays ``(y, dy, dx)`` (launch bounds: <= 64 registers)."""
-    body, block = make_backward_body(geometry, element_type, form, gradient)
+    body, block = make_backward_body(geometry, element_type, form, gradient, cluster_fold)
 
     def kernel(y, dy, dx):
         body(y, dy, dx)
@@ -384,9 +412,10 @@ def backward_launches(y, dy, dx, element_type, form="softmax", geometry=None):
         grid = packed_grid(geometry, rows, cols)
     else:
         rows_per_block = 1 if geometry.kind == "long" else geometry.rows_per_block
-        grid = (rows + rows_per_block - 1) // rows_per_block
+        grid = (rows + rows_per_block - 1) // rows_per_block * geometry.ctas
     block = geometry.lanes if geometry.kind == "long" else geometry.block_threads
-    return [KernelLaunch(f"{BACKWARD_PREFIXES[form]}{geometry.name}", kernel, (grid,), (block,), (y, dy, dx))]
+    return [KernelLaunch(f"{BACKWARD_PREFIXES[form]}{geometry.name}", kernel, (grid,), (block,), (y, dy, dx),
+                         cluster=geometry.ctas)]
 
 
 #: The element type whose backward builds are all registered (every geometry the table maps to); the others

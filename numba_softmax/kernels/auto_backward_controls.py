@@ -3,6 +3,9 @@ reject. Separate builds of the shipped body with one part swapped, never a branc
 
 ``dropped_sum``: the softmax backward without its ``sum(dy * y)`` term, ``dx = y * dy`` (the gradient of the
 exponentials alone, a classic slip): the oracle check of the kernel tests must fail on it.
+
+``own_sum`` (GPU only): a cluster backward whose CTAs each keep their own block's sum instead of the row's (the
+cluster exchange skipped): every CTA's gradient uses a partial sum, which the oracle check must reject.
 """
 
 from numba import cuda
@@ -10,6 +13,7 @@ from numba import cuda
 from ..launch_spec import KernelLaunch
 from ..numerics import KERNEL_OPTIONS
 from .auto_backward import GradientForm, backward_launches, gradient_form, make_backward_kernel
+from .auto_controls import make_own_result_fold
 from .auto_geometry import Geometry
 from .elements import element_io
 
@@ -34,11 +38,37 @@ def dropped_sum_kernel(geometry, element_type="float32"):
     return _BUILDS[key]
 
 
+def own_sum_kernel(geometry, element_type="float32", form="softmax"):
+    """The backward of a cluster ``geometry`` whose CTAs each keep their own block's sum."""
+    geometry = Geometry.parse(geometry) if isinstance(geometry, str) else geometry
+    if geometry.kind != "cluster":
+        raise ValueError(f"geometry {geometry.name}: the own-sum control needs a cluster geometry")
+    key = (geometry, element_type, form, "own_sum")
+    if key not in _BUILDS:
+        _BUILDS[key] = make_backward_kernel(geometry, element_type, form, name=f"control_backward_own_sum_"
+                                            f"{geometry.name}", cluster_fold=make_own_result_fold)
+    return _BUILDS[key]
+
+
+def _control_launches(prefix, kernel_of, y, dy, dx, element_type, form, geometry):
+    """:func:`.auto_backward.backward_launches`'s launch with ``kernel_of(geometry name)`` in its place."""
+    (launch,) = backward_launches(y, dy, dx, element_type, form, geometry)
+    geometry = launch.name.split("backward_", 1)[1]
+    return [KernelLaunch(f"{prefix}{geometry}", kernel_of(geometry), launch.grid, launch.block, launch.args,
+                         cluster=launch.cluster)]
+
+
 def dropped_sum_launches(y, dy, dx, element_type="float32", form="softmax", geometry=None):
-    """:func:`.auto_backward.backward_launches`'s launch with the control's kernel in place of the shipped one."""
+    """:func:`.auto_backward.backward_launches`'s launch with the dropped-sum control in place of the shipped
+    kernel."""
     if form != "softmax":
         raise ValueError("the dropped-sum control is a softmax backward")
-    (launch,) = backward_launches(y, dy, dx, element_type, form, geometry)
-    geometry = launch.name.removeprefix("auto_backward_")
-    return [KernelLaunch(f"control_backward_dropped_sum_{geometry}", dropped_sum_kernel(geometry, element_type),
-                         launch.grid, launch.block, launch.args)]
+    return _control_launches("control_backward_dropped_sum_", lambda g: dropped_sum_kernel(g, element_type),
+                             y, dy, dx, element_type, form, geometry)
+
+
+def own_sum_launches(y, dy, dx, element_type="float32", form="softmax", geometry=None):
+    """:func:`.auto_backward.backward_launches`'s launch (a cluster geometry) with the own-sum control in place of
+    the shipped kernel."""
+    return _control_launches("control_backward_own_sum_", lambda g: own_sum_kernel(g, element_type, form),
+                             y, dy, dx, element_type, form, geometry)

@@ -174,18 +174,20 @@ AUTO_TABLE = (
 #: Rows of at most this many bytes (``cols`` times the wider of the input and output element) run
 #: :data:`NARROW_GEOMETRY` ahead of the table: one thread per row, each element one scalar load, no row span.
 #: Measured (256 MiB): float32 at 1 / 2 columns 135 / 111 us against rows_l1_q1's 363 / 260, bfloat16 at 1 / 2 / 4
-#: 253 / 159 / 189 against 1420 / 844 / 553; from 16-byte rows the vector access wins (float32 at 4: 93.7 / 179).
-NARROW_ROW_BYTES = 8
+#: 253 / 159 / 189 against 1420 / 844 / 553; float32 at 3 (H100) 94.0 us against rows_l1_q1's 226 and
+#: groups_l1_q1's 115; from 16-byte rows the vector access wins (float32 at 4: 93.7 / 179). The narrow geometry
+#: holds at most 4 columns (:data:`NARROW_COLUMNS`).
+NARROW_ROW_BYTES = 12
+NARROW_COLUMNS = 4
 NARROW_GEOMETRY = "narrow_l1_q1"
 #: Rows of these widths fill whole quads with whole rows: where every array is C-contiguous and its quads aligned
 #: (the launcher checks), they run :func:`packed_geometry`, vector accesses across rows. Measured (256 MiB, softmax):
 #: float32 at 1 / 2 / 4 columns 91.5 / 90.0 / 90.9 us against narrow_l1_q1's 127.6 / 98.1 and rows_l1_q1's 93.9
 #: (log_softmax at 4: 91.0 against 100.6), bfloat16 at 1 / 2 / 4 92.0 / 92.7 / 93.1 against 225 / 144 / 119.
-#: Rows of 3, 5, 6 and 7 elements (``groups_l1_q1``) are candidates: the table takes them once a GPU run has
-#: tested and timed them (docs/auto_kernels.md gives the prediction).
-PACKED_WIDTHS = PACKED_KIND_WIDTHS["packed"]
+#: Rows of 3, 5, 6 and 7 elements run ``groups_l1_q1`` (float32 and 2-byte types; docs/auto_kernels.md).
+PACKED_WIDTHS = tuple(sorted(w for widths in PACKED_KIND_WIDTHS.values() for w in widths))
 #: The packed geometries ``auto`` runs (:func:`packed_geometry`).
-PACKED_GEOMETRIES = ("packed_l1_q1", "packed_l1_q2")
+PACKED_GEOMETRIES = ("packed_l1_q1", "packed_l1_q2", "groups_l1_q1")
 #: Bytes of input a thread of a packed geometry reads (of all its inputs together), at least one quad of each.
 PACKED_INPUT_BYTES = 16
 
@@ -209,24 +211,39 @@ def packed_geometry(cols, types, inputs=1):
     return Geometry("packed", 1, quads).name
 
 
+#: The widths ``auto`` runs as groups of rows, by the wider element's bytes (measured, H100, 256 MiB, every
+#: operation): 2-byte rows of 3, 5 and 6 at 0.94-1.05 of the copy (2-7x faster than the narrow and rows
+#: geometries) and of 7 at 0.57-0.68 (still 1.9-3.0x faster); float32 rows of 5 and 6 faster than rows_l2_q1 by
+#: 1.15-1.8x. float32 rows of 3 run narrow (faster in the softmax: 94 us against 115) and of 7 rows_l2_q1 (groups
+#: 1.2-2.2x slower: each thread's seven 16-byte accesses 112 bytes apart); float64 rows none (a group of 7 columns
+#: spills in a backward).
+GROUP_WIDTHS = {2: (3, 5, 6, 7), 4: (5, 6), 8: ()}
+
+
+def packs_width(cols, types):
+    """Whether rows of ``cols`` elements of ``types`` run a packed geometry where the layout allows it: rows of
+    1, 2 and 4 elements of every type, and the :data:`GROUP_WIDTHS` of the wider element's size."""
+    return cols in PACKED_KIND_WIDTHS["packed"] or cols in GROUP_WIDTHS[element_size(types)]
+
+
 #: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
 #: by the widths they are meant for. docs/auto_kernels.md gives the prediction for each.
 CANDIDATES = {
     1: ("narrow_l1_q1", "packed_l1_q1", "packed_l1_q2", "packed_l1_q4"),
     2: ("narrow_l1_q1", "packed_l1_q1", "packed_l1_q2", "packed_l1_q4"),
-    3: ("narrow_l1_q1", "rows_l1_q1", "groups_l1_q1"),
+    3: ("narrow_l1_q1", "rows_l1_q1"),
     4: ("narrow_l1_q1", "rows_l1_q1", "packed_l1_q1", "packed_l1_q2"),
-    5: ("groups_l1_q1",),
-    6: ("groups_l1_q1",),
-    7: ("groups_l1_q1",),
+    5: ("rows_l2_q1",),
+    6: ("rows_l2_q1",),
+    7: ("rows_l2_q1",),
     8: ("rows_l1_q2", "rows_l4_q1"),
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
     4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l64_q8_s8"),
     8192: ("rows_l512_q4", "rows_l1024_q2", "rows_l128_q8_s8"),
     16384: ("rows_l1024_q4", "rows_l256_q8_s8"),
-    32768: ("long_l512_q4", "long_l1024_q4", "cluster_l512_q8_c2"),
-    65536: ("long_l1024_q4", "cluster_l1024_q8_c2", "cluster_l512_q8_c4", "cluster_l512_q8_c2_s8"),
+    32768: ("long_l512_q4", "long_l1024_q4", "cluster_l512_q8_c2", "long_l1024_q2"),
+    65536: ("long_l1024_q4", "cluster_l1024_q8_c2", "cluster_l512_q8_c4", "cluster_l512_q8_c2_s8", "long_l1024_q2"),
     131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4", "cluster_l512_q8_c8", "cluster_l1024_q8_c2_s8"),
     262144: ("long_l1024_q4", "cluster_l1024_q8_c8", "cluster_l1024_q8_c4_s8"),
 }
@@ -245,12 +262,12 @@ def element_size(types):
 
 
 def table_geometry(cols, types=F32, packed=False):
-    """The geometry for rows of ``cols`` elements of ``types``: :func:`packed_geometry`'s for rows of
-    :data:`PACKED_WIDTHS` where ``packed`` (the arrays' layout allows it), else :data:`NARROW_GEOMETRY` for rows of
-    at most :data:`NARROW_ROW_BYTES`, else the one :data:`AUTO_TABLE` names."""
-    if packed and cols in PACKED_WIDTHS:
+    """The geometry for rows of ``cols`` elements of ``types``: :func:`packed_geometry`'s where ``packed`` (the
+    arrays' layout allows it) and :func:`packs_width`, else :data:`NARROW_GEOMETRY` for rows of
+    at most :data:`NARROW_ROW_BYTES` and :data:`NARROW_COLUMNS`, else the one :data:`AUTO_TABLE` names."""
+    if packed and packs_width(cols, types):
         return packed_geometry(cols, types)
-    if cols * element_size(types) <= NARROW_ROW_BYTES:
+    if cols <= NARROW_COLUMNS and cols * element_size(types) <= NARROW_ROW_BYTES:
         return NARROW_GEOMETRY
     return next(name for limit, name in AUTO_TABLE if limit is None or cols <= limit)
 
@@ -283,16 +300,31 @@ BACKWARD_FLOAT64_QUADS = 1
 #: The long-row geometries of a backward (two inputs per value: half the forward's quads).
 BACKWARD_LONG = "long_l1024_q2"
 BACKWARD_FLOAT64_LONG = "long_l1024_q1"
+#: Lanes per CTA of a backward's cluster rows (GPU only; float32 rows): each CTA holds
+#: 4 x 512 x BACKWARD_QUADS = 8192 columns of y and dy in registers, two CTAs per SM.
+BACKWARD_CLUSTER_LANES = 512
+
+
+def backward_cluster(cols):
+    """The cluster geometry of a backward row of ``cols`` columns past a block's registers: the fewest CTAs of
+    :data:`BACKWARD_CLUSTER_LANES` lanes and :data:`BACKWARD_QUADS` quads that hold it (2 to
+    :data:`MAX_CLUSTER_CTAS`: to 65,536 columns); ``None`` beyond."""
+    ctas = -(-cols // (QUAD * BACKWARD_CLUSTER_LANES * BACKWARD_QUADS))
+    return Geometry("cluster", BACKWARD_CLUSTER_LANES, BACKWARD_QUADS, max(2, ctas)).name \
+        if ctas <= MAX_CLUSTER_CTAS else None
 
 
 def backward_geometry(cols, element_type="float32", packed=False):
     """The geometry the backward runs for rows of ``cols`` columns of ``element_type``. A backward
     holds two values per column (``y`` and ``dy``): the forward's rows geometry with at most
-    :data:`BACKWARD_QUADS` (float64: :data:`BACKWARD_FLOAT64_QUADS`) quads per thread and more lanes instead,
-    and the long-row path where that takes more than 1024 lanes or where the forward leaves its registers; a
-    narrow geometry as it is; where ``packed`` (as :func:`table_geometry`), rows of :data:`PACKED_WIDTHS` run
+    :data:`BACKWARD_QUADS` (float64: :data:`BACKWARD_FLOAT64_QUADS`) quads per thread and more lanes instead;
+    where that takes more than 1024 lanes or the forward leaves its registers, float32 rows of up to 65,536
+    columns run :func:`backward_cluster` on a GPU (measured, H100, 256 MiB: 0.95-0.97 of the three-array copy,
+    1.03-1.47x faster than the long-row path; 2-byte rows ran 1.07-1.46x slower there, so they keep it), the
+    others the long-row path; a
+    narrow geometry as it is; where ``packed`` and :func:`packs_width` (as :func:`table_geometry`), the rows run
     :func:`packed_geometry` of two inputs."""
-    if packed and cols in PACKED_WIDTHS:
+    if packed and packs_width(cols, (element_type,)):
         return packed_geometry(cols, (element_type, element_type), inputs=2)
     geometry = Geometry.parse(table_geometry(cols, (element_type, element_type)))
     float64 = element_type == "float64"
@@ -300,12 +332,13 @@ def backward_geometry(cols, element_type="float32", packed=False):
     long_name = BACKWARD_FLOAT64_LONG if float64 else BACKWARD_LONG
     if geometry.kind == "narrow":
         return geometry.name
-    if geometry.kind != "rows" or geometry.shared_quads:
-        return long_name
     lanes, quads = geometry.lanes, geometry.quads
     while quads > most:
         lanes, quads = 2 * lanes, quads // 2
-    return Geometry("rows", lanes, quads).name if lanes <= 1024 else long_name
+    if geometry.kind == "rows" and not geometry.shared_quads and lanes <= 1024:
+        return Geometry("rows", lanes, quads).name
+    cluster = backward_cluster(cols) if element_type == "float32" and not SIMULATOR else None
+    return cluster or long_name
 
 
 def spill_budget(geometry, float64=False, driver=False):

@@ -10,9 +10,9 @@ import pytest
 from numba_softmax.kernels.auto_controls import (cluster_control_kernel, narrow_short_sum_control_kernel,
                                                  shared_span_control_kernel)
 from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, CANDIDATES, FAST_MATH_SUFFIX,
-                                                 NARROW_GEOMETRY, NARROW_ROW_BYTES, TABLE_GEOMETRIES, Geometry,
-                                                 auto_geometry, backward_geometry, group_shape, packed_geometry,
-                                                 spill_budget, table_geometry)
+                                                 NARROW_COLUMNS, NARROW_GEOMETRY, NARROW_ROW_BYTES, TABLE_GEOMETRIES,
+                                                 Geometry, auto_geometry, backward_geometry, group_shape,
+                                                 packed_geometry, packs_width, spill_budget, table_geometry)
 from numba_softmax.kernels.auto_launch import (FULL_TYPES, KIND_SAMPLES, SAMPLE_TYPES, auto_kernel, auto_launches,
                                                builds, signature)
 from numba_softmax.element_types import STORAGE_DTYPES
@@ -86,24 +86,30 @@ def test_narrow_build_arithmetic_is_one_exp_and_one_division_per_value():
     assert rows.expf_count == 4 + 2 * 6 and rows.divisions == {"div.rn.f32": 4 + 6}
 
 
-def test_rows_of_at_most_8_bytes_run_one_thread_per_row_in_every_operation():
-    """The narrow geometry by bytes, the wider of the input and output element: float32 to 2 columns, 2-byte
-    types to 4 (float16 in, float32 out: to 2), float64 one; the log_softmax and the backward run it too."""
-    assert NARROW_ROW_BYTES == 8 and NARROW_GEOMETRY in TABLE_GEOMETRIES
-    for types, widest in [(F32, 2), (("bfloat16",) * 2, 4), (("float16",) * 2, 4), (("float16", "float32"), 2),
+def test_rows_of_at_most_12_bytes_and_4_columns_run_one_thread_per_row_in_every_operation():
+    """The narrow geometry by bytes, the wider of the input and output element, and columns: float32 to 3
+    columns, 2-byte types to 4 (float16 in, float32 out: to 3), float64 one; the log_softmax and the backward run
+    it too."""
+    assert NARROW_ROW_BYTES == 12 and NARROW_COLUMNS == 4 and NARROW_GEOMETRY in TABLE_GEOMETRIES
+    for types, widest in [(F32, 3), (("bfloat16",) * 2, 4), (("float16",) * 2, 4), (("float16", "float32"), 3),
                           (("float64",) * 2, 1), (("float32", "float64"), 1)]:
         assert [auto_geometry(cols, types) for cols in range(1, widest + 1)] == [NARROW_GEOMETRY] * widest
         assert auto_geometry(widest + 1, types) != NARROW_GEOMETRY, types
         if types[0] == types[1]:
             assert backward_geometry(widest, types[0]) == NARROW_GEOMETRY
             assert backward_geometry(widest + 1, types[0]) != NARROW_GEOMETRY
-        # Rows a row stride apart that is wider than the row run narrow; C-contiguous ones of 1, 2 or 4 packed.
+        # Rows a row stride apart that is wider than the row run narrow; C-contiguous ones packed where
+        # packs_width says so (1, 2 or 4 elements; groups of 3 2-byte ones).
         assert auto_launches(*[np.zeros((3, widest + 1), STORAGE_DTYPES[t])[:, :widest] for t in types],
                              types=types, form="log_softmax")[0].name == f"auto_log_{NARROW_GEOMETRY}"
         assert auto_launches(*[np.zeros((3, widest), STORAGE_DTYPES[t]) for t in types],
-                             types=types, form="log_softmax")[0].name == f"auto_log_{packed_geometry(widest, types)}"
-    assert table_geometry(3) == table_geometry(4) == "rows_l1_q1"
-    assert table_geometry(4, packed=True) == "packed_l1_q1" and table_geometry(3, packed=True) == "rows_l1_q1"
+                             types=types, form="log_softmax")[0].name == \
+            f"auto_log_{packed_geometry(widest, types) if packs_width(widest, types) else NARROW_GEOMETRY}"
+    assert table_geometry(3) == NARROW_GEOMETRY and table_geometry(4) == "rows_l1_q1"
+    assert table_geometry(4, packed=True) == "packed_l1_q1" and table_geometry(3, packed=True) == NARROW_GEOMETRY
+    assert table_geometry(3, ("bfloat16",) * 2, packed=True) == table_geometry(5, packed=True) == "groups_l1_q1"
+    assert table_geometry(7, packed=True) == "rows_l2_q1"
+    assert table_geometry(7, ("float16",) * 2, packed=True) == "groups_l1_q1"
     assert packed_geometry(2, ("bfloat16",) * 2) == "packed_l1_q2" and packed_geometry(7, F32, 2) == "groups_l1_q1"
     assert [group_shape(cols) for cols in range(1, 9)] == [(4, 1), (2, 1), (4, 3), (1, 1), (4, 5), (2, 3), (4, 7),
                                                             (1, 2)]

@@ -9,7 +9,7 @@ import pytest
 
 from numba_softmax.kernels.auto_backward import (BACKWARD_PREFIXES, backward_geometry, backward_kernel,
                                                  backward_signature)
-from numba_softmax.kernels.auto_backward_controls import dropped_sum_kernel
+from numba_softmax.kernels.auto_backward_controls import dropped_sum_kernel, own_sum_kernel
 from numba_softmax.kernels.auto_geometry import AUTO_TABLE, NARROW_GEOMETRY, Geometry, spill_budget
 from numba_softmax.kernels.auto_launch import auto_kernel, log_geometry, signature
 from numba_softmax.kernels.registry import AUTO_KERNELS, COLUMN_KERNELS, GRADIENT_KERNELS, KERNELS
@@ -22,7 +22,7 @@ F32 = ("float32", "float32")
 
 def _geometry_of(name):
     """(Geometry, float64?) of a registered build name."""
-    match = re.search(r"((?:rows|long|narrow|packed|groups)_l\d+_q\d+)", name)
+    match = re.search(r"((?:rows|long|narrow|packed|groups)_l\d+_q\d+|cluster_l\d+_q\d+_c\d+)", name)
     return Geometry.parse(match.group(1)), "_f64" in name
 
 
@@ -88,7 +88,10 @@ def test_geometries_of_the_gradients():
     assert log_geometry("rows_l512_q8") == "rows_l512_q8"
     assert log_geometry("cluster_l512_q8_c4_s8") == log_geometry("rows_l512_q8_s8") == AUTO_TABLE[-1][1]
     assert backward_geometry(1024) == "rows_l128_q2" and backward_geometry(4096) == "rows_l256_q4"
-    assert backward_geometry(16384) == "rows_l1024_q4" and backward_geometry(16385) == "long_l1024_q2"
+    assert backward_geometry(16384) == "rows_l1024_q4" and backward_geometry(16385) == "cluster_l512_q4_c3"
+    assert backward_geometry(65536) == "cluster_l512_q4_c8" and backward_geometry(65537) == "long_l1024_q2"
+    assert backward_geometry(16385, "bfloat16") == "long_l1024_q2"  # 2-byte rows measured faster there
+    assert backward_geometry(16385, "float64") == "long_l1024_q1"
     assert backward_geometry(4096, "float64") == "rows_l1024_q1"
     assert backward_geometry(8192, "float64") == "long_l1024_q1"
     assert backward_geometry(2) == backward_geometry(4, "bfloat16") == NARROW_GEOMETRY  # as the forward's
@@ -110,6 +113,9 @@ def test_the_negative_control_obeys_the_policy_too():
     control = kernel_ptx(dropped_sum_kernel("rows_l32_q2"), backward_signature("float32"))
     assert check_policy("control", control).ok
     assert kernel_ptx(backward_kernel("rows_l32_q2"), backward_signature("float32")) != control
+    own_sum = kernel_ptx(own_sum_kernel("cluster_l512_q4_c3"), backward_signature("float32"))
+    assert check_policy("control", own_sum).ok
+    assert kernel_ptx(backward_kernel("cluster_l512_q4_c3"), backward_signature("float32")) != own_sum
 
 
 def test_a_log_softmax_build_takes_the_forward_signature():

@@ -15,8 +15,9 @@ from numba_softmax.backend import SIMULATOR, run_launches
 from numba_softmax.element_types import to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_backward import backward_launches
-from numba_softmax.kernels.auto_backward_controls import dropped_sum_launches
-from numba_softmax.kernels.auto_geometry import NARROW_GEOMETRY, PACKED_WIDTHS, Geometry, packed_geometry
+from numba_softmax.kernels.auto_backward_controls import dropped_sum_launches, own_sum_launches
+from numba_softmax.kernels.auto_geometry import (NARROW_GEOMETRY, Geometry, backward_geometry, packed_geometry,
+                                                 packs_width)
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.oracle import (check_scaled, oracle_log_softmax, oracle_log_softmax_backward, oracle_softmax,
                                   oracle_softmax_backward)
@@ -25,7 +26,7 @@ from numba_softmax.validation import STATUS_CLEAR, STATUS_MASKED_ROW, STATUS_WOR
 ROWS = 3 if SIMULATOR else 67
 #: Residues mod 8, a narrow group's boundary and a block-per-row width; a GPU adds wide rows and the long-row
 #: path's default geometry (the simulator runs one Python thread per CUDA thread: too slow there).
-WIDTHS = [1, 3, 8, 13, 17, 130] + [pytest.param(w, marks=GPU_ONLY) for w in (781, 4099, 16385, 70001)]
+WIDTHS = [1, 3, 8, 13, 17, 130] + [pytest.param(w, marks=GPU_ONLY) for w in (781, 4099, 16385, 40003, 70001)]
 TYPES = ("float32", "bfloat16", "float16", "float64")
 #: A long-row geometry the simulator can run: 4 x 32 columns a chunk, so 130 columns cross chunks.
 SMALL_LONG = "long_l32_q1"
@@ -107,6 +108,30 @@ def test_backward_of_masked_rows(form):
     expect_backward(y_seen, dy_seen, dx, "float32", form)
 
 
+@GPU_ONLY
+@pytest.mark.parametrize("form", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("width", [16385, 24577, 32771, 65536])
+def test_cluster_backward_against_float64(width, form):
+    """float32 rows past a block's registers in the CTAs of a cluster (3 to 8), misaligned each their own way, a
+    column in five masked: the oracle passes it, and a build whose CTAs keep their own block's sum is rejected;
+    2-byte rows of the same width keep the long-row path."""
+    element_type = "float32"
+    assert Geometry.parse(backward_geometry(width, "bfloat16")).kind == "long"
+    geometry = backward_geometry(width, element_type)
+    assert Geometry.parse(geometry).kind == "cluster", geometry
+    values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
+    values[:, 2::5] = -np.inf
+    y, dy = _forward(values, form), _gradients(ROWS, width, width)
+    at = ((1, 3), (2, 1), (3, 2))
+    y_seen, dy_seen, dx = run_backward(y, dy, element_type, form, at=at)
+    expect_backward(y_seen, dy_seen, dx, element_type, form)
+    if form == "softmax":
+        assert (to_float64(dx, element_type)[:, 2::5] == 0).all()
+    wrong = run_backward(y, dy, element_type, form, at=at, launches=own_sum_launches)
+    with pytest.raises(AssertionError, match="worst tolerance ratio"):
+        expect_backward(*wrong, element_type, form)
+
+
 def test_the_check_rejects_a_backward_without_its_sum_term():
     width = 70
     values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
@@ -152,13 +177,13 @@ def test_packed_backward_equals_the_narrow_backward_bit_for_bit(element_type, fo
             geometry = packed_geometry(width, types, inputs=2)
             launch, = backward_launches(strided(y, element_type, 0, 0), strided(dy, element_type, 0, 0),
                                         nan_output(y.shape, element_type, 0, 0), element_type, form)
-            assert launch.name.endswith(geometry) == (width in PACKED_WIDTHS), launch.name
+            assert launch.name.endswith(geometry) == packs_width(width, types), launch.name
             seen = run_backward(y, dy, element_type, form, geometry=geometry)
             expect_backward(*seen, element_type, form)
             reference, some = bits_reference(width)
             _, _, narrow = run_backward(y[:some], dy[:some], element_type, form, geometry=reference)
             assert np.array_equal(seen[2][:some].view(np.uint8), narrow.view(np.uint8)), (width, rows)
-            if form == "softmax" and element_type == "float32" and width in PACKED_WIDTHS[1:]:
+            if form == "softmax" and element_type == "float32" and width > 1:
                 wrong = run_backward(y, dy, element_type, form, launches=dropped_sum_launches)
                 with pytest.raises(AssertionError, match="worst tolerance ratio"):
                     expect_backward(*wrong, element_type, form)

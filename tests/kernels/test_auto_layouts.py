@@ -14,7 +14,7 @@ from numba_softmax.backend import SIMULATOR, run_launches
 from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import narrow_short_sum_control_kernel, short_tail_control_kernel
-from numba_softmax.kernels.auto_geometry import (NARROW_GEOMETRY, PACKED_KIND_WIDTHS, PACKED_WIDTHS, Geometry,
+from numba_softmax.kernels.auto_geometry import (NARROW_GEOMETRY, PACKED_KIND_WIDTHS, Geometry, packs_width,
                                                  group_shape, packed_geometry)
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.launch_spec import KernelLaunch
@@ -232,8 +232,7 @@ PACKED_ROWS = (8, 9, 10, 11) if SIMULATOR else (6144, 6145, 6146, 6147)
 
 
 def packed_widths(element_type):
-    """Every width a packed geometry takes for ``element_type`` (the table runs PACKED_WIDTHS packed; groups of
-    rows take float32 and 2-byte types)."""
+    """Every width a packed geometry takes for ``element_type`` (groups of rows take float32 and 2-byte types)."""
     kinds = ("packed",) if element_type == "float64" else ("packed", "groups")
     return sorted(w for kind in kinds for w in PACKED_KIND_WIDTHS[kind])
 
@@ -269,7 +268,7 @@ def test_packed_rows_equal_the_narrow_rows_bit_for_bit(types):
             values[rows - 1] = -np.inf
             launch, = auto_launches(strided(values, types[0], 0, 0), nan_output(values.shape, types[1], 0, 0),
                                     types=types)
-            assert launch.name.endswith(geometry) == (width in PACKED_WIDTHS), launch.name
+            assert launch.name.endswith(geometry) == packs_width(width, types), launch.name
             x, y, status = run(values, types, geometry=geometry, checked=True)
             expect_softmax(x, y, types)
             assert status[0] == STATUS_CLEAR and status[1] == rows - 1
@@ -312,13 +311,14 @@ def test_rows_that_are_not_packed_run_the_narrow_geometry():
             geometry_launches("packed_l1_q1", d_x, d_y)
     three = matrix_fixture("random", (PACKED_ROWS[0], 3)).astype(np.float64)
     d_x, d_y = strided(three, "bfloat16", 0, 0), nan_output(three.shape, "bfloat16", 0, 0)
-    assert auto_launches(d_x, d_y, types=("bfloat16", "bfloat16"))[0].name == f"auto_{NARROW_GEOMETRY}"
+    assert auto_launches(d_x, d_y, types=("bfloat16", "bfloat16"))[0].name == "auto_groups_l1_q1"
     with pytest.raises(ValueError, match="rows of 3 columns; it takes rows of 1, 2, 4 columns"):
         geometry_launches("packed_l1_q2", d_x, d_y, types=("bfloat16", "bfloat16"))
     d_x, d_y = strided(three, "float32", 0, 1), nan_output(three.shape, "float32", 0, 0)
     with pytest.raises(ValueError, match="x must be C-contiguous"):
         geometry_launches("groups_l1_q1", d_x, d_y)
     d_x, d_y = strided(three, "float64", 0, 0), nan_output(three.shape, "float64", 0, 0)
+    assert auto_launches(d_x, d_y)[0].name == "auto_rows_l1_q1"  # a float64 group would spill: the rows geometry
     with pytest.raises(ValueError, match="float64 rows of 3 columns run the narrow or rows geometries"):
         geometry_launches("groups_l1_q1", d_x, d_y, types=("float64", "float64"))
 
