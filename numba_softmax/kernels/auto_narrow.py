@@ -1,11 +1,12 @@
-"""Rows of at most 8 bytes and C-contiguous rows of up to 7 elements: ``narrow_l1_q1`` (one thread per row, each
+"""Rows of at most 12 bytes and C-contiguous rows of up to 7 elements: ``narrow_l1_q1`` (one thread per row, each
 element loaded once), ``packed_l1_q<Q>`` (rows of 1, 2 or 4 elements read as whole quads across rows) and
 ``groups_l1_q<Q>`` (rows of 3, 5, 6 or 7 elements read as groups of whole rows that fill whole quads).
 
-``auto`` runs one of them for every row of at most :data:`.auto_geometry.NARROW_ROW_BYTES` (float32 to 2 columns,
-2-byte types to 4, float64 1) and for rows of 4 elements: packed where both arrays are C-contiguous with aligned
-quads, narrow otherwise (wider rows: the rows geometries). ``groups`` (float32 and 2-byte rows) is a candidate
-that ``bench perf`` times beside the table's choice. The numerics policy of every ``auto`` kernel
+``auto`` runs one of them for every row of at most :data:`.auto_geometry.NARROW_ROW_BYTES` and 4 elements
+(float32 to 3 columns, 2-byte types to 4, float64 1), for rows of 4 elements, and for the
+:data:`.auto_geometry.GROUP_WIDTHS` of the element's size: packed or groups where every array is C-contiguous
+with aligned quads (:func:`.auto_geometry.packs_width`), narrow otherwise (wider rows: the rows geometries).
+The numerics policy of every ``auto`` kernel
 (:mod:`..numerics`: libdevice ``exp``, IEEE division, no contraction), in one thread and in column order::
 
     v_j = x[row, j]  (j < cols)
