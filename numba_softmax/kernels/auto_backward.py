@@ -42,13 +42,13 @@ from .auto_geometry import AUTO_TABLE, Geometry, backward_geometry, group_shape,
 from .auto_launch import check_packed, packs
 from .auto_narrow import by_width, make_packed_groups, packed_grid
 from .auto_parts import (FORMS, edge_column, make_cluster_fold, make_load_quad_at, make_quads_aligned,
-                         make_row_span, make_store_quad_at, max_edges, row_reductions)
+                         make_row_place, make_row_span, make_store_quad_at, max_edges, row_reductions)
 from .auto_rows import MIN_THREADS_PER_SM, types_suffix
 from .elements import STORAGE_DTYPES, check_storage, check_types, element_io
 from .vector_io import load_packed_quad, put_quad, store_packed_quad
 
 if not SIMULATOR:
-    from .cluster import cluster_arrive_relaxed, cluster_wait
+    from .cluster import cluster_wait
 
 
 class GradientForm(NamedTuple):
@@ -233,6 +233,7 @@ def make_backward_body(geometry, element_type, form, gradient=None, cluster_fold
     SLOTS = -(-max_edges(element_type) // LANES)
     _, row_sum_of = row_reductions(LANES, BLOCK, A)
     fold = cluster_fold(CTAS)
+    place = make_row_place(LANES, ROWS, CTAS, CTA_COLUMNS)
     row_span = make_row_span(element_type)
     quads_aligned = make_quads_aligned(element_type)
     load_quad_at = make_load_quad_at(io)
@@ -285,19 +286,7 @@ def make_backward_body(geometry, element_type, form, gradient=None, cluster_fold
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def rows_body(y, dy, dx):
-        tid = cuda.threadIdx.x
-        lane = tid % LANES
-        rank = 0
-        offset = 0  # the first body column this CTA holds, from the head on
-        if CTAS > 1:
-            # Every CTA of the cluster has to have started before another writes into its shared memory:
-            # arrive now, wait just before the cluster stage (the loads and the block sum between).
-            cluster_arrive_relaxed()
-            rank = cuda.blockIdx.x % CTAS
-            offset = rank * CTA_COLUMNS
-            row = cuda.blockIdx.x // CTAS
-        else:
-            row = cuda.blockIdx.x * ROWS + tid // LANES
+        lane, row, rank, offset = place()  # in a cluster: arrived; waits before the cluster stage
         rows, cols = y.shape
         live = row < rows  # a group past the last row still takes part in the shuffles and barriers
         partials = cuda.shared.array(WARPS, TYPE, alignment=PARTIALS_ALIGNMENT)

@@ -23,7 +23,7 @@ from .elements import STORAGE_DTYPES
 from .vector_io import address_of, put_quad
 
 if not SIMULATOR:
-    from .cluster import cluster_arrive, cluster_store_f32, cluster_wait
+    from .cluster import cluster_arrive, cluster_arrive_relaxed, cluster_store_f32, cluster_wait
 
 POS_INF = float32(np.inf)
 U32_ZERO = np.uint32(0)
@@ -123,6 +123,32 @@ def lowest_bit(mask):
 
 
 # ---- the parts a row body is built from ---------------------------------------------------------------------
+
+def make_row_place(lanes, rows_per_block, ctas, cta_columns):
+    """``place()``: ``(lane, row, rank, offset)`` of this thread in a rows or cluster geometry: ``lanes`` threads
+    a row and ``rows_per_block`` rows a block, or (``ctas > 1``) one row a cluster of ``ctas`` CTAs, CTA ``rank``
+    holding the body columns from ``offset`` = ``rank * cta_columns`` on (0 and 0 outside a cluster). In a cluster
+    it also arrives (relaxed) at the cluster barrier: every CTA has to have started before another writes into its
+    shared memory, so the body waits (``cluster_wait``) just before its first cluster stage, the loads between."""
+    LANES, ROWS, CTAS, CTA_COLUMNS = lanes, rows_per_block, ctas, cta_columns
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def place():
+        tid = cuda.threadIdx.x
+        lane = tid % LANES
+        rank = 0
+        offset = 0
+        if CTAS > 1:
+            cluster_arrive_relaxed()
+            rank = cuda.blockIdx.x % CTAS
+            offset = rank * CTA_COLUMNS
+            row = cuda.blockIdx.x // CTAS
+        else:
+            row = cuda.blockIdx.x * ROWS + tid // LANES
+        return lane, row, rank, offset
+
+    return place
+
 
 def make_cluster_publish(ctas):
     """``publish(value, slots, rank)``: thread 0 of every CTA writes its CTA's result into slot ``rank`` of every

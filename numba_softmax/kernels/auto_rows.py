@@ -30,10 +30,9 @@ from numba import types as numba_types
 from ..numerics import (KERNEL_OPTIONS, NEG_INF, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, bounded_kernel,
                         f32_max)
 from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE
-from .auto_parts import (CLEAR_WORD, POLICY_PARTS, POS_INF, make_edges, make_quads_aligned, make_record_row,
-                         make_load_values, make_row_span, make_store_quad_at, make_store_outputs, record_status,
-                         row_form,
-                         row_reductions)
+from .auto_parts import (CLEAR_WORD, POLICY_PARTS, POS_INF, make_edges, make_load_values, make_quads_aligned,
+                         make_record_row, make_row_place, make_row_span, make_store_quad_at, make_store_outputs,
+                         record_status, row_form, row_reductions)
 from .auto_long import make_long_body
 from .auto_narrow import make_narrow_body, make_packed_body
 from .elements import STORAGE_DTYPES, element_io
@@ -101,22 +100,11 @@ def make_rows_body(geometry, types, checked, parts=POLICY_PARTS, form="softmax")
     quads_aligned = make_quads_aligned(types[1])
     edge_max, edge_sum, store_edges = make_edges(LANES, io, form)
     record_row = make_record_row(LANES, QUADS, io)
+    place = make_row_place(LANES, ROWS, CTAS, CTA_COLUMNS)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def body(x, y, status, alarm):
-        tid = cuda.threadIdx.x
-        lane = tid % LANES
-        rank = 0
-        offset = 0  # the first body column this CTA holds, from the head on
-        if CTAS > 1:
-            # Every CTA of the cluster has to have started before another writes into its shared memory:
-            # arrive now, wait just before the first remote store (the loads and the block max between).
-            cluster_arrive_relaxed()
-            rank = cuda.blockIdx.x % CTAS
-            offset = rank * CTA_COLUMNS
-            row = cuda.blockIdx.x // CTAS
-        else:
-            row = cuda.blockIdx.x * ROWS + tid // LANES
+        lane, row, rank, offset = place()  # in a cluster: arrived; waits before the first remote store
         rows, cols = x.shape
         live = row < rows  # a group past the last row still takes part in the shuffles and barriers
         partials = cuda.shared.array(WARPS, TYPE, alignment=PARTIALS_ALIGNMENT)
