@@ -6,7 +6,8 @@
     python -m bench probe api    [--shapes 1x128,4096x4096] [--calls 2000] [--out DIR]
     python -m bench probe twins  [--shapes 32x1024,...] [--cases balanced-128,...] [--out DIR]
     python -m bench probe floors [--cases balanced-128,balanced-2048] [--rounds 60] [--out DIR]
-    python -m bench probe startup [--items first-softmax,first-dag,experiment-b-128|all] [--runs 5] [--out DIR]
+    python -m bench probe startup [--items first-softmax,first-dag,experiment-b-128|all] [--runs 5]
+                                  [--modes cold,warm] [--fill-jobs N] [--cache-root DIR] [--out DIR]
     python -m bench probe NAME --help                 (the probe's own options)
 
 The probe modules live in ``bench/probes/``, their kernels in ``numba_softmax/kernels/diagnostics/``;

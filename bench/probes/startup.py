@@ -17,10 +17,18 @@ Items (``--items``, default ``first-softmax,first-dag,experiment-b-128``; ``all`
 Goals (warm): the first ``softmax()`` <= 0.3 s to its result; the first ``tiled_softmax`` dag <= 0.5 s;
 ``experiment-b-128`` <= 8 s; ``experiment-b`` <= 0.6 of its cold time; ``gpu-tests`` <= 240 s.
 
-    python -m bench probe startup [--items first-softmax,...|all] [--runs 5] [--timeout-s S] [--out DIR]
+``--modes warm`` times the warm runs alone (a goal relative to the cold time then reads NOT MEASURED).
+``--fill-jobs N`` fills the cache for the warm runs with the item's parallel command where it has one
+(``gpu-tests``: ``pytest -n N``, with pytest-xdist installed), its run recorded under ``fill``.
+``--cache-root DIR`` keeps the items' cache folders in DIR after the probe (else they are removed), and a warm
+mode finding an item's folder there already filled skips the fill: a later probe times warm runs against it.
+
+    python -m bench probe startup [--items first-softmax,...|all] [--runs 5] [--modes cold,warm]
+                                  [--fill-jobs N] [--cache-root DIR] [--timeout-s S] [--out DIR]
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -64,15 +72,19 @@ print({MARK!r} + json.dumps({{"first_call_s": time.perf_counter() - start}}))
 @dataclass(frozen=True)
 class Item:
     """A command timed as a whole process. ``argv(folder)``: its command line, writing only under ``folder``;
-    ``goal``: (mode, metric, bound, relative to the cold median or not, text)."""
+    ``goal``: (mode, metric, bound, relative to the cold median or not, text); ``fill(folder, jobs)``: the command
+    line that fills the cache in ``jobs`` parallel processes (None: the item has none, or it cannot run here)."""
     name: str
     argv: object
     goal: tuple
+    fill: object = None
 
 
 def _script(code):
     return lambda folder: [sys.executable, "-c", code]
 
+
+GPU_TESTS = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider"]
 
 ITEMS = {item.name: item for item in (
     Item("first-softmax", _script(FIRST_SOFTMAX), ("warm", "first_call_s", 0.3, False,
@@ -85,8 +97,9 @@ ITEMS = {item.name: item for item in (
     Item("experiment-b", lambda folder: [sys.executable, "-m", "bench", "--experiment", "B", "--no-arrays",
                                          "--out", folder],
          ("warm", "process_s", 0.6, True, "python -m bench --experiment B <= 0.6 of its cold time")),
-    Item("gpu-tests", lambda folder: [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider"],
-         ("warm", "process_s", 240.0, False, "python -m pytest -m gpu <= 240 s")),
+    Item("gpu-tests", lambda folder: GPU_TESTS,
+         ("warm", "process_s", 240.0, False, "python -m pytest -m gpu <= 240 s"),
+         lambda folder, jobs: GPU_TESTS + ["-n", str(jobs)] if importlib.util.find_spec("xdist") else None),
 )}
 DEFAULT_ITEMS = ("first-softmax", "first-dag", "experiment-b-128")
 
@@ -106,11 +119,12 @@ def parse_items(text):
     return names
 
 
-def run_once(item, cache_dir, folder, timeout_s):
-    """One process of ``item`` with the kernel cache in ``cache_dir``: ``{"process_s", ["first_call_s"]}``."""
+def run_once(item, cache_dir, folder, timeout_s, argv=None):
+    """One process of ``item`` (or of ``argv``) with the kernel cache in ``cache_dir``: ``{"process_s",
+    ["first_call_s"]}``."""
     env = dict(os.environ, NUMBA_SOFTMAX_CACHE_DIR=cache_dir, NUMBA_SOFTMAX_CACHE="1")
     start = time.perf_counter()
-    proc = subprocess.run(item.argv(folder), env=env, capture_output=True, text=True, timeout=timeout_s)
+    proc = subprocess.run(argv or item.argv(folder), env=env, capture_output=True, text=True, timeout=timeout_s)
     sample = {"process_s": time.perf_counter() - start}
     if proc.returncode != 0:
         raise RunFailed(f"{item.name}: exit status {proc.returncode}\n{(proc.stdout + proc.stderr)[-3000:]}")
@@ -120,29 +134,37 @@ def run_once(item, cache_dir, folder, timeout_s):
     return sample
 
 
-def measure_item(item, runs, work_dir, timeout_s, log=print):
-    """Both modes of one item under ``work_dir``: ``{"cold": [samples], "warm": [samples]}``."""
-    cache_dir = os.path.join(work_dir, f"cache-{item.name}")
-    samples = {mode: [] for mode in MODES}
+def measure_item(item, runs, work_dir, timeout_s, log=print, modes=MODES, cache_root=None, fill_jobs=1):
+    """The ``modes`` of one item: ``{"cold": [samples], "warm": [samples], "fill": [the filling run, if any]}``, its
+    cache folder under ``cache_root`` (kept) or ``work_dir``. The warm runs follow one run that fills the cache
+    (the item's ``fill`` command with ``fill_jobs`` > 1 where it has one), skipped where ``cache_root`` already
+    holds a filled folder of the item."""
+    cache_dir = os.path.join(cache_root or work_dir, f"cache-{item.name}")
+    samples = {mode: [] for mode in (*MODES, "fill")}
     counter = iter(range(10**6))
 
     def folder():
         return os.path.join(work_dir, f"run-{item.name}-{next(counter)}")
-    for _ in range(runs):
-        shutil.rmtree(cache_dir, ignore_errors=True)
-        samples["cold"].append(run_once(item, cache_dir, folder(), timeout_s))
-    run_once(item, cache_dir, folder(), timeout_s)  # fills the cache (the last cold run did too)
-    for _ in range(runs):
-        samples["warm"].append(run_once(item, cache_dir, folder(), timeout_s))
-    log(f"{item.name}: cold {[round(s['process_s'], 2) for s in samples['cold']]} s, warm "
-        f"{[round(s['process_s'], 2) for s in samples['warm']]} s")
+    if "cold" in modes:
+        for _ in range(runs):
+            shutil.rmtree(cache_dir, ignore_errors=True)
+            samples["cold"].append(run_once(item, cache_dir, folder(), timeout_s))
+    if "warm" in modes:
+        if not (cache_root and os.path.isdir(cache_dir) and os.listdir(cache_dir) and "cold" not in modes):
+            fill = item.fill(folder(), fill_jobs) if item.fill and fill_jobs > 1 else None
+            samples["fill"].append(run_once(item, cache_dir, folder(), timeout_s, fill))
+        for _ in range(runs):
+            samples["warm"].append(run_once(item, cache_dir, folder(), timeout_s))
+    log(f"{item.name}: " + ", ".join(f"{mode} {[round(s['process_s'], 2) for s in runs]} s"
+                                     for mode, runs in samples.items()))
     return samples
 
 
 def summarize_item(samples):
     """Per mode and metric: median, p10, p90 of the runs."""
     out = {}
-    for mode, runs in samples.items():
+    for mode in MODES:
+        runs = samples.get(mode, [])
         metrics = sorted({key for run in runs for key in run})
         out[mode] = {metric: summarize([run[metric] for run in runs if metric in run]) for metric in metrics}
     return out
@@ -165,7 +187,7 @@ def render(results):
     """startup.md: the goals, then every item's cold and warm medians [p10, p90]."""
     lines = [f"# python -m bench probe startup: {results.get('device', 'unknown device')}", "",
              f"{results['runs']} timed runs per item and mode; cold: the item's cache folder emptied before each "
-             "run; warm: filled by one run first. Seconds: median [p10, p90].", "",
+             "run; warm: filled by one run first (or found filled, --cache-root). Seconds: median [p10, p90].", "",
              "| goal | status | measured | bound |", "| --- | --- | --- | --- |"]
     for entry in results["items"].values():
         goal = entry["goal"]
@@ -179,6 +201,10 @@ def render(results):
                 stats = entry["summary"].get(mode, {}).get(metric)
                 cells.append(f"{stats['median']:.3f} [{stats['p10']:.3f}, {stats['p90']:.3f}]" if stats else "-")
             lines.append(f"| {name} | {mode} | {cells[0]} | {cells[1]} |")
+    fills = [f"{name} {run['process_s']:.1f} s" for name, entry in results["items"].items()
+             for run in entry.get("samples", {}).get("fill", [])]
+    if fills:
+        lines += ["", f"The run that filled each cache for its warm runs: {', '.join(fills)}."]
     return "\n".join(lines) + "\n"
 
 
@@ -187,6 +213,12 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", default=",".join(DEFAULT_ITEMS), help="comma-separated items, or all")
     parser.add_argument("--runs", type=int, default=5, help="timed runs per item and mode (default 5)")
+    parser.add_argument("--modes", default=",".join(MODES), help="cold,warm (default), cold or warm")
+    parser.add_argument("--fill-jobs", type=int, default=1,
+                        help="fill the cache for the warm runs in N parallel processes where the item can "
+                             "(gpu-tests: pytest -n N)")
+    parser.add_argument("--cache-root", help="keep the items' cache folders here (a later probe's warm runs reuse "
+                                             "a filled one)")
     parser.add_argument("--timeout-s", type=float, default=900.0, help="the longest one run may take")
     parser.add_argument("--out", help="folder for startup.json and startup.md (the runs' caches go in a temporary "
                                       "folder inside it, removed at the end; without --out, a temporary folder)")
@@ -197,15 +229,21 @@ def main(argv=None):
         parser.error(str(exc))
     if args.runs < 1:
         parser.error(f"--runs {args.runs}: at least 1")
+    if args.fill_jobs < 1:
+        parser.error(f"--fill-jobs {args.fill_jobs}: at least 1")
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    if not modes or set(modes) - set(MODES):
+        parser.error(f"--modes {args.modes!r}: cold, warm or both")
     refuse_existing_results(parser, args.out, RESULTS_FILE)
     require_gpu(parser)
     from numba_softmax.launch.driver import device_record
-    results = {"device": device_record()["name"], "runs": args.runs, "items": {}}
+    results = {"device": device_record()["name"], "runs": args.runs, "modes": list(modes), "items": {}}
     work_dir = os.path.join(args.out, "work") if args.out else tempfile.mkdtemp(prefix="numba-softmax-startup-")
     status = 0
     try:
         for name in items:
-            samples = measure_item(ITEMS[name], args.runs, work_dir, args.timeout_s)
+            samples = measure_item(ITEMS[name], args.runs, work_dir, args.timeout_s, modes=modes,
+                                   cache_root=args.cache_root, fill_jobs=args.fill_jobs)
             summary = summarize_item(samples)
             results["items"][name] = {"samples": samples, "summary": summary,
                                       "goal": evaluate_goal(ITEMS[name], summary)}

@@ -33,6 +33,35 @@ def test_cold_runs_start_from_an_empty_cache_and_warm_runs_from_a_filled_one(tmp
     assert evaluate_goal(_item(CACHE_AWARE), summary)["status"] == "MET"
 
 
+#: A fill command: leaves the cache entry and a mark that it ran.
+FILL = """
+import os
+folder = os.environ["NUMBA_SOFTMAX_CACHE_DIR"]
+os.makedirs(folder, exist_ok=True)
+for name in ("entry", "filled-in-parallel"):
+    open(os.path.join(folder, name), "w").close()
+"""
+
+
+def test_warm_runs_alone_against_a_kept_cache_filled_once_by_the_parallel_command(tmp_path):
+    item = Item("toy", lambda folder: [sys.executable, "-c", CACHE_AWARE], ("warm", "first_call_s", 0.5, False, "t"),
+                lambda folder, jobs: [sys.executable, "-c", FILL])
+    root = tmp_path / "caches"
+    first = measure_item(item, 2, str(tmp_path / "a"), 60, lambda _: None, ("warm",), str(root), fill_jobs=4)
+    assert first["cold"] == [] and len(first["fill"]) == 1
+    assert [s["first_call_s"] for s in first["warm"]] == [0.0, 0.0]
+    assert (root / "cache-toy" / "filled-in-parallel").exists()
+    again = measure_item(item, 1, str(tmp_path / "b"), 60, lambda _: None, ("warm",), str(root), fill_jobs=4)
+    assert again["fill"] == [] and [s["first_call_s"] for s in again["warm"]] == [0.0]
+    serial = measure_item(item, 1, str(tmp_path / "c"), 60, lambda _: None, ("warm",), fill_jobs=1)
+    assert len(serial["fill"]) == 1 and not (tmp_path / "c" / "cache-toy" / "filled-in-parallel").exists()
+    summary = startup.summarize_item(first)
+    assert summary["cold"] == {} and evaluate_goal(item, summary)["status"] == "MET"
+    text = render({"device": "d", "runs": 2, "items": {"toy": {"samples": first, "summary": summary,
+                                                                "goal": evaluate_goal(item, summary)}}})
+    assert "| toy | cold | - | - |" in text and "The run that filled each cache for its warm runs: toy" in text
+
+
 def test_a_failing_process_stops_the_item_with_its_output(tmp_path):
     with pytest.raises(RunFailed, match="exit status 3\nbroken"):
         measure_item(_item("import sys; print('broken'); sys.exit(3)"), 1, str(tmp_path), timeout_s=60,
@@ -72,3 +101,7 @@ def test_without_a_gpu_the_probe_stops_before_running(tmp_path, capsys, monkeypa
     assert exit_.value.code == 2 and "needs a CUDA GPU" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         startup.main(["--items", "nope", "--out", str(tmp_path)])
+    for bad in (["--modes", "hot"], ["--fill-jobs", "0"]):
+        with pytest.raises(SystemExit):
+            startup.main(bad + ["--out", str(tmp_path / "bad")])
+        assert "--" + bad[0].strip("-") in capsys.readouterr().err
