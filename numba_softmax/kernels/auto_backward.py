@@ -15,8 +15,9 @@ Geometries (:func:`.auto_geometry.backward_geometry`), named as the forward's:
     ``y`` and of ``dy`` in registers (2 * 4 Q values); L <= 32: 256 / L rows per block. Reads ``y`` and ``dy``
     once, writes ``dx`` once.
 ``cluster_l{L}_q{Q}_c{C}``: the rows geometry with the row spread over the C CTAs of a thread block cluster
-    (GPU only; float32 and 2-byte types), CTA ``rank`` holding body columns ``rank * 4 L Q`` on (the edges in rank
-    0); the sum ends with the forward's cluster stage. Reads ``y`` and ``dy`` once, writes ``dx`` once.
+    (GPU only; builds for float32 and 2-byte types, the table runs float32 rows in it), CTA ``rank`` holding body
+    columns ``rank * 4 L Q`` on (the edges in rank 0); the sum ends with the forward's cluster stage. Reads ``y``
+    and ``dy`` once, writes ``dx`` once.
 ``long_l{L}_q{Q}``: one L-thread block per row walks it in chunks of ``4 L Q`` columns: pass 1 the sum, pass 2
     ``dx``, last chunk first (still in registers; the chunks before it come again from L2 where it holds them).
 ``narrow_l1_q1``: rows of at most 4 columns, one thread per row (256 rows per block), each element of ``y``
@@ -305,7 +306,7 @@ def make_backward_body(geometry, element_type, form, gradient=None, cluster_fold
             local = edge_terms(y, dy, row, lane, head, body_end, edge_count, local)
         s = row_sum_of(local, partials)
         if CTAS > 1:
-            cluster_wait()  # every CTA has started (the arrive above)
+            cluster_wait()  # every CTA has started (place() arrived)
             sums = cuda.shared.array(CTAS, float32)  # slot j: CTA j's block sum
             s = fold(s, sums, rank, False)
         if live:

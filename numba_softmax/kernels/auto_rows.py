@@ -121,7 +121,7 @@ def make_rows_body(geometry, types, checked, parts=POLICY_PARTS, form="softmax")
         local_max = edge_max(x, row, lane, head, body_end, edge_count, local_max)
         row_max = row_max_of(local_max, partials)
         if CTAS > 1:
-            cluster_wait()  # every CTA has started (the arrive above)
+            cluster_wait()  # every CTA has started (place() arrived)
             row_max = cluster_fold(row_max, maxes, rank, True)
 
         local_sum = ZERO
