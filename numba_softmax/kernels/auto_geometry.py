@@ -184,7 +184,8 @@ NARROW_GEOMETRY = "narrow_l1_q1"
 #: (the launcher checks), they run :func:`packed_geometry`, vector accesses across rows. Measured (256 MiB, softmax):
 #: float32 at 1 / 2 / 4 columns 91.5 / 90.0 / 90.9 us against narrow_l1_q1's 127.6 / 98.1 and rows_l1_q1's 93.9
 #: (log_softmax at 4: 91.0 against 100.6), bfloat16 at 1 / 2 / 4 92.0 / 92.7 / 93.1 against 225 / 144 / 119.
-#: Rows of 3, 5, 6 and 7 elements run ``groups_l1_q1`` (float32 and 2-byte types; docs/auto_kernels.md).
+#: Rows of 3, 5, 6 and 7 elements may run ``groups_l1_q1``: at the :data:`GROUP_WIDTHS` of their element size
+#: (:func:`packs_width`; docs/auto_kernels.md). Every width here is one the launcher checks the layout for.
 PACKED_WIDTHS = tuple(sorted(w for widths in PACKED_KIND_WIDTHS.values() for w in widths))
 #: The packed geometries ``auto`` runs (:func:`packed_geometry`).
 PACKED_GEOMETRIES = ("packed_l1_q1", "packed_l1_q2", "groups_l1_q1")
