@@ -4,7 +4,9 @@ Each item is a command run as a process of its own, against a kernel cache folde
 (``NUMBA_SOFTMAX_CACHE_DIR``): ``cold`` empties that folder before each run; ``warm`` runs the command once to
 fill it, then times the runs. Each run's wall time from start to exit is recorded, and for the items that call
 the library in a small script, the first call's own time to its result (the script prints it). ``--runs`` timed
-runs per item and mode (default 5): median, p10/p90. A run that fails stops the probe with its output.
+runs per item and mode (default 5): median, p10/p90. A run that fails stops the probe with its output. With
+``--out``, each mode's last run leaves its whole output there (``{item}-{mode}.log``: for ``gpu-tests``, the test
+log) and ``startup.md`` quotes its last line.
 
 Items (``--items``, default ``first-softmax,first-dag,experiment-b-128``; ``all`` adds the long two):
 
@@ -119,42 +121,54 @@ def parse_items(text):
     return names
 
 
-def run_once(item, cache_dir, folder, timeout_s, argv=None):
+def run_once(item, cache_dir, folder, timeout_s, argv=None, log_path=None):
     """One process of ``item`` (or of ``argv``) with the kernel cache in ``cache_dir``: ``{"process_s",
-    ["first_call_s"]}``."""
+    ["first_call_s"], ["last_line"]}`` (the last line it printed, e.g. pytest's count of passed tests); its whole
+    output goes to ``log_path`` if given."""
     env = dict(os.environ, NUMBA_SOFTMAX_CACHE_DIR=cache_dir, NUMBA_SOFTMAX_CACHE="1")
     start = time.perf_counter()
     proc = subprocess.run(argv or item.argv(folder), env=env, capture_output=True, text=True, timeout=timeout_s)
     sample = {"process_s": time.perf_counter() - start}
+    if log_path:
+        with open(log_path, "w", encoding="utf-8") as handle:
+            handle.write(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise RunFailed(f"{item.name}: exit status {proc.returncode}\n{(proc.stdout + proc.stderr)[-3000:]}")
-    for line in proc.stdout.splitlines():
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    for line in lines:
         if line.startswith(MARK):
             sample.update(json.loads(line.removeprefix(MARK)))
+    if lines:
+        sample["last_line"] = lines[-1][-300:]
     return sample
 
 
-def measure_item(item, runs, work_dir, timeout_s, log=print, modes=MODES, cache_root=None, fill_jobs=1):
+def measure_item(item, runs, work_dir, timeout_s, log=print, modes=MODES, cache_root=None, fill_jobs=1,
+                 log_dir=None):
     """The ``modes`` of one item: ``{"cold": [samples], "warm": [samples], "fill": [the filling run, if any]}``, its
     cache folder under ``cache_root`` (kept) or ``work_dir``. The warm runs follow one run that fills the cache
     (the item's ``fill`` command with ``fill_jobs`` > 1 where it has one), skipped where ``cache_root`` already
-    holds a filled folder of the item."""
+    holds a filled folder of the item. With ``log_dir``, the output of each mode's last run is kept there as
+    ``{item}-{mode}.log``."""
     cache_dir = os.path.join(cache_root or work_dir, f"cache-{item.name}")
     samples = {mode: [] for mode in (*MODES, "fill")}
     counter = iter(range(10**6))
 
     def folder():
         return os.path.join(work_dir, f"run-{item.name}-{next(counter)}")
+
+    def log_path(mode):
+        return os.path.join(log_dir, f"{item.name}-{mode}.log") if log_dir else None
     if "cold" in modes:
         for _ in range(runs):
             shutil.rmtree(cache_dir, ignore_errors=True)
-            samples["cold"].append(run_once(item, cache_dir, folder(), timeout_s))
+            samples["cold"].append(run_once(item, cache_dir, folder(), timeout_s, log_path=log_path("cold")))
     if "warm" in modes:
         if not (cache_root and os.path.isdir(cache_dir) and os.listdir(cache_dir) and "cold" not in modes):
             fill = item.fill(folder(), fill_jobs) if item.fill and fill_jobs > 1 else None
-            samples["fill"].append(run_once(item, cache_dir, folder(), timeout_s, fill))
+            samples["fill"].append(run_once(item, cache_dir, folder(), timeout_s, fill, log_path("fill")))
         for _ in range(runs):
-            samples["warm"].append(run_once(item, cache_dir, folder(), timeout_s))
+            samples["warm"].append(run_once(item, cache_dir, folder(), timeout_s, log_path=log_path("warm")))
     log(f"{item.name}: " + ", ".join(f"{mode} {[round(s['process_s'], 2) for s in runs]} s"
                                      for mode, runs in samples.items()))
     return samples
@@ -165,7 +179,7 @@ def summarize_item(samples):
     out = {}
     for mode in MODES:
         runs = samples.get(mode, [])
-        metrics = sorted({key for run in runs for key in run})
+        metrics = sorted({key for run in runs for key, value in run.items() if isinstance(value, (int, float))})
         out[mode] = {metric: summarize([run[metric] for run in runs if metric in run]) for metric in metrics}
     return out
 
@@ -205,6 +219,10 @@ def render(results):
              for run in entry.get("samples", {}).get("fill", [])]
     if fills:
         lines += ["", f"The run that filled each cache for its warm runs: {', '.join(fills)}."]
+    said = [f"{name} {mode}: `{runs[-1]['last_line']}`" for name, entry in results["items"].items()
+            for mode, runs in entry.get("samples", {}).items() if runs and "last_line" in runs[-1]]
+    if said:
+        lines += ["", "The last line each item's last run printed:", ""] + [f"- {line}" for line in said]
     return "\n".join(lines) + "\n"
 
 
@@ -238,12 +256,14 @@ def main(argv=None):
     require_gpu(parser)
     from numba_softmax.launch.driver import device_record
     results = {"device": device_record()["name"], "runs": args.runs, "modes": list(modes), "items": {}}
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
     work_dir = os.path.join(args.out, "work") if args.out else tempfile.mkdtemp(prefix="numba-softmax-startup-")
     status = 0
     try:
         for name in items:
             samples = measure_item(ITEMS[name], args.runs, work_dir, args.timeout_s, modes=modes,
-                                   cache_root=args.cache_root, fill_jobs=args.fill_jobs)
+                                   cache_root=args.cache_root, fill_jobs=args.fill_jobs, log_dir=args.out)
             summary = summarize_item(samples)
             results["items"][name] = {"samples": samples, "summary": summary,
                                       "goal": evaluate_goal(ITEMS[name], summary)}

@@ -62,6 +62,19 @@ def test_warm_runs_alone_against_a_kept_cache_filled_once_by_the_parallel_comman
     assert "| toy | cold | - | - |" in text and "The run that filled each cache for its warm runs: toy" in text
 
 
+def test_each_modes_last_run_leaves_its_output_and_the_report_quotes_its_last_line(tmp_path):
+    code = "import sys; print('collected'); print('3 passed in 1.0s'); print('note', file=sys.stderr)"
+    samples = measure_item(_item(code), 2, str(tmp_path / "work"), 60, lambda _: None, log_dir=str(tmp_path))
+    assert [s["last_line"] for s in samples["warm"]] == ["3 passed in 1.0s"] * 2
+    assert (tmp_path / "toy-cold.log").read_text() == "collected\n3 passed in 1.0s\nnote\n"
+    assert (tmp_path / "toy-fill.log").exists() and (tmp_path / "toy-warm.log").exists()
+    summary = startup.summarize_item(samples)
+    assert "last_line" not in summary["warm"]
+    text = render({"device": "d", "runs": 2, "items": {"toy": {"samples": samples, "summary": summary,
+                                                                "goal": evaluate_goal(_item(code), summary)}}})
+    assert "- toy warm: `3 passed in 1.0s`" in text
+
+
 def test_a_failing_process_stops_the_item_with_its_output(tmp_path):
     with pytest.raises(RunFailed, match="exit status 3\nbroken"):
         measure_item(_item("import sys; print('broken'); sys.exit(3)"), 1, str(tmp_path), timeout_s=60,
