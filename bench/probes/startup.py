@@ -1,12 +1,12 @@
 """What the on-disk kernel cache saves a new process: whole-process times, cold and warm (GPU only).
 
 Each item is a command run as a process of its own, against a kernel cache folder of its own under ``--out``
-(``NUMBA_SOFTMAX_CACHE_DIR``): ``cold`` empties that folder before each run; ``warm`` runs the command once to
-fill it, then times the runs. Each run's wall time from start to exit is recorded, and for the items that call
-the library in a small script, the first call's own time to its result (the script prints it). ``--runs`` timed
-runs per item and mode (default 5): median, p10/p90. A run that fails stops the probe with its output. With
-``--out``, each mode's last run leaves its whole output there (``{item}-{mode}.log``: for ``gpu-tests``, the test
-log) and ``startup.md`` quotes its last line.
+(``NUMBA_SOFTMAX_CACHE_DIR``): ``cold`` empties that folder before each run; ``warm`` times the runs against the
+cache the last cold run left (or, without cold runs, one run first fills it). Each run's wall time from start to
+exit is recorded, and for the items that call the library in a small script, the first call's own time to its result
+(the script prints it). ``--runs`` timed runs per item and mode (default 5): median, p10/p90. A run that fails stops
+the probe with its output. With ``--out``, each mode's last run leaves its whole output there
+(``{item}-{mode}.log``: for ``gpu-tests``, the test log) and ``startup.md`` quotes its last line.
 
 Items (``--items``, default ``first-softmax,first-dag,experiment-b-128``; ``all`` adds the long two):
 
@@ -146,10 +146,10 @@ def run_once(item, cache_dir, folder, timeout_s, argv=None, log_path=None):
 def measure_item(item, runs, work_dir, timeout_s, log=print, modes=MODES, cache_root=None, fill_jobs=1,
                  log_dir=None):
     """The ``modes`` of one item: ``{"cold": [samples], "warm": [samples], "fill": [the filling run, if any]}``, its
-    cache folder under ``cache_root`` (kept) or ``work_dir``. The warm runs follow one run that fills the cache
-    (the item's ``fill`` command with ``fill_jobs`` > 1 where it has one), skipped where ``cache_root`` already
-    holds a filled folder of the item. With ``log_dir``, the output of each mode's last run is kept there as
-    ``{item}-{mode}.log``."""
+    cache folder under ``cache_root`` (kept) or ``work_dir``. The warm runs follow the cold ones (the last leaves
+    the cache filled) or else one run that fills it (the item's ``fill`` command with ``fill_jobs`` > 1 where it
+    has one), skipped where ``cache_root`` already holds a filled folder of the item. With ``log_dir``, the output
+    of each mode's last run is kept there as ``{item}-{mode}.log``."""
     cache_dir = os.path.join(cache_root or work_dir, f"cache-{item.name}")
     samples = {mode: [] for mode in (*MODES, "fill")}
     counter = iter(range(10**6))
@@ -164,7 +164,8 @@ def measure_item(item, runs, work_dir, timeout_s, log=print, modes=MODES, cache_
             shutil.rmtree(cache_dir, ignore_errors=True)
             samples["cold"].append(run_once(item, cache_dir, folder(), timeout_s, log_path=log_path("cold")))
     if "warm" in modes:
-        if not (cache_root and os.path.isdir(cache_dir) and os.listdir(cache_dir) and "cold" not in modes):
+        kept = cache_root and os.path.isdir(cache_dir) and os.listdir(cache_dir)
+        if not (samples["cold"] or kept):  # the last cold run leaves the cache filled
             fill = item.fill(folder(), fill_jobs) if item.fill and fill_jobs > 1 else None
             samples["fill"].append(run_once(item, cache_dir, folder(), timeout_s, fill, log_path("fill")))
         for _ in range(runs):
@@ -201,7 +202,8 @@ def render(results):
     """startup.md: the goals, then every item's cold and warm medians [p10, p90]."""
     lines = [f"# python -m bench probe startup: {results.get('device', 'unknown device')}", "",
              f"{results['runs']} timed runs per item and mode; cold: the item's cache folder emptied before each "
-             "run; warm: filled by one run first (or found filled, --cache-root). Seconds: median [p10, p90].", "",
+             "run; warm: after the cold runs (the last leaves the cache filled), else filled by one run first (or "
+             "found filled, --cache-root). Seconds: median [p10, p90].", "",
              "| goal | status | measured | bound |", "| --- | --- | --- | --- |"]
     for entry in results["items"].values():
         goal = entry["goal"]

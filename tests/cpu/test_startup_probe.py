@@ -67,7 +67,7 @@ def test_each_modes_last_run_leaves_its_output_and_the_report_quotes_its_last_li
     samples = measure_item(_item(code), 2, str(tmp_path / "work"), 60, lambda _: None, log_dir=str(tmp_path))
     assert [s["last_line"] for s in samples["warm"]] == ["3 passed in 1.0s"] * 2
     assert (tmp_path / "toy-cold.log").read_text() == "collected\n3 passed in 1.0s\nnote\n"
-    assert (tmp_path / "toy-fill.log").exists() and (tmp_path / "toy-warm.log").exists()
+    assert (tmp_path / "toy-warm.log").exists() and samples["fill"] == []  # the last cold run filled it
     summary = startup.summarize_item(samples)
     assert "last_line" not in summary["warm"]
     text = render({"device": "d", "runs": 2, "items": {"toy": {"samples": samples, "summary": summary,
