@@ -76,7 +76,7 @@ def test_each_modes_last_run_leaves_its_output_and_the_report_quotes_its_last_li
 
 
 def test_a_failing_process_stops_the_item_with_its_output(tmp_path):
-    with pytest.raises(RunFailed, match="exit status 3\nbroken"):
+    with pytest.raises(RunFailed, match=r"exit status 3 after \d+\.\d s\nbroken"):
         measure_item(_item("import sys; print('broken'); sys.exit(3)"), 1, str(tmp_path), timeout_s=60,
                      log=lambda _: None)
 
