@@ -133,7 +133,8 @@ def run_once(item, cache_dir, folder, timeout_s, argv=None, log_path=None):
         with open(log_path, "w", encoding="utf-8") as handle:
             handle.write(proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        raise RunFailed(f"{item.name}: exit status {proc.returncode} after {sample['process_s']:.1f} s\n{(proc.stdout + proc.stderr)[-3000:]}")
+        raise RunFailed(f"{item.name}: exit status {proc.returncode} after {sample['process_s']:.1f} s\n"
+                        f"{(proc.stdout + proc.stderr)[-3000:]}")
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     for line in lines:
         if line.startswith(MARK):
