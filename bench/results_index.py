@@ -199,12 +199,13 @@ def _sass_headline(folder):
 
 
 def _startup_headline(folder):
-    results = _json(folder, "startup.json")
-    if results is None:
+    goals = [item["goal"] for path in sorted(Path(folder).glob("startup*.json"))
+             for item in json.loads(path.read_text()).get("items", {}).values() if item.get("goal")]
+    if not goals:
         return ""
-    goals = [item["goal"] for item in results.get("items", {}).values() if item.get("goal")]
     met = sum(goal["status"] == "MET" for goal in goals)
-    return f"start-up goals: {met} MET of {len(goals)} measured (startup.md)"
+    measured = sum(goal["status"] != "NOT MEASURED" for goal in goals)
+    return f"start-up goals: {met} MET of {measured} measured (startup*.md)"
 
 
 HEADLINES = {"experiment_A": _experiment_headline, "experiment_B": _experiment_headline,
