@@ -156,9 +156,10 @@ NARROW_MARK, NARROW_ROW_BUILDS = "_narrow_", 3
 #: groups holds for its widths, one log each: R rows of a whole group (R = 4 / gcd(cols, 4)) and the rows past the
 #: last whole group, a loop of R - 1 rows that NVVM unrolls in the packed builds (packed: 4 + 2 + 1 and 3 + 1 + 0)
 #: and keeps rolled in the larger groups builds (one row build each: 4 + 4 + 2 + 4 and 1 + 1 + 1 + 1; measured).
-PACKED_NAME = re.compile(r"_(packed|groups)_l1_q(\d+)")
+PACKED_NAME = re.compile(r"_(packed|groups|staged)_l1_q(\d+)")
 PACKED_GROUP_ROWS = {"packed": sum(2 * group_shape(cols)[0] - 1 for cols in PACKED_KIND_WIDTHS["packed"]),
-                     "groups": sum(group_shape(cols)[0] + 1 for cols in PACKED_KIND_WIDTHS["groups"])}
+                     **{kind: sum(group_shape(cols)[0] + 1 for cols in PACKED_KIND_WIDTHS[kind])
+                        for kind in ("groups", "staged")}}
 
 
 def log_expansions(kernel):

@@ -16,11 +16,12 @@ from ..numerics import QUAD, SIMULATOR, WARP_SIZE
 #: The kinds of geometry: a row in one block's registers, in a thread block cluster's, any length, a row of a
 #: few elements in one thread's registers, loaded element by element (``narrow_l1_q1``, :mod:`.auto_narrow`), or
 #: C-contiguous rows read as whole quads across rows: of 1, 2 or 4 elements (``packed_l1_q<Q>``) or of 3, 5, 6 or 7
-#: in groups of whole rows that fill whole quads (``groups_l1_q<Q>``, both in the same module).
-GEOMETRY_KINDS = ("rows", "cluster", "long", "narrow", "packed", "groups")
+#: in groups of whole rows that fill whole quads (``groups_l1_q<Q>``; ``staged_l1_q1``: the same groups, their quads
+#: moved through shared memory in coalesced accesses; all three in the same module).
+GEOMETRY_KINDS = ("rows", "cluster", "long", "narrow", "packed", "groups", "staged")
 #: The widths each packed kind takes: rows that fill one quad (or two or four rows a quad), and the rows of a
 #: group that fills ``cols / gcd(cols, 4)`` quads (:func:`group_shape`).
-PACKED_KIND_WIDTHS = {"packed": (1, 2, 4), "groups": (3, 5, 6, 7)}
+PACKED_KIND_WIDTHS = {"packed": (1, 2, 4), "groups": (3, 5, 6, 7), "staged": (3, 5, 6, 7)}
 #: Most quads (groups) per thread of a packed geometry.
 MAX_PACKED_QUADS = 4
 #: Most quads per thread of any build: a checked build keeps one bit per value in a 32-bit mask.
@@ -40,8 +41,9 @@ class Geometry:
     """One selectable geometry: ``kind`` ``rows`` (a row in registers), ``cluster`` (a row in the registers
     of the ``ctas`` CTAs of a thread block cluster), ``long`` (any length), ``narrow`` (a row of at most 4 Q
     elements in one thread, no vector access), ``packed`` (``quads`` quads of C-contiguous memory per thread,
-    each holding whole rows of 1, 2 or 4 elements) or ``groups`` (``quads`` groups per thread, each the whole
-    rows of 3, 5, 6 or 7 elements that fill whole quads)."""
+    each holding whole rows of 1, 2 or 4 elements), ``groups`` (``quads`` groups per thread, each the whole
+    rows of 3, 5, 6 or 7 elements that fill whole quads) or ``staged`` (one such group per thread, loaded and
+    stored through shared memory)."""
     kind: str
     lanes: int      # threads per row (per CTA of the cluster)
     quads: int      # quads (4 values) per thread: per row (rows, cluster) or per chunk (long)
@@ -76,6 +78,8 @@ class Geometry:
                                    or self.fast_math):
             raise ValueError(f"geometry {self.name}: a {self.kind} geometry is one thread (l1) of 1 to "
                              f"{MAX_PACKED_QUADS} quads")
+        if self.kind == "staged" and self.quads != 1:
+            raise ValueError(f"geometry {self.name}: a staged geometry holds one group a thread (q1)")
         if self.fast_math and self.kind == "long":
             raise ValueError(f"geometry {self.name}: the fast-math diagnostic builds are row and cluster geometries")
 
@@ -135,8 +139,8 @@ class Geometry:
             geometry = None
         if geometry is None or geometry.name != name:
             raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q>[_s<S>], "
-                             f"cluster_l<L>_q<Q>_c<C>, long_l<L>_q<Q>, narrow_l1_q1, packed_l1_q<Q> or "
-                             f"groups_l1_q<Q> (a row or cluster one with "
+                             f"cluster_l<L>_q<Q>_c<C>, long_l<L>_q<Q>, narrow_l1_q1, packed_l1_q<Q>, "
+                             f"groups_l1_q<Q> or staged_l1_q1 (a row or cluster one with "
                              f"{FAST_MATH_SUFFIX!r}: a diagnostic fast-math build), e.g. {AUTO_TABLE[0][1]!r}; "
                              f"candidates: {sorted(CANDIDATE_GEOMETRIES)}")
         return geometry
@@ -232,11 +236,11 @@ def packs_width(cols, types):
 CANDIDATES = {
     1: ("narrow_l1_q1", "packed_l1_q1", "packed_l1_q2", "packed_l1_q4"),
     2: ("narrow_l1_q1", "packed_l1_q1", "packed_l1_q2", "packed_l1_q4"),
-    3: ("narrow_l1_q1", "rows_l1_q1"),
+    3: ("narrow_l1_q1", "rows_l1_q1", "groups_l1_q1", "staged_l1_q1"),
     4: ("narrow_l1_q1", "rows_l1_q1", "packed_l1_q1", "packed_l1_q2"),
-    5: ("rows_l2_q1",),
-    6: ("rows_l2_q1",),
-    7: ("rows_l2_q1",),
+    5: ("rows_l2_q1", "staged_l1_q1"),
+    6: ("rows_l2_q1", "staged_l1_q1"),
+    7: ("rows_l2_q1", "groups_l1_q1", "staged_l1_q1"),
     8: ("rows_l1_q2", "rows_l4_q1"),
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
@@ -350,12 +354,14 @@ def spill_budget(geometry, float64=False, driver=False):
     compiler, which spilled 8 bytes in some builds of :data:`MAX_QUADS` quads with a shared span that offline
     ptxas keeps in registers (up to 8 there). A ``groups`` geometry: up to 24 (a backward holds 56 values a
     thread at 7 columns, 7 quads of ``y`` and of ``dy``; measured 8-20 bytes with ptxas 13.0, against 112-224 bytes
-    loaded)."""
+    loaded); a ``staged`` one up to 40 (measured 4-32 bytes stored with ptxas 12.9 in the unchecked builds)."""
     geometry = Geometry.parse(geometry) if isinstance(geometry, str) else geometry
     if float64:
         return 256
     if geometry.kind == "groups":
         return 24
+    if geometry.kind == "staged":
+        return 40
     if driver and geometry.quads == MAX_QUADS and geometry.shared_quads:
         return 8
     return 48 if geometry.kind == "rows" and geometry.quads == MAX_QUADS and not geometry.shared_quads else 0

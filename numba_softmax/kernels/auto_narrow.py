@@ -1,6 +1,7 @@
 """Rows of at most 12 bytes and C-contiguous rows of up to 7 elements: ``narrow_l1_q1`` (one thread per row, each
-element loaded once), ``packed_l1_q<Q>`` (rows of 1, 2 or 4 elements read as whole quads across rows) and
-``groups_l1_q<Q>`` (rows of 3, 5, 6 or 7 elements read as groups of whole rows that fill whole quads).
+element loaded once), ``packed_l1_q<Q>`` (rows of 1, 2 or 4 elements read as whole quads across rows),
+``groups_l1_q<Q>`` (rows of 3, 5, 6 or 7 elements read as groups of whole rows that fill whole quads) and
+``staged_l1_q1`` (the same groups, loaded and stored by the whole block through shared memory: a candidate).
 
 ``auto`` runs one of them for every row of at most :data:`.auto_geometry.NARROW_ROW_BYTES` and 4 elements
 (float32 to 3 columns, 2-byte types to 4, float64 1), for rows of 4 elements, and for the
@@ -208,24 +209,14 @@ def make_packed_groups(geometry, numba_type, make_group_parts, make_tail_row):
     return by_width(make_groups, geometry.packed_widths)
 
 
-def make_packed_body(geometry, types, checked, form="softmax", summed=every_column):
-    """``(body(x, y, status, alarm), block threads)`` of a ``packed`` or ``groups`` geometry: C-contiguous rows of
-    its widths, ``Q`` groups per thread, each group's P quads one vector load each, its rows computed as the narrow
-    row is (the same operations, bit for bit) and stored as P vectors; the rows past the last whole group run as
-    narrow rows (``summed``: as :func:`make_narrow_body`)."""
-    row_of_values, check_row, io = make_narrow_parts(types, checked, form, summed)
-    LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
-    BLOCK = geometry.block_threads
+def make_group_compute(row_of_values, check_row, numba_type):
+    """``make_compute(COLS)``: ``compute(x, y, checks, held, k, row)`` turns the group of rows of ``COLS`` held at
+    ``k`` (its first row is ``row``) into outputs in place, each row as the narrow row computes it."""
+    TYPE = numba_type
 
-    def make_group_parts(COLS):
-        GROUP_ROWS, GROUP_QUADS = group_shape(COLS)
+    def make_compute(COLS):
+        GROUP_ROWS = group_shape(COLS)[0]
         OUTPUTS = row_of_values(COLS)
-
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def load(x, y, checks, held, k, row):
-            for q in range(GROUP_QUADS):
-                a, b, c, d = load_packed_quad(x, row, QUAD * q)
-                put_quad(held, k + QUAD * q, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def compute(x, y, checks, held, k, row):
@@ -238,6 +229,31 @@ def make_packed_body(geometry, types, checked, form="softmax", summed=every_colu
                     held[k + COLS * r + j] = values[j]
                 check_row(x, checks, row + r, COLS, row_max, row_sum)
 
+        return compute
+
+    return make_compute
+
+
+def make_packed_body(geometry, types, checked, form="softmax", summed=every_column):
+    """``(body(x, y, status, alarm), block threads)`` of a ``packed`` or ``groups`` geometry: C-contiguous rows of
+    its widths, ``Q`` groups per thread, each group's P quads one vector load each, its rows computed as the narrow
+    row is (the same operations, bit for bit) and stored as P vectors; the rows past the last whole group run as
+    narrow rows (``summed``: as :func:`make_narrow_body`). A ``staged`` geometry: :func:`make_staged_body`."""
+    if geometry.kind == "staged":
+        return make_staged_body(geometry, types, checked, form, summed)
+    row_of_values, check_row, io = make_narrow_parts(types, checked, form, summed)
+    LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
+    make_compute = make_group_compute(row_of_values, check_row, TYPE)
+
+    def make_group_parts(COLS):
+        GROUP_QUADS = group_shape(COLS)[1]
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def load(x, y, checks, held, k, row):
+            for q in range(GROUP_QUADS):
+                a, b, c, d = load_packed_quad(x, row, QUAD * q)
+                put_quad(held, k + QUAD * q, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
+
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def store(x, y, checks, held, k, row):
             for q in range(GROUP_QUADS):
@@ -245,13 +261,85 @@ def make_packed_body(geometry, types, checked, form="softmax", summed=every_colu
                 store_packed_quad(y, row, QUAD * q, STORE(held[i]), STORE(held[i + 1]), STORE(held[i + 2]),
                                   STORE(held[i + 3]))
 
-        return load, compute, store
+        return load, make_compute(COLS), store
 
     GROUPS_OF = make_packed_groups(geometry, TYPE, make_group_parts, make_narrow_rows(types, checked, form, summed))
-    STEP = geometry.quads * BLOCK
+    STEP = geometry.quads * geometry.block_threads
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def body(x, y, status, alarm):
         GROUPS_OF(x, y, (status, alarm), cuda.blockIdx.x * STEP + cuda.threadIdx.x, x.shape[1])
+
+    return body, geometry.block_threads
+
+
+def make_staged_body(geometry, types, checked, form="softmax", summed=every_column):
+    """``(body(x, y, status, alarm), block threads)`` of the ``staged_l1_q1`` geometry: the groups of rows of
+    ``groups_l1_q1`` (thread ``t`` of block ``b`` owns group ``256 b + t``, computed the same way, bit for bit),
+    their quads moved through shared memory so that every global access is coalesced. The block's
+    ``N = 256 P`` quads (whole groups only) are loaded by lane: thread ``t`` takes quads ``t, t + 256, ...``,
+    converts them and writes component ``c`` of quad ``n`` to ``staged[c N + n]``; after a barrier each thread
+    reads its group's quads ``P t + p`` from there (a stride of P words: P is odd, so no bank is hit twice), computes
+    its rows, writes them back in place; after a second barrier the block stores the quads as it loaded them. The
+    rows past the last whole group run as narrow rows. Shared memory: 4 N compute-type values (28 KiB at 7
+    columns); bytes moved: as ``groups_l1_q1``'s."""
+    row_of_values, check_row, io = make_narrow_parts(types, checked, form, summed)
+    LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
+    make_compute = make_group_compute(row_of_values, check_row, TYPE)
+    make_tail_row = make_narrow_rows(types, checked, form, summed)
+    BLOCK = geometry.block_threads
+    STAGED = QUAD * BLOCK * max(group_shape(cols)[1] for cols in geometry.packed_widths)
+
+    def make_groups(COLS):
+        GROUP_ROWS, GROUP_QUADS = group_shape(COLS)
+        N = BLOCK * GROUP_QUADS
+        SPAN = QUAD * GROUP_QUADS
+        COMPUTE, TAIL_ROW = make_compute(COLS), make_tail_row(COLS)
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def staged_groups(x, y, checks, staged, cols):
+            t = cuda.threadIdx.x
+            whole = x.shape[0] // GROUP_ROWS
+            first = cuda.blockIdx.x * BLOCK  # the block's first group
+            quads = min(whole - first, BLOCK) * GROUP_QUADS  # of whole groups in this block (may be <= 0)
+            top = first * GROUP_ROWS
+            for i in range(GROUP_QUADS):
+                n = t + BLOCK * i
+                if n < quads:
+                    a, b, c, d = load_packed_quad(x, top + QUAD * n // COLS, QUAD * n % COLS)
+                    staged[n], staged[N + n], staged[2 * N + n], staged[3 * N + n] = LOAD(a), LOAD(b), LOAD(c), \
+                        LOAD(d)
+            cuda.syncthreads()
+            g = first + t
+            if g < whole:
+                held = cuda.local.array(SPAN, TYPE)
+                for p in range(GROUP_QUADS):
+                    n = GROUP_QUADS * t + p
+                    put_quad(held, QUAD * p, staged[n], staged[N + n], staged[2 * N + n], staged[3 * N + n])
+                COMPUTE(x, y, checks, held, 0, g * GROUP_ROWS)
+                for p in range(GROUP_QUADS):
+                    n = GROUP_QUADS * t + p
+                    i = QUAD * p
+                    staged[n], staged[N + n], staged[2 * N + n], staged[3 * N + n] = held[i], held[i + 1], \
+                        held[i + 2], held[i + 3]
+            elif g == whole:
+                for r in range(GROUP_ROWS - 1):
+                    if whole * GROUP_ROWS + r < x.shape[0]:
+                        TAIL_ROW(x, y, checks, whole * GROUP_ROWS + r, COLS)
+            cuda.syncthreads()
+            for i in range(GROUP_QUADS):
+                n = t + BLOCK * i
+                if n < quads:
+                    store_packed_quad(y, top + QUAD * n // COLS, QUAD * n % COLS, STORE(staged[n]),
+                                      STORE(staged[N + n]), STORE(staged[2 * N + n]), STORE(staged[3 * N + n]))
+
+        return staged_groups
+
+    GROUPS_OF = by_width(make_groups, geometry.packed_widths)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def body(x, y, status, alarm):
+        staged = cuda.shared.array(STAGED, TYPE)
+        GROUPS_OF(x, y, (status, alarm), staged, x.shape[1])
 
     return body, BLOCK

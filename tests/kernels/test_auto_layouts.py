@@ -281,7 +281,7 @@ def test_packed_rows_equal_the_narrow_rows_bit_for_bit(types):
 
 
 @pytest.mark.parametrize("form", ["softmax", "log_softmax"])
-@pytest.mark.parametrize("geometry", ["packed_l1_q1", "packed_l1_q2", "packed_l1_q4", "groups_l1_q1"])
+@pytest.mark.parametrize("geometry", ["packed_l1_q1", "packed_l1_q2", "packed_l1_q4", "groups_l1_q1", "staged_l1_q1"])
 def test_every_packed_geometry_at_every_width(geometry, form):
     """Each packed geometry ``bench perf`` times, float32 and bfloat16, both forms: the narrow geometry's bits."""
     for types in (("float32", "float32"), ("bfloat16", "bfloat16")):
@@ -324,7 +324,7 @@ def test_rows_that_are_not_packed_run_the_narrow_geometry():
 
 
 @pytest.mark.parametrize("geometry, width", [("packed_l1_q1", 1), ("packed_l1_q1", 2), ("groups_l1_q1", 3),
-                                             ("groups_l1_q1", 7)])
+                                             ("groups_l1_q1", 7), ("staged_l1_q1", 5), ("staged_l1_q1", 7)])
 def test_negative_control_a_packed_sum_without_its_last_element_is_rejected(geometry, width):
     """The short-sum control in the packed geometries: its groups and the rows past them are rejected."""
     values = matrix_fixture("random", (PACKED_ROWS[-1], width)).astype(np.float64)
