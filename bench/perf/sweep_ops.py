@@ -236,11 +236,9 @@ def _auto_variant(op, arrays, dtype):
 def runs_geometry(op_name, geometry):
     """Whether the log_softmax or a backward has builds of ``geometry`` (a name): rows geometries in registers
     (a backward's of at most :data:`~numba_softmax.kernels.auto_geometry.BACKWARD_QUADS` quads, in a block or a
-    cluster) and the long path; the narrow and packed ones every operation (the staged groups the forwards
-    only); the other cluster and the shared-memory ones the softmax only."""
+    cluster) and the long path; the narrow and packed ones every operation; the other cluster and the
+    shared-memory ones the softmax only."""
     geometry = Geometry.parse(geometry)
-    if geometry.kind == "staged":
-        return op_name not in BACKWARDS
     if geometry.kind in ("long", "narrow") or geometry.packed_widths:
         return True
     if geometry.shared_quads:

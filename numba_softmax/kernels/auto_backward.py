@@ -41,7 +41,7 @@ from ..numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP
 from ..validation import check_strided_rows
 from .auto_geometry import AUTO_TABLE, Geometry, backward_geometry, group_shape, packed_geometry
 from .auto_launch import check_packed, packs
-from .auto_narrow import by_width, make_packed_groups, packed_grid
+from .auto_narrow import by_width, make_packed_groups, make_staged_groups, packed_grid
 from .auto_parts import (FORMS, edge_column, make_cluster_fold, make_load_quad_at, make_quads_aligned,
                          make_row_place, make_row_span, make_store_quad_at, max_edges, row_reductions)
 from .auto_rows import MIN_THREADS_PER_SM, types_suffix
@@ -150,7 +150,9 @@ def make_packed_backward_body(geometry, element_type, gradient):
     """``(body(y, dy, dx), block threads)`` of a ``packed`` or ``groups`` geometry
     (:func:`.auto_narrow.make_packed_groups`): C-contiguous rows of its widths, ``Q`` groups of ``y`` and of ``dy``
     per thread in vector loads (P quads each), each group's rows computed as the narrow row is and ``dx`` stored
-    as P vectors; the rows past the last whole group run as narrow rows."""
+    as P vectors; the rows past the last whole group run as narrow rows. A ``staged`` geometry: the same groups,
+    ``y`` then ``dy`` loaded and ``dx`` stored by the block through shared memory
+    (:func:`.auto_narrow.make_staged_groups`)."""
     make_narrow_row, gradients = make_narrow_backward_rows(element_type, gradient)
     io = element_io(element_type, element_type)
     LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
@@ -189,6 +191,14 @@ def make_packed_backward_body(geometry, element_type, gradient):
 
         return load, compute, store
 
+    if geometry.kind == "staged":
+        staged_of = make_staged_groups(geometry, TYPE, make_group_parts, make_narrow_row, LOAD, STORE, inputs=2)
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def staged_body(y, dy, dx):
+            staged_of(y, dy, dx, y.shape[1])
+
+        return staged_body, geometry.block_threads
     groups_of = make_packed_groups(geometry, TYPE, make_group_parts, make_narrow_row)
     STEP = geometry.quads * geometry.block_threads
 
@@ -200,13 +210,14 @@ def make_packed_backward_body(geometry, element_type, gradient):
 
 
 def make_backward_body(geometry, element_type, form, gradient=None, cluster_fold=make_cluster_fold):
-    """``(body(y, dy, dx), block threads)`` of a ``rows``, ``cluster``, ``long``, ``narrow``, ``packed`` or
-    ``groups`` geometry for ``element_type`` arrays (``gradient``: the :class:`GradientForm`, default ``form``'s;
-    ``cluster_fold``: ``ctas ->`` the cluster stage of the sum; the negative controls pass their own)."""
-    if geometry.kind not in ("rows", "cluster", "long", "narrow", "packed", "groups") or geometry.shared_quads \
-            or geometry.fast_math:
+    """``(body(y, dy, dx), block threads)`` of a ``rows``, ``cluster``, ``long``, ``narrow``, ``packed``,
+    ``groups`` or ``staged`` geometry for ``element_type`` arrays (``gradient``: the :class:`GradientForm`,
+    default ``form``'s; ``cluster_fold``: ``ctas ->`` the cluster stage of the sum; the negative controls pass their
+    own)."""
+    if geometry.kind not in ("rows", "cluster", "long", "narrow", "packed", "groups", "staged") \
+            or geometry.shared_quads or geometry.fast_math:
         raise ValueError(f"geometry {geometry.name}: a backward runs a rows_l<L>_q<Q>, cluster_l<L>_q<Q>_c<C>, "
-                         "long_l<L>_q<Q>, narrow_l1_q1, packed_l1_q<Q> or groups_l1_q<Q> geometry")
+                         "long_l<L>_q<Q>, narrow_l1_q1, packed_l1_q<Q>, groups_l1_q<Q> or staged_l1_q1 geometry")
     if geometry.ctas > 1 and (SIMULATOR or element_type == "float64"):
         raise ValueError(f"geometry {geometry.name}: a cluster backward needs a GPU (the simulator has no clusters) "
                          f"and float32 arithmetic (float32, float16 or bfloat16 elements; got {element_type})")

@@ -354,14 +354,15 @@ def spill_budget(geometry, float64=False, driver=False):
     compiler, which spilled 8 bytes in some builds of :data:`MAX_QUADS` quads with a shared span that offline
     ptxas keeps in registers (up to 8 there). A ``groups`` geometry: up to 24 (a backward holds 56 values a
     thread at 7 columns, 7 quads of ``y`` and of ``dy``; measured 8-20 bytes with ptxas 13.0, against 112-224 bytes
-    loaded); a ``staged`` one up to 40 (measured 4-32 bytes stored with ptxas 12.9 in the unchecked builds)."""
+    loaded); a ``staged`` one up to 128 (ptxas 12.9: 4-32 bytes stored in the unchecked forward builds, 92-112 in
+    the backwards, whose thread holds its group of ``y`` while the block stages ``dy``)."""
     geometry = Geometry.parse(geometry) if isinstance(geometry, str) else geometry
     if float64:
         return 256
     if geometry.kind == "groups":
         return 24
     if geometry.kind == "staged":
-        return 40
+        return 128
     if driver and geometry.quads == MAX_QUADS and geometry.shared_quads:
         return 8
     return 48 if geometry.kind == "rows" and geometry.quads == MAX_QUADS and not geometry.shared_quads else 0

@@ -209,14 +209,125 @@ def make_packed_groups(geometry, numba_type, make_group_parts, make_tail_row):
     return by_width(make_groups, geometry.packed_widths)
 
 
-def make_group_compute(row_of_values, check_row, numba_type):
-    """``make_compute(COLS)``: ``compute(x, y, checks, held, k, row)`` turns the group of rows of ``COLS`` held at
-    ``k`` (its first row is ``row``) into outputs in place, each row as the narrow row computes it."""
-    TYPE = numba_type
+def make_staged_groups(geometry, numba_type, make_group_parts, make_tail_row, load, store, inputs=1):
+    """``groups_of(a, b, c, cols)`` of the ``staged_l1_q1`` geometry: the groups of ``groups_l1_q1`` (thread ``t``
+    of block ``b`` owns group ``256 b + t``, its rows computed by the same ``compute`` part of
+    :func:`make_packed_groups`'s ``make_group_parts``, bit for bit), their quads moved through shared memory so
+    that every global access is coalesced. ``inputs`` 1 (a forward: ``a`` in, ``b`` out) or 2 (a backward: ``a``
+    and ``b`` in, ``c`` out); ``load`` / ``store``: an element's conversion to and from the compute type.
 
-    def make_compute(COLS):
-        GROUP_ROWS = group_shape(COLS)[0]
+    The block's ``N = 256 P`` quads of whole groups are loaded by lane (thread ``t`` takes quads ``t, t + 256,
+    ...``: a warp's load covers consecutive memory), converted, and component ``c`` of quad ``n`` goes to
+    ``staged[c N + n]``; after a barrier each thread reads its own group's quads ``P t + p`` (32 lanes P words
+    apart: P is 3, 5 or 7, odd, so no bank is hit twice). A backward stages ``b`` the same way after ``a``. The
+    thread computes its rows in registers and writes the outputs back to its own quads; after a barrier the block
+    stores them as it loaded. The rows past the last whole group run as narrow rows (``make_tail_row``). Shared
+    memory: ``4 N`` compute-type values, one array sized for the widest width (28 KiB at 7 columns)."""
+    TYPE = numba_type
+    BLOCK = geometry.block_threads
+    STAGED = QUAD * BLOCK * max(group_shape(cols)[1] for cols in geometry.packed_widths)
+    TWO = inputs == 2
+    LOAD, STORE = load, store
+
+    def make_groups(COLS):
+        GROUP_ROWS, P = group_shape(COLS)
+        N = BLOCK * P
+        SPAN = QUAD * P
+        HELD = SPAN * inputs  # a's group, then b's
+        OUT = SPAN if TWO else 0  # where ``compute`` leaves the outputs in ``held``
+        COMPUTE = make_group_parts(COLS)[1]
+        TAIL_ROW = make_tail_row(COLS)
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def stage_in(source, staged, top, quads):
+            for i in range(P):
+                n = cuda.threadIdx.x + BLOCK * i
+                if n < quads:
+                    a, b, c, d = load_packed_quad(source, top + QUAD * n // COLS, QUAD * n % COLS)
+                    staged[n], staged[N + n], staged[2 * N + n], staged[3 * N + n] = LOAD(a), LOAD(b), LOAD(c), \
+                        LOAD(d)
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def stage_out(target, staged, top, quads):
+            for i in range(P):
+                n = cuda.threadIdx.x + BLOCK * i
+                if n < quads:
+                    store_packed_quad(target, top + QUAD * n // COLS, QUAD * n % COLS, STORE(staged[n]),
+                                      STORE(staged[N + n]), STORE(staged[2 * N + n]), STORE(staged[3 * N + n]))
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def take_group(held, k, staged):
+            for p in range(P):
+                n = P * cuda.threadIdx.x + p
+                put_quad(held, k + QUAD * p, staged[n], staged[N + n], staged[2 * N + n], staged[3 * N + n])
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def give_group(held, k, staged):
+            for p in range(P):
+                n = P * cuda.threadIdx.x + p
+                i = k + QUAD * p
+                staged[n], staged[N + n], staged[2 * N + n], staged[3 * N + n] = held[i], held[i + 1], \
+                    held[i + 2], held[i + 3]
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def staged_groups(a, b, c, staged, cols):
+            rows = a.shape[0]
+            whole = rows // GROUP_ROWS
+            first = cuda.blockIdx.x * BLOCK  # the block's first group
+            quads = min(whole - first, BLOCK) * P  # of whole groups in this block (may be <= 0)
+            top = first * GROUP_ROWS
+            g = first + cuda.threadIdx.x
+            held = cuda.local.array(HELD, TYPE)
+            stage_in(a, staged, top, quads)
+            cuda.syncthreads()
+            if g < whole:
+                take_group(held, 0, staged)
+            if TWO:
+                cuda.syncthreads()
+                stage_in(b, staged, top, quads)
+                cuda.syncthreads()
+                if g < whole:
+                    take_group(held, SPAN, staged)
+            if g < whole:
+                COMPUTE(a, b, c, held, 0, g * GROUP_ROWS)
+                give_group(held, OUT, staged)
+            elif g == whole:
+                for r in range(GROUP_ROWS - 1):
+                    if whole * GROUP_ROWS + r < rows:
+                        TAIL_ROW(a, b, c, whole * GROUP_ROWS + r, COLS)
+            cuda.syncthreads()
+            stage_out(c if TWO else b, staged, top, quads)
+
+        return staged_groups
+
+    ROW_OF = by_width(make_groups, geometry.packed_widths)
+
+    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    def groups_of(a, b, c, cols):
+        staged = cuda.shared.array(STAGED, TYPE)
+        ROW_OF(a, b, c, staged, cols)
+
+    return groups_of
+
+
+def make_packed_body(geometry, types, checked, form="softmax", summed=every_column):
+    """``(body(x, y, status, alarm), block threads)`` of a ``packed``, ``groups`` or ``staged`` geometry: C-contiguous
+    rows of its widths, ``Q`` groups per thread, each group's P quads one vector load each (``staged``: loaded by
+    the block, :func:`make_staged_groups`), its rows computed as the narrow row is (the same operations, bit for
+    bit) and stored as P vectors; the rows past the last whole group run as narrow rows (``summed``: as
+    :func:`make_narrow_body`)."""
+    row_of_values, check_row, io = make_narrow_parts(types, checked, form, summed)
+    LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
+
+    def make_group_parts(COLS):
+        GROUP_ROWS, GROUP_QUADS = group_shape(COLS)
         OUTPUTS = row_of_values(COLS)
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def load(x, y, checks, held, k, row):
+            for q in range(GROUP_QUADS):
+                a, b, c, d = load_packed_quad(x, row, QUAD * q)
+                put_quad(held, k + QUAD * q, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def compute(x, y, checks, held, k, row):
@@ -229,31 +340,6 @@ def make_group_compute(row_of_values, check_row, numba_type):
                     held[k + COLS * r + j] = values[j]
                 check_row(x, checks, row + r, COLS, row_max, row_sum)
 
-        return compute
-
-    return make_compute
-
-
-def make_packed_body(geometry, types, checked, form="softmax", summed=every_column):
-    """``(body(x, y, status, alarm), block threads)`` of a ``packed`` or ``groups`` geometry: C-contiguous rows of
-    its widths, ``Q`` groups per thread, each group's P quads one vector load each, its rows computed as the narrow
-    row is (the same operations, bit for bit) and stored as P vectors; the rows past the last whole group run as
-    narrow rows (``summed``: as :func:`make_narrow_body`). A ``staged`` geometry: :func:`make_staged_body`."""
-    if geometry.kind == "staged":
-        return make_staged_body(geometry, types, checked, form, summed)
-    row_of_values, check_row, io = make_narrow_parts(types, checked, form, summed)
-    LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
-    make_compute = make_group_compute(row_of_values, check_row, TYPE)
-
-    def make_group_parts(COLS):
-        GROUP_QUADS = group_shape(COLS)[1]
-
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def load(x, y, checks, held, k, row):
-            for q in range(GROUP_QUADS):
-                a, b, c, d = load_packed_quad(x, row, QUAD * q)
-                put_quad(held, k + QUAD * q, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
-
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def store(x, y, checks, held, k, row):
             for q in range(GROUP_QUADS):
@@ -261,9 +347,18 @@ def make_packed_body(geometry, types, checked, form="softmax", summed=every_colu
                 store_packed_quad(y, row, QUAD * q, STORE(held[i]), STORE(held[i + 1]), STORE(held[i + 2]),
                                   STORE(held[i + 3]))
 
-        return load, make_compute(COLS), store
+        return load, compute, store
 
-    GROUPS_OF = make_packed_groups(geometry, TYPE, make_group_parts, make_narrow_rows(types, checked, form, summed))
+    tail_row = make_narrow_rows(types, checked, form, summed)
+    if geometry.kind == "staged":
+        STAGED_OF = make_staged_groups(geometry, TYPE, make_group_parts, tail_row, LOAD, STORE)
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def staged_body(x, y, status, alarm):
+            STAGED_OF(x, y, (status, alarm), x.shape[1])
+
+        return staged_body, geometry.block_threads
+    GROUPS_OF = make_packed_groups(geometry, TYPE, make_group_parts, tail_row)
     STEP = geometry.quads * geometry.block_threads
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
@@ -271,75 +366,3 @@ def make_packed_body(geometry, types, checked, form="softmax", summed=every_colu
         GROUPS_OF(x, y, (status, alarm), cuda.blockIdx.x * STEP + cuda.threadIdx.x, x.shape[1])
 
     return body, geometry.block_threads
-
-
-def make_staged_body(geometry, types, checked, form="softmax", summed=every_column):
-    """``(body(x, y, status, alarm), block threads)`` of the ``staged_l1_q1`` geometry: the groups of rows of
-    ``groups_l1_q1`` (thread ``t`` of block ``b`` owns group ``256 b + t``, computed the same way, bit for bit),
-    their quads moved through shared memory so that every global access is coalesced. The block's
-    ``N = 256 P`` quads (whole groups only) are loaded by lane: thread ``t`` takes quads ``t, t + 256, ...``,
-    converts them and writes component ``c`` of quad ``n`` to ``staged[c N + n]``; after a barrier each thread
-    reads its group's quads ``P t + p`` from there (a stride of P words: P is odd, so no bank is hit twice), computes
-    its rows, writes them back in place; after a second barrier the block stores the quads as it loaded them. The
-    rows past the last whole group run as narrow rows. Shared memory: 4 N compute-type values (28 KiB at 7
-    columns); bytes moved: as ``groups_l1_q1``'s."""
-    row_of_values, check_row, io = make_narrow_parts(types, checked, form, summed)
-    LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
-    make_compute = make_group_compute(row_of_values, check_row, TYPE)
-    make_tail_row = make_narrow_rows(types, checked, form, summed)
-    BLOCK = geometry.block_threads
-    STAGED = QUAD * BLOCK * max(group_shape(cols)[1] for cols in geometry.packed_widths)
-
-    def make_groups(COLS):
-        GROUP_ROWS, GROUP_QUADS = group_shape(COLS)
-        N = BLOCK * GROUP_QUADS
-        SPAN = QUAD * GROUP_QUADS
-        COMPUTE, TAIL_ROW = make_compute(COLS), make_tail_row(COLS)
-
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def staged_groups(x, y, checks, staged, cols):
-            t = cuda.threadIdx.x
-            whole = x.shape[0] // GROUP_ROWS
-            first = cuda.blockIdx.x * BLOCK  # the block's first group
-            quads = min(whole - first, BLOCK) * GROUP_QUADS  # of whole groups in this block (may be <= 0)
-            top = first * GROUP_ROWS
-            for i in range(GROUP_QUADS):
-                n = t + BLOCK * i
-                if n < quads:
-                    a, b, c, d = load_packed_quad(x, top + QUAD * n // COLS, QUAD * n % COLS)
-                    staged[n], staged[N + n], staged[2 * N + n], staged[3 * N + n] = LOAD(a), LOAD(b), LOAD(c), \
-                        LOAD(d)
-            cuda.syncthreads()
-            g = first + t
-            if g < whole:
-                held = cuda.local.array(SPAN, TYPE)
-                for p in range(GROUP_QUADS):
-                    n = GROUP_QUADS * t + p
-                    put_quad(held, QUAD * p, staged[n], staged[N + n], staged[2 * N + n], staged[3 * N + n])
-                COMPUTE(x, y, checks, held, 0, g * GROUP_ROWS)
-                for p in range(GROUP_QUADS):
-                    n = GROUP_QUADS * t + p
-                    i = QUAD * p
-                    staged[n], staged[N + n], staged[2 * N + n], staged[3 * N + n] = held[i], held[i + 1], \
-                        held[i + 2], held[i + 3]
-            elif g == whole:
-                for r in range(GROUP_ROWS - 1):
-                    if whole * GROUP_ROWS + r < x.shape[0]:
-                        TAIL_ROW(x, y, checks, whole * GROUP_ROWS + r, COLS)
-            cuda.syncthreads()
-            for i in range(GROUP_QUADS):
-                n = t + BLOCK * i
-                if n < quads:
-                    store_packed_quad(y, top + QUAD * n // COLS, QUAD * n % COLS, STORE(staged[n]),
-                                      STORE(staged[N + n]), STORE(staged[2 * N + n]), STORE(staged[3 * N + n]))
-
-        return staged_groups
-
-    GROUPS_OF = by_width(make_groups, geometry.packed_widths)
-
-    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-    def body(x, y, status, alarm):
-        staged = cuda.shared.array(STAGED, TYPE)
-        GROUPS_OF(x, y, (status, alarm), staged, x.shape[1])
-
-    return body, BLOCK

@@ -32,6 +32,14 @@ def test_build_obeys_the_numerics_policy_and_holds_its_values_in_registers(name)
     check_build(name, ptx_of(name), GRADIENT_KERNELS[name][0], spill_budget(geometry, float64))
 
 
+@pytest.mark.parametrize("form", ["softmax", "log_softmax"])
+def test_the_staged_candidate_backward_obeys_the_numerics_policy_within_its_spill_budget(form):
+    """``staged_l1_q1``'s float32 backward, a candidate ``bench perf`` times (not in the table, not registered)."""
+    kernel = backward_kernel("staged_l1_q1", "float32", form)
+    check_build(kernel.py_func.__name__, kernel_ptx(kernel, backward_signature("float32")), kernel,
+                spill_budget("staged_l1_q1"))
+
+
 def test_a_log_softmax_row_is_one_exp_per_value_and_one_log():
     """rows_l32_q2: 8 values and ceil(6 edges / 32) = 1 edge slot a thread; the edge's exp is taken once for the
     sum (the log_softmax writes x - m - log z: no exp at the store, no division)."""

@@ -189,6 +189,23 @@ def test_packed_backward_equals_the_narrow_backward_bit_for_bit(element_type, fo
                     expect_backward(*wrong, element_type, form)
 
 
+@pytest.mark.parametrize("form", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("element_type", ["float32", "bfloat16"])
+def test_staged_backward_equals_the_groups_backward_bit_for_bit(element_type, form):
+    """``staged_l1_q1`` (the groups' ``y`` and ``dy`` staged by the block through shared memory): at every width
+    it takes, every count of rows past the last whole group and a masked column, the oracle passes and ``dx``
+    is ``groups_l1_q1``'s bit for bit."""
+    for width in Geometry.parse("staged_l1_q1").packed_widths:
+        for rows in PACKED_ROWS:
+            values = matrix_fixture("random", (rows, width)).astype(np.float64)
+            values[:, 1] = -np.inf
+            y, dy = _forward(values, form), _gradients(rows, width, rows * width)
+            seen = run_backward(y, dy, element_type, form, geometry="staged_l1_q1")
+            expect_backward(*seen, element_type, form)
+            _, _, groups = run_backward(y, dy, element_type, form, geometry="groups_l1_q1")
+            assert np.array_equal(seen[2].view(np.uint8), groups.view(np.uint8)), (width, rows)
+
+
 # ---- the log_softmax forward ----------------------------------------------------------------------------------
 
 def run_log_softmax(values, types, at=((0, 0), (0, 0)), geometry=None, checked=False):
