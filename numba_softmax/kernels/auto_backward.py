@@ -192,13 +192,8 @@ def make_packed_backward_body(geometry, element_type, gradient):
         return load, compute, store
 
     if geometry.kind == "staged":
-        staged_of = make_staged_groups(geometry, TYPE, make_group_parts, make_narrow_row, LOAD, STORE, inputs=2)
-
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def staged_body(y, dy, dx):
-            staged_of(y, dy, dx, y.shape[1])
-
-        return staged_body, geometry.block_threads
+        return make_staged_groups(geometry, TYPE, make_group_parts, make_narrow_row, LOAD, STORE, inputs=2), \
+            geometry.block_threads
     groups_of = make_packed_groups(geometry, TYPE, make_group_parts, make_narrow_row)
     STEP = geometry.quads * geometry.block_threads
 

@@ -210,7 +210,7 @@ def make_packed_groups(geometry, numba_type, make_group_parts, make_tail_row):
 
 
 def make_staged_groups(geometry, numba_type, make_group_parts, make_tail_row, load, store, inputs=1):
-    """``groups_of(a, b, c, cols)`` of the ``staged_l1_q1`` geometry: the groups of ``groups_l1_q1`` (thread ``t``
+    """``groups_of(a, b, c)`` of the ``staged_l1_q1`` geometry: the groups of ``groups_l1_q1`` (thread ``t``
     of block ``b`` owns group ``256 b + t``, its rows computed by the same ``compute`` part of
     :func:`make_packed_groups`'s ``make_group_parts``, bit for bit), their quads moved through shared memory so
     that every global access is coalesced. ``inputs`` 1 (a forward: ``a`` in, ``b`` out) or 2 (a backward: ``a``
@@ -303,9 +303,9 @@ def make_staged_groups(geometry, numba_type, make_group_parts, make_tail_row, lo
     ROW_OF = by_width(make_groups, geometry.packed_widths)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-    def groups_of(a, b, c, cols):
+    def groups_of(a, b, c):
         staged = cuda.shared.array(STAGED, TYPE)
-        ROW_OF(a, b, c, staged, cols)
+        ROW_OF(a, b, c, staged, a.shape[1])
 
     return groups_of
 
@@ -355,7 +355,7 @@ def make_packed_body(geometry, types, checked, form="softmax", summed=every_colu
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def staged_body(x, y, status, alarm):
-            STAGED_OF(x, y, (status, alarm), x.shape[1])
+            STAGED_OF(x, y, (status, alarm))
 
         return staged_body, geometry.block_threads
     GROUPS_OF = make_packed_groups(geometry, TYPE, make_group_parts, tail_row)
