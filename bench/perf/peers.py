@@ -319,7 +319,8 @@ def _note_once(notes, message):
 
 def auto_geometries_for(cols, option="table", types=("float32", "float32"), own=None):
     """The candidate geometries timed beside ``auto`` at ``cols`` columns of ``types``: ``option`` "table" (those
-    of ``CANDIDATES`` for this width, except ``own``, the operation's own choice, by default the softmax's on the
+    of ``CANDIDATES`` for this width that hold it, :meth:`~numba_softmax.kernels.auto_geometry.Geometry.holds`,
+    except ``own``, the operation's own choice, by default the softmax's on the
     bench's C-contiguous arrays), "none", or comma-separated names."""
     if option == "none":
         return []
@@ -329,7 +330,7 @@ def auto_geometries_for(cols, option="table", types=("float32", "float32"), own=
     else:
         names = [n.strip() for n in option.split(",") if n.strip()]
     geometries = [Geometry.parse(n) for n in names]
-    return [g.name for g in geometries if g.max_columns is None or cols <= g.max_columns]
+    return [g.name for g in geometries if g.holds(cols, types[0])]
 
 
 def auto_variants(shape, d_x, d_y, option="table", types=("float32", "float32")):

@@ -39,7 +39,7 @@ from numba import cuda, float32, int64
 from ..launch_spec import KernelLaunch
 from ..numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, bounded_kernel
 from ..validation import check_strided_rows
-from .auto_geometry import AUTO_TABLE, Geometry, backward_geometry, group_shape, packed_geometry
+from .auto_geometry import AUTO_TABLE, Geometry, backward_geometry, check_holds, group_shape, packed_geometry
 from .auto_launch import check_packed, packs
 from .auto_narrow import by_width, make_packed_groups, make_staged_groups, packed_grid
 from .auto_parts import (FORMS, edge_column, make_cluster_fold, make_load_quad_at, make_quads_aligned,
@@ -400,8 +400,7 @@ def backward_launches(y, dy, dx, element_type, form="softmax", geometry=None):
     if geometry is None:
         geometry = backward_geometry(cols, element_type, packs(cols, y, dy, dx))
     geometry = Geometry.parse(geometry)
-    if geometry.max_columns is not None and cols > geometry.max_columns:
-        raise ValueError(f"row too long for geometry {geometry.name}: {cols} columns > {geometry.max_columns}")
+    check_holds(geometry, cols, element_type)
     kernel = backward_kernel(geometry, element_type, form)
     if geometry.packed_widths:
         check_packed(geometry, cols, y=y, dy=dy, dx=dx)

@@ -96,10 +96,22 @@ class Geometry:
 
     @property
     def max_columns(self):
-        """Widest row it takes (``None``: any)."""
+        """The most columns its threads hold (``None``: any): of a ``rows`` or ``cluster`` geometry the row's body
+        (:meth:`holds`: the edges are held apart), of a narrow or packed one the whole row."""
         if self.packed_widths:
             return max(self.packed_widths)
         return None if self.kind == "long" else QUAD * self.lanes * (self.quads + self.shared_quads) * self.ctas
+
+    def holds(self, cols, element_type):
+        """Whether it takes rows of ``cols`` elements of ``element_type`` at any alignment: a ``rows`` or
+        ``cluster`` geometry where the row's body fits its threads (:func:`body_columns`; the head and the tail,
+        fewer than a 16-byte unit each, go to the edge slots), a narrow or packed one up to :attr:`max_columns`
+        (packed widths: the launcher checks which), the long path any row."""
+        if self.max_columns is None:
+            return True
+        if self.kind in ("rows", "cluster"):
+            return body_columns(cols, element_type) <= self.max_columns
+        return cols <= self.max_columns
 
     @property
     def shared_bytes(self):
@@ -192,9 +204,36 @@ NARROW_GEOMETRY = "narrow_l1_q1"
 #: (:func:`packs_width`; docs/auto_kernels.md). Every width here is one the launcher checks the layout for.
 PACKED_WIDTHS = tuple(sorted(w for widths in PACKED_KIND_WIDTHS.values() for w in widths))
 #: The packed geometries ``auto`` runs (:func:`packed_geometry`).
-PACKED_GEOMETRIES = ("packed_l1_q1", "packed_l1_q2", "groups_l1_q1")
+PACKED_GEOMETRIES = ("packed_l1_q1", "packed_l1_q2", "groups_l1_q1", "staged_l1_q1")
 #: Bytes of input a thread of a packed geometry reads (of all its inputs together), at least one quad of each.
 PACKED_INPUT_BYTES = 16
+
+
+def body_columns(cols, element_type):
+    """The most columns of a row of ``cols`` elements of ``element_type`` in its body (whole aligned 16-byte units,
+    at least a quad each: :func:`.auto_parts.make_row_span`) at any alignment of its start: ``cols`` rounded down
+    to a unit. The rest, a head and a tail of fewer than a unit each, are the row's edges."""
+    unit = max(QUAD, 16 // STORAGE_DTYPES[element_type].itemsize)
+    return cols // unit * unit
+
+
+#: Rows wider than this look the table up by their body (:func:`body_columns`): a row of ``2^k + 1`` to
+#: ``2^k + 7`` columns runs in the entry below the limit, its extra columns as edges. Measured (H100, 256 MiB)
+#: 1.10-1.50x faster than in the next entry, most of whose lanes idle: float32 at 129 / 1025 / 32769 / 65537
+#: columns 114 / 92.6 / 97.7 / 106 us against 130 / 107 / 117 / 125, bfloat16 at 129 / 1025 / 4097 / 65537
+#: 213 / 137 / 106 / 155 against 249 / 180 / 149 / 232. Narrower rows go by their width: there the edges are
+#: most of a row (rows_l1_q1 at 3 columns ran 2.4x narrow_l1_q1's time).
+BODY_TABLE_FROM = 128
+
+
+def check_holds(geometry, cols, element_type):
+    """Refuse a row of ``cols`` elements of ``element_type`` that ``geometry`` (a :class:`Geometry`) cannot hold
+    (:meth:`Geometry.holds`), naming both."""
+    if not geometry.holds(cols, element_type):
+        held = (f"{body_columns(cols, element_type)} of them in its body"
+                if geometry.kind in ("rows", "cluster") else "")
+        raise ValueError(f"row too long for geometry {geometry.name}: {cols} columns of {element_type}"
+                         f"{' (' + held + ')' if held else ''} > {geometry.max_columns}")
 
 
 def group_shape(cols):
@@ -209,7 +248,10 @@ def packed_geometry(cols, types, inputs=1):
     reading ``inputs`` arrays: at 1, 2 and 4 columns, the quads per thread that read :data:`PACKED_INPUT_BYTES`
     (at least one): float32 and float64 one, a 2-byte type two in a forward and one in a backward (``y`` and
     ``dy``; measured 4-5% faster there than two, while two beat one by 10% in the forward); at 3, 5, 6 and 7, one
-    group of whole rows per thread (3 to 7 quads of each input)."""
+    group of whole rows per thread (3 to 7 quads of each input), staged through shared memory in a forward at
+    the :data:`STAGED_WIDTHS` of the wider element's size."""
+    if inputs == 1 and cols in STAGED_WIDTHS[element_size(types)]:
+        return Geometry("staged", 1, 1).name
     if cols in PACKED_KIND_WIDTHS["groups"]:
         return Geometry("groups", 1, 1).name
     quads = max(1, PACKED_INPUT_BYTES // (QUAD * STORAGE_DTYPES[types[0]].itemsize * inputs))
@@ -223,12 +265,22 @@ def packed_geometry(cols, types, inputs=1):
 #: 1.2-2.2x slower: each thread's seven 16-byte accesses 112 bytes apart); float64 rows none (a group of 7 columns
 #: spills in a backward).
 GROUP_WIDTHS = {2: (3, 5, 6, 7), 4: (5, 6), 8: ()}
+#: The widths whose forward (softmax and log_softmax) runs ``staged_l1_q1``, the groups staged through shared
+#: memory, by the wider element's bytes (measured, H100, 256 MiB): float32 rows of 5 and 7, softmax 123 / 126 us
+#: against groups_l1_q1's 234 and rows_l2_q1's 163, log_softmax 123 / 127 against 137 / 153 (0.74-0.76 of the
+#: copy). Not at 3 and 6 (groups and narrow 0.94-1.0 of the copy, staged 0.75), not for 2-byte rows (staged
+#: 1.2-2.2x slower than groups), not in a backward (its thread holds y while dy is staged: 1.00-1.19x the time of
+#: groups_l1_q1 at 5 columns and rows_l2_q1 at 7).
+STAGED_WIDTHS = {2: (), 4: (5, 7), 8: ()}
 
 
-def packs_width(cols, types):
-    """Whether rows of ``cols`` elements of ``types`` run a packed geometry where the layout allows it: rows of
-    1, 2 and 4 elements of every type, and the :data:`GROUP_WIDTHS` of the wider element's size."""
-    return cols in PACKED_KIND_WIDTHS["packed"] or cols in GROUP_WIDTHS[element_size(types)]
+def packs_width(cols, types, inputs=1):
+    """Whether rows of ``cols`` elements of ``types`` run a packed geometry where the layout allows it in an
+    operation reading ``inputs`` arrays: rows of 1, 2 and 4 elements of every type, the :data:`GROUP_WIDTHS` of
+    the wider element's size and, in a forward, its :data:`STAGED_WIDTHS`."""
+    size = element_size(types)
+    return (cols in PACKED_KIND_WIDTHS["packed"] or cols in GROUP_WIDTHS[size]
+            or (inputs == 1 and cols in STAGED_WIDTHS[size]))
 
 
 #: The alternatives one GPU run times beside the table's choice (``bench perf`` variants ``auto:<name>``),
@@ -238,7 +290,7 @@ CANDIDATES = {
     2: ("narrow_l1_q1", "packed_l1_q1", "packed_l1_q2", "packed_l1_q4"),
     3: ("narrow_l1_q1", "rows_l1_q1", "groups_l1_q1", "staged_l1_q1"),
     4: ("narrow_l1_q1", "rows_l1_q1", "packed_l1_q1", "packed_l1_q2"),
-    5: ("rows_l2_q1", "staged_l1_q1"),
+    5: ("rows_l2_q1", "groups_l1_q1", "staged_l1_q1"),
     6: ("rows_l2_q1", "staged_l1_q1"),
     7: ("rows_l2_q1", "groups_l1_q1", "staged_l1_q1"),
     8: ("rows_l1_q2", "rows_l4_q1"),
@@ -249,6 +301,14 @@ CANDIDATES = {
     16384: ("rows_l1024_q4", "rows_l256_q8_s8"),
     32768: ("long_l512_q4", "long_l1024_q4", "cluster_l512_q8_c2", "long_l1024_q2"),
     65536: ("long_l1024_q4", "cluster_l1024_q8_c2", "cluster_l512_q8_c4", "cluster_l512_q8_c2_s8", "long_l1024_q2"),
+    # A row a few columns past a table limit runs the entry below it (BODY_TABLE_FROM); the next entry, most of
+    # its lanes idle, and the backward's clusters of one CTA more stay here to keep the comparison.
+    129: ("rows_l32_q2",),
+    1025: ("rows_l128_q4",),
+    **{w: ("rows_l256_q8", "rows_l512_q4") for w in range(4097, 4104)},
+    16385: ("rows_l512_q8_s8", "cluster_l512_q4_c2", "cluster_l512_q4_c3"),
+    32769: ("rows_l1024_q8_s8", "cluster_l512_q4_c5"),
+    65537: ("cluster_l512_q8_c4_s8", "long_l1024_q2"),
     131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4", "cluster_l512_q8_c8", "cluster_l1024_q8_c2_s8"),
     262144: ("long_l1024_q4", "cluster_l1024_q8_c8", "cluster_l1024_q8_c4_s8"),
 }
@@ -269,12 +329,14 @@ def element_size(types):
 def table_geometry(cols, types=F32, packed=False):
     """The geometry for rows of ``cols`` elements of ``types``: :func:`packed_geometry`'s where ``packed`` (the
     arrays' layout allows it) and :func:`packs_width`, else :data:`NARROW_GEOMETRY` for rows of
-    at most :data:`NARROW_ROW_BYTES` and :data:`NARROW_COLUMNS`, else the one :data:`AUTO_TABLE` names."""
+    at most :data:`NARROW_ROW_BYTES` and :data:`NARROW_COLUMNS`, else the one :data:`AUTO_TABLE` names for the
+    row's width, past :data:`BODY_TABLE_FROM` columns for its :func:`body_columns`."""
     if packed and packs_width(cols, types):
         return packed_geometry(cols, types)
     if cols <= NARROW_COLUMNS and cols * element_size(types) <= NARROW_ROW_BYTES:
         return NARROW_GEOMETRY
-    return next(name for limit, name in AUTO_TABLE if limit is None or cols <= limit)
+    held = body_columns(cols, types[0]) if cols > BODY_TABLE_FROM else cols
+    return next(name for limit, name in AUTO_TABLE if limit is None or held <= limit)
 
 
 def float64_geometry(name):
@@ -313,8 +375,9 @@ BACKWARD_CLUSTER_LANES = 512
 def backward_cluster(cols):
     """The cluster geometry of a backward row of ``cols`` columns past a block's registers: the fewest CTAs of
     :data:`BACKWARD_CLUSTER_LANES` lanes and :data:`BACKWARD_QUADS` quads that hold it (2 to
-    :data:`MAX_CLUSTER_CTAS`: to 65,536 columns); ``None`` beyond."""
-    ctas = -(-cols // (QUAD * BACKWARD_CLUSTER_LANES * BACKWARD_QUADS))
+    :data:`MAX_CLUSTER_CTAS`: to 65,536 columns and 3 more as edges; measured, H100: 65,537 columns 94.0 us in 8
+    CTAs against the long path's 134); ``None`` beyond."""
+    ctas = -(-body_columns(cols, "float32") // (QUAD * BACKWARD_CLUSTER_LANES * BACKWARD_QUADS))
     return Geometry("cluster", BACKWARD_CLUSTER_LANES, BACKWARD_QUADS, max(2, ctas)).name \
         if ctas <= MAX_CLUSTER_CTAS else None
 
@@ -329,7 +392,7 @@ def backward_geometry(cols, element_type="float32", packed=False):
     others the long-row path; a
     narrow geometry as it is; where ``packed`` and :func:`packs_width` (as :func:`table_geometry`), the rows run
     :func:`packed_geometry` of two inputs."""
-    if packed and packs_width(cols, (element_type,)):
+    if packed and packs_width(cols, (element_type,), inputs=2):
         return packed_geometry(cols, (element_type, element_type), inputs=2)
     geometry = Geometry.parse(table_geometry(cols, (element_type, element_type)))
     float64 = element_type == "float64"

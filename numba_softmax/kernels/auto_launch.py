@@ -16,7 +16,7 @@ from ..numerics import QUAD
 from ..validation import (check_launch_matrix, check_status_buffers, check_strided_rows, is_16_byte_aligned,
                           quads_packed)
 from .auto_controls import fast_math_kernel
-from .auto_geometry import (AUTO_TABLE, PACKED_WIDTHS, TABLE_GEOMETRIES, Geometry, auto_geometry,
+from .auto_geometry import (AUTO_TABLE, PACKED_WIDTHS, TABLE_GEOMETRIES, Geometry, auto_geometry, check_holds,
                             float64_geometry)
 from .auto_narrow import packed_grid
 from .auto_parts import FORMS
@@ -140,8 +140,7 @@ def geometry_launches(geometry, x, y, status=None, alarm=None, types=None, form=
     if checked:
         check_status_buffers(status, alarm)
     rows, cols = x.shape
-    if geometry.max_columns is not None and cols > geometry.max_columns:
-        raise ValueError(f"row too long for geometry {geometry.name}: {cols} columns > {geometry.max_columns}")
+    check_holds(geometry, cols, types[0])
     kernel = auto_kernel(geometry, types, checked, form)
     if geometry.packed_widths:
         check_packed(geometry, cols, x=x, y=y)

@@ -107,8 +107,10 @@ def test_rows_of_at_most_12_bytes_and_4_columns_run_one_thread_per_row_in_every_
             f"auto_log_{packed_geometry(widest, types) if packs_width(widest, types) else NARROW_GEOMETRY}"
     assert table_geometry(3) == NARROW_GEOMETRY and table_geometry(4) == "rows_l1_q1"
     assert table_geometry(4, packed=True) == "packed_l1_q1" and table_geometry(3, packed=True) == NARROW_GEOMETRY
-    assert table_geometry(3, ("bfloat16",) * 2, packed=True) == table_geometry(5, packed=True) == "groups_l1_q1"
-    assert table_geometry(7, packed=True) == "rows_l2_q1"
+    assert table_geometry(3, ("bfloat16",) * 2, packed=True) == table_geometry(6, packed=True) == "groups_l1_q1"
+    assert table_geometry(5, packed=True) == table_geometry(7, packed=True) == "staged_l1_q1"  # float32 forwards
+    assert backward_geometry(5, "float32", True) == "groups_l1_q1" and backward_geometry(7, "float32", True) == \
+        "rows_l2_q1" and table_geometry(7) == "rows_l2_q1"
     assert table_geometry(7, ("float16",) * 2, packed=True) == "groups_l1_q1"
     assert packed_geometry(2, ("bfloat16",) * 2) == "packed_l1_q2" and packed_geometry(7, F32, 2) == "groups_l1_q1"
     assert [group_shape(cols) for cols in range(1, 9)] == [(4, 1), (2, 1), (4, 3), (1, 1), (4, 5), (2, 3), (4, 7),
@@ -166,7 +168,7 @@ def test_candidates_fit_their_widths():
     for width, names in CANDIDATES.items():
         for name in names:
             geometry = Geometry.parse(name)
-            assert geometry.max_columns is None or geometry.max_columns >= width, (width, name)
+            assert geometry.holds(width, "float32"), (width, name)
     assert {name for _, name in AUTO_TABLE} <= set(CANDIDATE_GEOMETRIES)
 
 

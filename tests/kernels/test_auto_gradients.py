@@ -9,7 +9,7 @@ backward without its ``sum(dy * y)`` term), which the same check must reject.
 import numpy as np
 import pytest
 from numba import cuda
-from test_auto_layouts import GPU_ONLY, PACKED_ROWS, bits_reference, nan_output, packed_widths, strided
+from test_auto_layouts import GPU_ONLY, PACKED_ROWS, PAST_BODY, bits_reference, nan_output, packed_widths, strided
 
 from numba_softmax.backend import SIMULATOR, run_launches
 from numba_softmax.element_types import to_float64
@@ -106,6 +106,25 @@ def test_backward_of_masked_rows(form):
     expected = 0 if form == "softmax" else to_float64(dy_seen, "float32")[:, ::3]
     assert (got[:, ::3] == expected).all(), "a masked column's gradient is not exact"
     expect_backward(y_seen, dy_seen, dx, "float32", form)
+
+
+@pytest.mark.parametrize("form", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("element_type", ["float32", "bfloat16"])
+def test_backward_rows_geometry_holds_rows_a_few_columns_past_its_body(element_type, form):
+    """As the forward's (test_auto_layouts): the widest row whose body fits the geometry, at every alignment of
+    ``y`` (``dy`` and ``dx`` one element further: element-by-element accesses), one column more refused."""
+    geometry = Geometry.parse(PAST_BODY)
+    unit = 4 if element_type == "float32" else 8
+    widest = geometry.max_columns + unit - 1
+    values = matrix_fixture("random", (ROWS, widest)).astype(np.float64)
+    y, dy = _forward(values, form), _gradients(ROWS, widest, unit)
+    for offset in range(unit):
+        got = run_backward(y, dy, element_type, form, at=((offset, 1), (offset, 1), (offset + 1, 0)),
+                           geometry=PAST_BODY)
+        expect_backward(*got, element_type, form)
+    too_wide = strided(np.zeros((2, widest + 1)), element_type, 0, 0)
+    with pytest.raises(ValueError, match=f"row too long for geometry {PAST_BODY}: {widest + 1} columns"):
+        backward_launches(too_wide, too_wide, too_wide, element_type, form, geometry=PAST_BODY)
 
 
 @GPU_ONLY

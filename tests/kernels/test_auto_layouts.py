@@ -14,8 +14,9 @@ from numba_softmax.backend import SIMULATOR, run_launches
 from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import narrow_short_sum_control_kernel, short_tail_control_kernel
-from numba_softmax.kernels.auto_geometry import (NARROW_GEOMETRY, PACKED_KIND_WIDTHS, Geometry, packs_width,
-                                                 group_shape, packed_geometry)
+from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, BODY_TABLE_FROM, NARROW_GEOMETRY, PACKED_KIND_WIDTHS,
+                                                 Geometry, auto_geometry, body_columns, group_shape,
+                                                 packed_geometry, packs_width, table_geometry)
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.oracle import check_matrix
@@ -158,6 +159,43 @@ def test_wide_rows_misaligned_on_the_gpu(types, width):
     assert list(status) == [STATUS_CLEAR] * STATUS_WORDS
     _, y_apart, _ = run(values, types, x_at=(1, 5), y_at=(0, 0))
     assert np.array_equal(y.view(np.uint8), y_apart.view(np.uint8))
+
+
+#: A rows geometry the simulator runs quickly: 8 lanes of one quad, 32 body columns.
+PAST_BODY = "rows_l8_q1"
+
+
+@pytest.mark.parametrize("types", [("float32", "float32"), ("bfloat16", "bfloat16"), ("float16", "float32"),
+                                   ("float64", "float64")], ids=lambda t: "-".join(t))
+def test_a_rows_geometry_holds_rows_a_few_columns_past_its_body(types):
+    """A row whose body (its columns rounded down to a 16-byte unit) fits the geometry's 4 L Q columns runs
+    there at every alignment of its start, the rest in the edge slots; one column more is refused."""
+    geometry = Geometry.parse(PAST_BODY)
+    unit = max(4, 16 // STORAGE_DTYPES[types[0]].itemsize)
+    widest = geometry.max_columns + unit - 1
+    assert body_columns(widest, types[0]) == geometry.max_columns
+    values = matrix_fixture("random", (ROWS, widest)).astype(np.float64)
+    values[0, :3] = values[1, -3:] = -np.inf  # masked head and tail elements
+    for offset in range(unit):  # every alignment of the rows' starts
+        x, y, status = run(values, types, x_at=(offset, 1), y_at=(offset, 1), geometry=PAST_BODY, checked=True)
+        expect_softmax(x, y, types)
+        assert list(status) == [STATUS_CLEAR] * STATUS_WORDS
+    too_wide = np.zeros((2, widest + 1), STORAGE_DTYPES[types[0]])
+    with pytest.raises(ValueError, match=f"row too long for geometry {PAST_BODY}: {widest + 1} columns of "
+                                         rf"{types[0]} \({widest + 1} of them in its body\) > 32"):
+        geometry_launches(PAST_BODY, too_wide, np.zeros((2, widest + 1), STORAGE_DTYPES[types[1]]), types=types)
+
+
+def test_past_BODY_TABLE_FROM_the_table_holds_a_row_by_its_body_in_every_type():
+    """A row up to 3 float32 (7 two-byte) columns past an entry's limit runs that entry; every width of every
+    type runs a geometry that holds it (Geometry.holds)."""
+    for limit, name in AUTO_TABLE[:-1]:
+        for types, extra in ((("float32",) * 2, 3), (("bfloat16",) * 2, 7), (("float16", "float32"), 7)):
+            if limit >= BODY_TABLE_FROM:
+                assert table_geometry(limit + extra, types) == name != table_geometry(limit + extra + 1, types)
+        for types in (("float32",) * 2, ("bfloat16",) * 2, ("float64",) * 2, ("float32", "bfloat16")):
+            for width in range(max(1, limit - 2), limit + 10):
+                assert Geometry.parse(auto_geometry(width, types)).holds(width, types[0]), (width, types)
 
 
 def test_strided_arrays_the_launchers_refuse():

@@ -15,7 +15,7 @@ from numba_softmax.backend import SIMULATOR, invocation, run_launches
 from numba_softmax.element_types import STORAGE_DTYPES
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import cluster_control_kernel, shared_span_control_kernel
-from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, CANDIDATE_GEOMETRIES, FLOAT64_LONG,
+from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, BODY_TABLE_FROM, CANDIDATE_GEOMETRIES, FLOAT64_LONG,
                                                  TABLE_GEOMETRIES, Geometry, auto_geometry, spill_budget,
                                                  table_geometry)
 from numba_softmax.kernels.auto_launch import auto_launches, check_launches, geometry_launches
@@ -187,13 +187,13 @@ def test_long_row_shapes_on_the_gpu(shape):
 
 def test_the_table_covers_every_width_once():
     limits = [limit for limit, _ in AUTO_TABLE]
-    assert limits[-1] is None and limits[:-1] == sorted(limits[:-1])
+    assert limits[-1] is None and limits[:-1] == sorted(limits[:-1]) and table_geometry(10**7) == AUTO_TABLE[-1][1]
     for limit, name in AUTO_TABLE[:-1]:
         geometry = Geometry.parse(name)
         if geometry.kind in ("rows", "cluster"):
-            assert geometry.max_columns == limit, name   # no entry takes a row it cannot hold
-        assert table_geometry(limit) == name and table_geometry(limit + 1) != name
-    assert table_geometry(10**7) == AUTO_TABLE[-1][1]
+            assert geometry.max_columns == limit, name
+        last = limit + 3 if limit >= BODY_TABLE_FROM else limit  # float32 rows whose body fits (test_auto_layouts)
+        assert table_geometry(limit) == table_geometry(last) == name and table_geometry(last + 1) != name
 
 
 def test_a_gpu_only_entry_gives_way_in_the_simulator_and_float64_has_its_own_geometries():
@@ -253,8 +253,8 @@ def test_candidate_geometry_against_float64(geometry, width):
 
 
 def test_a_rows_geometry_refuses_a_row_it_cannot_hold():
-    x = np.zeros((2, 129), dtype=np.float32)
-    with pytest.raises(ValueError, match="row too long for geometry rows_l32_q1: 129 columns > 128"):
+    x = np.zeros((2, 132), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"rows_l32_q1: 132 columns of float32 \(132 of them in its body\) > 128"):
         geometry_launches("rows_l32_q1", x, x.copy())
     with pytest.raises(ValueError, match="unknown auto geometry 'rows_32'"):
         geometry_launches("rows_32", x, x.copy())
@@ -284,7 +284,7 @@ def test_a_rows_geometry_refuses_a_row_it_cannot_hold():
 @CLUSTERS_ON_GPU
 def test_a_cluster_geometry_refuses_a_row_it_cannot_hold():
     wide = cuda.device_array((2, 32772), np.float32)
-    with pytest.raises(ValueError, match="row too long for geometry cluster_l512_q8_c2: 32772 columns > 32768"):
+    with pytest.raises(ValueError, match=r"cluster_l512_q8_c2: 32772 columns of float32 \(32772 of them in its body\)"):
         geometry_launches("cluster_l512_q8_c2", wide, cuda.device_array((2, 32772), np.float32))
 
 
