@@ -1,10 +1,10 @@
 """``python -m bench index [RESULTS]``: write RESULTS/README.md (default ``results/``) from the folders' metadata.
 
 One folder per kind of evidence, each the newest of its kind; older runs live in git history. The kinds of
-one family share a top-level folder: ``perf/{main,api,long_rows,sweep,training,packed_rows,
-narrow_widths,startup}``, ``profile/{A,B,B_issue,B_timed_cache}`` (a top-level folder without a ``metadata.json``
-groups the folders below it). Every evidence folder has a ``metadata.json`` naming the device, the command and
-the commit that produced it, in one of two forms:
+one family share a top-level folder: ``perf/{main,api,long_rows,sweep,training,packed_rows,groups,edges,
+cluster_backward,startup}``, ``profile/{A,B,B_issue,B_timed_cache}`` (a top-level folder without a
+``metadata.json`` groups the folders below it). Every evidence folder has a ``metadata.json`` naming the device,
+the command and the commit that produced it, in one of two forms:
 
 * the run metadata ``python -m bench --experiment A|B`` writes itself (``argv``, ``git.commit``,
   ``device.name``, ``started_utc``, ``experiment``): read as it is, never edited;
