@@ -209,11 +209,17 @@ PACKED_GEOMETRIES = ("packed_l1_q1", "packed_l1_q2", "groups_l1_q1", "staged_l1_
 PACKED_INPUT_BYTES = 16
 
 
+def body_unit(element_type):
+    """Elements of a unit of a row's body (:func:`.auto_parts.make_row_span`): 16 aligned bytes, at least a quad
+    (4 float32 or float64 elements, 8 of a 2-byte type)."""
+    return max(QUAD, 16 // STORAGE_DTYPES[element_type].itemsize)
+
+
 def body_columns(cols, element_type):
-    """The most columns of a row of ``cols`` elements of ``element_type`` in its body (whole aligned 16-byte units,
-    at least a quad each: :func:`.auto_parts.make_row_span`) at any alignment of its start: ``cols`` rounded down
-    to a unit. The rest, a head and a tail of fewer than a unit each, are the row's edges."""
-    unit = max(QUAD, 16 // STORAGE_DTYPES[element_type].itemsize)
+    """The most columns of a row of ``cols`` elements of ``element_type`` in its body, whole :func:`body_unit`
+    units, at any alignment of its start: ``cols`` rounded down to a unit. The rest, a head and a tail of fewer
+    than a unit each, are the row's edges."""
+    unit = body_unit(element_type)
     return cols // unit * unit
 
 
@@ -263,7 +269,7 @@ def packed_geometry(cols, types, inputs=1):
 #: geometries) and of 7 at 0.57-0.68 (still 1.9-3.0x faster); float32 rows of 5 and 6 faster than rows_l2_q1 by
 #: 1.15-1.8x. float32 rows of 3 run narrow (faster in the softmax: 94 us against 115) and of 7 rows_l2_q1 (groups
 #: 1.2-2.2x slower: each thread's seven 16-byte accesses 112 bytes apart); float64 rows none (a group of 7 columns
-#: spills in a backward).
+#: spills in a backward). The forwards of float32 rows of 5 and 7 run staged instead (:data:`STAGED_WIDTHS`).
 GROUP_WIDTHS = {2: (3, 5, 6, 7), 4: (5, 6), 8: ()}
 #: The widths whose forward (softmax and log_softmax) runs ``staged_l1_q1``, the groups staged through shared
 #: memory, by the wider element's bytes (measured, H100, 256 MiB): float32 rows of 5 and 7, softmax 123 / 126 us

@@ -19,6 +19,7 @@ from numba import cuda, float32, int64, uint32, uint64
 from ..numerics import (F32, KERNEL_OPTIONS, QUAD, SIMULATOR, WARP_SIZE, block_reductions, f32_add, f32_div, f32_exp,
                         f32_max, reduction_pair)
 from ..validation import STATUS_CLEAR, STATUS_MASKED_ROW, STATUS_NONFINITE
+from .auto_geometry import body_unit
 from .elements import STORAGE_DTYPES
 from .vector_io import address_of, put_quad
 
@@ -295,7 +296,7 @@ def make_row_span(element_type):
     before the row's first 16-byte aligned element, ``[head, body_end)`` are whole aligned units (16 bytes, and
     at least one quad) read in quads, ``[body_end, cols)`` is the tail. Head and tail are the row's *edges*."""
     SHIFT = uint64(STORAGE_DTYPES[element_type].itemsize.bit_length() - 1)
-    UNIT = max(QUAD, 16 >> int(SHIFT))
+    UNIT = body_unit(element_type)
 
     @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
     def row_span(x, row, cols):
@@ -316,8 +317,7 @@ def edge_column(e, head, body_end):
 
 def max_edges(element_type):
     """Most edge elements of a row of ``element_type``: a head and a tail of fewer than a 16-byte unit each."""
-    unit = 16 // STORAGE_DTYPES[element_type].itemsize
-    return (unit - 1) + (max(QUAD, unit) - 1)
+    return (16 // STORAGE_DTYPES[element_type].itemsize - 1) + (body_unit(element_type) - 1)
 
 
 def make_edges(lanes, io, form="softmax"):

@@ -16,8 +16,8 @@ from numba_softmax.element_types import to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_backward import backward_launches
 from numba_softmax.kernels.auto_backward_controls import dropped_sum_launches, own_sum_launches
-from numba_softmax.kernels.auto_geometry import (NARROW_GEOMETRY, Geometry, backward_geometry, packed_geometry,
-                                                 packs_width)
+from numba_softmax.kernels.auto_geometry import (NARROW_GEOMETRY, Geometry, backward_geometry, body_unit,
+                                                 packed_geometry, packs_width)
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.oracle import (check_scaled, oracle_log_softmax, oracle_log_softmax_backward, oracle_softmax,
                                   oracle_softmax_backward)
@@ -114,7 +114,7 @@ def test_backward_rows_geometry_holds_rows_a_few_columns_past_its_body(element_t
     """As the forward's (test_auto_layouts): the widest row whose body fits the geometry, at every alignment of
     ``y`` (``dy`` and ``dx`` one element further: element-by-element accesses), one column more refused."""
     geometry = Geometry.parse(PAST_BODY)
-    unit = 4 if element_type == "float32" else 8
+    unit = body_unit(element_type)
     widest = geometry.max_columns + unit - 1
     values = matrix_fixture("random", (ROWS, widest)).astype(np.float64)
     y, dy = _forward(values, form), _gradients(ROWS, widest, unit)

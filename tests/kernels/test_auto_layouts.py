@@ -15,7 +15,7 @@ from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import narrow_short_sum_control_kernel, short_tail_control_kernel
 from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, BODY_TABLE_FROM, NARROW_GEOMETRY, PACKED_KIND_WIDTHS,
-                                                 Geometry, auto_geometry, body_columns, group_shape,
+                                                 Geometry, auto_geometry, body_columns, body_unit, group_shape,
                                                  packed_geometry, packs_width, table_geometry)
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.launch_spec import KernelLaunch
@@ -171,7 +171,7 @@ def test_a_rows_geometry_holds_rows_a_few_columns_past_its_body(types):
     """A row whose body (its columns rounded down to a 16-byte unit) fits the geometry's 4 L Q columns runs
     there at every alignment of its start, the rest in the edge slots; one column more is refused."""
     geometry = Geometry.parse(PAST_BODY)
-    unit = max(4, 16 // STORAGE_DTYPES[types[0]].itemsize)
+    unit = body_unit(types[0])
     widest = geometry.max_columns + unit - 1
     assert body_columns(widest, types[0]) == geometry.max_columns
     values = matrix_fixture("random", (ROWS, widest)).astype(np.float64)
