@@ -22,7 +22,7 @@ F32 = ("float32", "float32")
 
 def _geometry_of(name):
     """(Geometry, float64?) of a registered build name."""
-    match = re.search(r"((?:rows|long|narrow|packed|groups)_l\d+_q\d+|cluster_l\d+_q\d+_c\d+)", name)
+    match = re.search(r"((?:rows|long|narrow|packed|groups|staged)_l\d+_q\d+|cluster_l\d+_q\d+_c\d+)", name)
     return Geometry.parse(match.group(1)), "_f64" in name
 
 
@@ -96,9 +96,11 @@ def test_geometries_of_the_gradients():
     assert log_geometry("rows_l512_q8") == "rows_l512_q8"
     assert log_geometry("cluster_l512_q8_c4_s8") == log_geometry("rows_l512_q8_s8") == AUTO_TABLE[-1][1]
     assert backward_geometry(1024) == "rows_l128_q2" and backward_geometry(4096) == "rows_l256_q4"
-    assert backward_geometry(16384) == "rows_l1024_q4" and backward_geometry(16385) == "cluster_l512_q4_c3"
-    assert backward_geometry(65536) == "cluster_l512_q4_c8" and backward_geometry(65537) == "long_l1024_q2"
-    assert backward_geometry(16385, "bfloat16") == "long_l1024_q2"  # 2-byte rows measured faster there
+    # A row a few columns past a limit as the forward's table (BODY_TABLE_FROM): its body fits the entry below.
+    assert backward_geometry(16384) == backward_geometry(16387) == "rows_l1024_q4"
+    assert backward_geometry(16388) == "cluster_l512_q4_c3" and backward_geometry(32769) == "cluster_l512_q4_c4"
+    assert backward_geometry(65539) == "cluster_l512_q4_c8" and backward_geometry(65540) == "long_l1024_q2"
+    assert backward_geometry(32769, "bfloat16") == "long_l1024_q2"  # 2-byte rows measured faster there
     assert backward_geometry(16385, "float64") == "long_l1024_q1"
     assert backward_geometry(4096, "float64") == "rows_l1024_q1"
     assert backward_geometry(8192, "float64") == "long_l1024_q1"
