@@ -196,7 +196,7 @@ def test_packed_backward_equals_the_narrow_backward_bit_for_bit(element_type, fo
             geometry = packed_geometry(width, types, inputs=2)
             launch, = backward_launches(strided(y, element_type, 0, 0), strided(dy, element_type, 0, 0),
                                         nan_output(y.shape, element_type, 0, 0), element_type, form)
-            assert launch.name.endswith(geometry) == packs_width(width, types), launch.name
+            assert launch.name.endswith(geometry) == packs_width(width, types, inputs=2), launch.name
             seen = run_backward(y, dy, element_type, form, geometry=geometry)
             expect_backward(*seen, element_type, form)
             reference, some = bits_reference(width)
