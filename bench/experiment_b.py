@@ -17,7 +17,7 @@ from numba_softmax import backend
 from numba_softmax.cases import (EXPERIMENT_B_CASES, EXPERIMENT_B_SCHEDULERS, EXPERIMENT_B_SIM_CASES, TILE_ELEMENTS,
                                  row_lengths_digest)
 from numba_softmax.fixtures import packed_fixture
-from numba_softmax.oracle import check_packed
+from numba_softmax.oracle import PackedReference
 from numba_softmax.tiled import TiledBuffers, build_layout, floor_launches, tiled_launches, verify_queue, worker_plan
 
 EXPERIMENT = "B"
@@ -104,8 +104,8 @@ class TiledBenchCase:
         self.stream.synchronize()
         return host
 
-    def check(self, out, host_input):
-        return check_packed(out, host_input, self.row_lengths)
+    def reference(self, host_input):
+        return PackedReference(host_input, self.row_lengths)
 
 
 def _plan(args, gpu, metadata, run):

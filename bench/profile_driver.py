@@ -118,7 +118,7 @@ def main(argv=None) -> int:
     finally:
         driver.check(cu.cuProfilerStop())
     variant.verify_after_invocation()
-    result = case.check(variant.read_outputs()["out"], host_input)
+    result = case.reference(host_input).check(variant.read_outputs()["out"])
     record["check"] = result.record()
     if graph is not None:
         graph.close()

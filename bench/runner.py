@@ -8,7 +8,8 @@ A *case* (one Experiment A shape, or one Experiment B case) provides:
   ``read_outputs()`` -> dict of numpy arrays (``"out"`` first, then intermediates),
   ``verify_after_invocation()`` (e.g. the DAG queue counters; may do nothing);
 * ``load_fixture(fixture_id)`` -> the host input now in the fixed device buffer;
-* ``check(out, host_input)`` -> :class:`numba_softmax.oracle.CheckResult`;
+* ``reference(host_input)`` -> the oracle of that input, computed once per fixture, whose ``check(out)``
+  gives a :class:`numba_softmax.oracle.CheckResult` for each variant and mode;
 * ``bitwise_groups``: tuples of variant names whose outputs (all arrays) must be
   bit-identical.
 
@@ -66,6 +67,7 @@ def _no_step(what):
 def validate_all(case, run, stream, submitters, fixture_id, phase, save_arrays, on_step=_no_step):
     """Run every (variant, mode) once on ``fixture_id``; check, record, compare bitwise."""
     host_input = case.load_fixture(fixture_id)
+    reference = case.reference(host_input)
     if save_arrays:
         run.save_array(f"arrays/{case.experiment}/{case.name}/input_{fixture_id}.npy", host_input)
     outputs = {}
@@ -80,7 +82,7 @@ def validate_all(case, run, stream, submitters, fixture_id, phase, save_arrays, 
         variant.verify_after_invocation()
         arrays = variant.read_outputs()
         outputs[(variant_name, mode)] = arrays
-        result = case.check(arrays["out"], host_input)
+        result = reference.check(arrays["out"])
         record = dict(result.record(), experiment=case.experiment, case=case.name,
                       variant=variant_name, mode=mode, fixture=fixture_id, phase=phase)
         if mode == "graph":

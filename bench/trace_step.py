@@ -12,7 +12,7 @@ import os
 from numba_softmax import tiled_softmax
 from numba_softmax.cases import EXPERIMENT_B_SCHEDULERS, experiment_b_row_lengths, row_lengths_digest
 from numba_softmax.fixtures import packed_fixture
-from numba_softmax.oracle import AcceptanceError, check_packed
+from numba_softmax.oracle import AcceptanceError, PackedReference
 from numba_softmax.tiled import build_layout
 from numba_softmax.traces import check_trace, plot_timeline, read_csv, time_breakdown, write_csv, write_perfetto
 
@@ -28,11 +28,12 @@ def run_traces(run, stream, cases, gpu):
     failures = []
     for name, lengths in cases:
         values = packed_fixture(TRACE_FIXTURE, lengths)
+        reference = PackedReference(values, lengths)
         for scheduler in EXPERIMENT_B_SCHEDULERS:
             workers = 1 if (not gpu and scheduler != "separate") else None
             result = tiled_softmax(values, lengths, scheduler=scheduler, workers=workers,
                                    stream=stream if gpu else None, trace=True)
-            correct = check_packed(result.out, values, lengths)
+            correct = reference.check(result.out)
             report = check_trace(result.trace, result.layout, scheduler)
             stem = f"traces/{name}_{scheduler}"
             os.makedirs(run.path_of("traces"), exist_ok=True)

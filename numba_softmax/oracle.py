@@ -111,45 +111,66 @@ def cast_inputs(values, types):
     return to_float64(from_float64(x, out_type), out_type)
 
 
+class PackedReference:
+    """The oracle of packed rows, computed once: :meth:`check` then checks any number of outputs of these
+    inputs (every variant and mode of a fixture) against it. ``values`` may be any shape (a matrix: its rows back
+    to back); an output is checked in the same shape."""
+
+    def __init__(self, values, row_lengths, types=("float32", "float32")):
+        values = np.asarray(values)
+        self.shape = values.shape
+        self.types = tuple(types)
+        self.tolerance = TOLERANCES[types[1]]
+        self.lengths = np.asarray(row_lengths, dtype=np.int64)
+        self.starts = np.concatenate(([0], np.cumsum(self.lengths)[:-1]))
+        self.ref = oracle_softmax_rows(cast_inputs(values.reshape(-1), types), self.lengths)
+        self.bound = self.tolerance.absolute + self.tolerance.relative * np.abs(self.ref)
+
+    def check(self, out):
+        """Check packed outputs of ``types[1]`` (see the module's docstring)."""
+        out = np.asarray(out)
+        if out.dtype != STORAGE_DTYPES[self.types[1]]:
+            raise TypeError(f"{self.types[1]} outputs are held as {STORAGE_DTYPES[self.types[1]]}, got {out.dtype}")
+        if out.shape != self.shape:
+            raise ValueError(f"output has shape {out.shape}, expected {self.shape}")
+        got = to_float64(out.reshape(-1), self.types[1])
+        finite_nonneg = bool(np.all(np.isfinite(got)) and np.all(got >= 0))
+        with np.errstate(invalid="ignore"):
+            ratio = np.subtract(got, self.ref)  # |got - ref|, then divided by the bound in place
+            np.abs(ratio, out=ratio)
+            max_err = float(np.max(ratio))  # a NaN error counts as infinite
+            np.divide(ratio, self.bound, out=ratio)
+        max_err = np.inf if np.isnan(max_err) else max_err
+        ratio[np.isnan(ratio)] = np.inf
+        worst = int(np.argmax(ratio))
+        row = int(np.searchsorted(self.starts, worst, side="right") - 1)
+        with np.errstate(invalid="ignore"):
+            row_sums = np.add.reduceat(got if finite_nonneg else np.where(np.isfinite(got), got, np.inf),
+                                       self.starts)
+        row_sum_err = float(np.max(np.abs(row_sums - 1.0)))
+        max_ratio = float(ratio[worst])
+        passed = bool(finite_nonneg and max_ratio <= 1.0 and row_sum_err <= self.tolerance.row_sum)
+        return CheckResult(
+            passed=passed, max_abs_err=max_err, max_tol_ratio=max_ratio, max_row_sum_err=row_sum_err,
+            finite_nonneg=finite_nonneg, worst_row=row, worst_col=int(worst - self.starts[row]),
+            worst_got=float(got[worst]), worst_ref=float(self.ref[worst]))
+
+
+def matrix_reference(x, types=("float32", "float32")):
+    """The :class:`PackedReference` of a (rows, cols) input matrix (its rows back to back)."""
+    x = np.asarray(x)
+    rows, cols = x.shape
+    return PackedReference(x, np.full(rows, cols, dtype=np.int64), types)
+
+
 def check_packed(out, values, row_lengths, types=("float32", "float32")):
     """Check packed outputs of ``types[1]`` against the oracle on the same inputs of ``types[0]``."""
-    out = np.asarray(out)
-    tolerance = TOLERANCES[types[1]]
-    if out.dtype != STORAGE_DTYPES[types[1]]:
-        raise TypeError(f"{types[1]} outputs are held as {STORAGE_DTYPES[types[1]]}, got {out.dtype}")
-    lengths = np.asarray(row_lengths, dtype=np.int64)
-    if out.shape != (int(lengths.sum()),):
-        raise ValueError(f"output has shape {out.shape}, expected ({int(lengths.sum())},)")
-    ref = oracle_softmax_rows(cast_inputs(values, types), lengths)
-    got = to_float64(out, types[1])
-    finite_nonneg = bool(np.all(np.isfinite(got)) and np.all(got >= 0))
-    with np.errstate(invalid="ignore"):
-        err = np.abs(got - ref)
-        ratio = err / (tolerance.absolute + tolerance.relative * np.abs(ref))
-    ratio = np.where(np.isnan(ratio), np.inf, ratio)
-    worst = int(np.argmax(ratio))
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    row = int(np.searchsorted(starts, worst, side="right") - 1)
-    with np.errstate(invalid="ignore"):
-        row_sums = np.add.reduceat(np.where(np.isfinite(got), got, np.inf), starts)
-    row_sum_err = float(np.max(np.abs(row_sums - 1.0)))
-    max_ratio = float(ratio[worst])
-    passed = bool(finite_nonneg and max_ratio <= 1.0 and row_sum_err <= tolerance.row_sum)
-    return CheckResult(
-        passed=passed, max_abs_err=float(np.max(np.where(np.isnan(err), np.inf, err))),
-        max_tol_ratio=max_ratio, max_row_sum_err=row_sum_err, finite_nonneg=finite_nonneg,
-        worst_row=row, worst_col=int(worst - starts[row]),
-        worst_got=float(got[worst]), worst_ref=float(ref[worst]))
+    return PackedReference(values, row_lengths, types).check(out)
 
 
 def check_matrix(out, x, types=("float32", "float32")):
     """Check a (rows, cols) output matrix of ``types[1]`` against the oracle on ``x`` of ``types[0]``."""
-    out = np.asarray(out)
-    x = np.asarray(x)
-    if out.shape != x.shape:
-        raise ValueError(f"output has shape {out.shape}, input {x.shape}")
-    rows, cols = x.shape
-    return check_packed(out.reshape(-1), x.reshape(-1), np.full(rows, cols, dtype=np.int64), types)
+    return matrix_reference(x, types).check(out)
 
 
 class AcceptanceError(AssertionError):

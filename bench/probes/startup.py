@@ -5,7 +5,8 @@ Each item is a command run as a process of its own, against a kernel cache folde
 cache the last cold run left (or, without cold runs, one run first fills it). Each run's wall time from start to
 exit is recorded, and for the items that call the library in a small script, the first call's own time to its result
 (the script prints it). ``--runs`` timed runs per item and mode (default 5): median, p10/p90. A run that fails stops
-the probe with its output. With ``--out``, each mode's last run leaves its whole output there
+the probe with its output; a run past ``--timeout-s`` is interrupted as by Ctrl-C (pytest still prints its
+slowest durations) and stops the probe the same way. With ``--out``, each mode's last run leaves its whole output there
 (``{item}-{mode}.log``: for ``gpu-tests``, the test log) and ``startup.md`` quotes its last line.
 
 Items (``--items``, default ``first-softmax,first-dag,experiment-b-128``; ``all`` adds the long two):
@@ -14,7 +15,7 @@ Items (``--items``, default ``first-softmax,first-dag,experiment-b-128``; ``all`
 * ``first-dag``: ``tiled_softmax(..., scheduler="dag")`` of 128 rows of 1024 values, the first call;
 * ``experiment-b-128``: ``python -m bench --experiment B --cases balanced-128 --no-arrays``;
 * ``experiment-b``: ``python -m bench --experiment B --no-arrays`` (every case);
-* ``gpu-tests``: ``python -m pytest -m gpu -q -p no:cacheprovider``.
+* ``gpu-tests``: ``python -m pytest -m gpu -q -p no:cacheprovider --durations=40``.
 
 Goals (warm): the first ``softmax()`` <= 0.3 s to its result; the first ``tiled_softmax`` dag <= 0.5 s;
 ``experiment-b-128`` <= 8 s; ``experiment-b`` <= 0.6 of its cold time; ``gpu-tests`` <= 240 s.
@@ -34,6 +35,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -47,6 +49,8 @@ RESULTS_FILE = "startup.json"
 #: The line a script prints with its first call's time: ``STARTUP {"first_call_s": 0.12}``.
 MARK = "STARTUP "
 MODES = ("cold", "warm")
+#: Seconds an interrupted run has to print its summary before it is killed.
+INTERRUPT_GRACE_S = 30
 
 FIRST_SOFTMAX = f"""
 import json, time
@@ -86,7 +90,8 @@ def _script(code):
     return lambda folder: [sys.executable, "-c", code]
 
 
-GPU_TESTS = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider"]
+#: The slowest tests' durations end the log: what a warm run still spends its time on.
+GPU_TESTS = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "--durations=40"]
 
 ITEMS = {item.name: item for item in (
     Item("first-softmax", _script(FIRST_SOFTMAX), ("warm", "first_call_s", 0.3, False,
@@ -124,18 +129,35 @@ def parse_items(text):
 def run_once(item, cache_dir, folder, timeout_s, argv=None, log_path=None):
     """One process of ``item`` (or of ``argv``) with the kernel cache in ``cache_dir``: ``{"process_s",
     ["first_call_s"], ["last_line"]}`` (the last line it printed, e.g. pytest's count of passed tests); its whole
-    output goes to ``log_path`` if given."""
+    output goes to ``log_path`` if given. A process still running after ``timeout_s`` is interrupted (SIGINT, as
+    Ctrl-C: pytest then still prints its summary and slowest durations), killed after :data:`INTERRUPT_GRACE_S`
+    more, and its output kept; the run fails saying so."""
     env = dict(os.environ, NUMBA_SOFTMAX_CACHE_DIR=cache_dir, NUMBA_SOFTMAX_CACHE="1")
     start = time.perf_counter()
-    proc = subprocess.run(argv or item.argv(folder), env=env, capture_output=True, text=True, timeout=timeout_s)
+    proc = subprocess.Popen(argv or item.argv(folder), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    timed_out = False
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        proc.send_signal(signal.SIGINT)
+        try:
+            stdout, stderr = proc.communicate(timeout=INTERRUPT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
     sample = {"process_s": time.perf_counter() - start}
     if log_path:
         with open(log_path, "w", encoding="utf-8") as handle:
-            handle.write(proc.stdout + proc.stderr)
+            handle.write(stdout + stderr)
+    if timed_out:
+        raise RunFailed(f"{item.name}: still running after {timeout_s:.0f} s (--timeout-s), interrupted\n"
+                        f"{(stdout + stderr)[-3000:]}")
     if proc.returncode != 0:
         raise RunFailed(f"{item.name}: exit status {proc.returncode} after {sample['process_s']:.1f} s\n"
-                        f"{(proc.stdout + proc.stderr)[-3000:]}")
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+                        f"{(stdout + stderr)[-3000:]}")
+    lines = [line for line in stdout.splitlines() if line.strip()]
     for line in lines:
         if line.startswith(MARK):
             sample.update(json.loads(line.removeprefix(MARK)))
@@ -222,6 +244,8 @@ def render(results):
              for run in entry.get("samples", {}).get("fill", [])]
     if fills:
         lines += ["", f"The run that filled each cache for its warm runs: {', '.join(fills)}."]
+    if "error" in results:
+        lines += ["", f"Stopped: {results['error'].splitlines()[0]}"]
     said = [f"{name} {mode}: `{runs[-1]['last_line']}`" for name, entry in results["items"].items()
             for mode, runs in entry.get("samples", {}).items() if runs and "last_line" in runs[-1]]
     if said:
@@ -270,7 +294,7 @@ def main(argv=None):
             summary = summarize_item(samples)
             results["items"][name] = {"samples": samples, "summary": summary,
                                       "goal": evaluate_goal(ITEMS[name], summary)}
-    except (RunFailed, subprocess.TimeoutExpired) as exc:  # the items measured so far are still written
+    except RunFailed as exc:  # the items measured so far are still written
         print(f"error: {exc}", file=sys.stderr)
         results["error"], status = str(exc)[-3000:], 1
     finally:

@@ -81,6 +81,15 @@ def test_a_failing_process_stops_the_item_with_its_output(tmp_path):
                      log=lambda _: None)
 
 
+def test_a_run_past_its_time_is_interrupted_and_keeps_what_it_printed_then(tmp_path):
+    code = ("import time\ntry:\n    print('started', flush=True); time.sleep(60)\n"
+            "except KeyboardInterrupt:\n    print('slowest durations')\n")
+    with pytest.raises(RunFailed, match=r"still running after 1 s \(--timeout-s\), interrupted\nstarted\nslowest"):
+        measure_item(_item(code), 1, str(tmp_path), timeout_s=1, modes=("cold",), log=lambda _: None,
+                     log_dir=str(tmp_path))
+    assert (tmp_path / "toy-cold.log").read_text().splitlines() == ["started", "slowest durations"]
+
+
 def test_goals_absolute_relative_and_unmeasured():
     summary = {"cold": {"process_s": {"median": 10.0, "p10": 9.0, "p90": 11.0}},
                "warm": {"process_s": {"median": 5.0, "p10": 4.0, "p90": 6.0}}}
@@ -105,6 +114,8 @@ def test_the_items_and_the_report():
     text = render(results)
     assert "| python -m bench --experiment B --cases balanced-128 <= 8 s | MET | 2.000 | 8 |" in text
     assert "| experiment-b-128 | warm | 2.000 [1.500, 2.500] | - |" in text
+    stopped = render(dict(results, error="gpu-tests: still running after 320 s (--timeout-s), interrupted\n...."))
+    assert "Stopped: gpu-tests: still running after 320 s (--timeout-s), interrupted\n" in stopped
 
 
 def test_without_a_gpu_the_probe_stops_before_running(tmp_path, capsys, monkeypatch):
