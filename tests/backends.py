@@ -38,3 +38,13 @@ def run_on_the_real_target(script, folder, *args, timeout=600):
     assert proc.returncode == 0, proc.stderr[-4000:]
     with open(path) as handle:
         return json.load(handle)
+
+
+def run_bench_in_simulator(args, tmp_path):
+    """``python -m bench ARGS --out tmp_path/run`` in a child process in the simulator: (the finished process, the
+    run folder)."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "bench", *args, "--out", str(out)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=1200, check=False)
+    return proc, out

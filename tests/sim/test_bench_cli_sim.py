@@ -2,27 +2,15 @@
 loudly, validate correctness, write the same files without timings, and exit 0."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _run(args, tmp_path):
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "bench", *args, "--out", str(out)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1200, check=False)
-    return proc, out
+from backends import run_bench_in_simulator
 
 
 @pytest.mark.parametrize("args", [["--experiment", "A", "--shapes", "1x128"],
                                   ["--experiment", "B", "--trace"]], ids=["A", "B"])
 def test_cli_in_simulator_mode(args, tmp_path):
-    proc, out = _run(args, tmp_path)
+    proc, out = run_bench_in_simulator(args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "NO CUDA GPU FOUND: running in the Numba CUDA SIMULATOR" in proc.stderr
     for name in ("metadata.json", "cases.jsonl", "bitwise.jsonl", "summary.md"):
@@ -50,6 +38,6 @@ def test_cli_in_simulator_mode(args, tmp_path):
 def test_cli_refuses_to_overwrite_a_run_folder(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "keep.txt").write_text("earlier results")
-    proc, out = _run(["--experiment", "A", "--shapes", "1x128"], tmp_path)
+    proc, out = run_bench_in_simulator(["--experiment", "A", "--shapes", "1x128"], tmp_path)
     assert proc.returncode != 0 and "not empty" in proc.stderr
     assert (out / "keep.txt").read_text() == "earlier results"

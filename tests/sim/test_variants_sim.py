@@ -5,22 +5,14 @@ a wrong one stops the run, named (docs/extending.md)."""
 
 import json
 import os
-import subprocess
-import sys
+
+from backends import run_bench_in_simulator
 
 from bench import runner, variants
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VARIANT_FILES = os.path.join(ROOT, "tests", "variants")
 FIXTURES = {"constant", "dominant", "random", "offset"}
-
-
-def _run(args, tmp_path):
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "bench", *args, "--out", str(out)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1200, check=False)
-    return proc, out
 
 
 def _records(path):
@@ -32,8 +24,8 @@ def _file(name):
 
 
 def test_a_kernel_variant_runs_beside_the_reference(tmp_path):
-    proc, out = _run(["--experiment", "A", "--shapes", "3x40", "--variant-file", _file("toy_rows.py"),
-                      "--variants", "toy-rows"], tmp_path)
+    proc, out = run_bench_in_simulator(["--experiment", "A", "--shapes", "3x40", "--variant-file",
+                                        _file("toy_rows.py"), "--variants", "toy-rows"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     checked = _records(out / "cases.jsonl")
     assert all(r["passed"] for r in checked)
@@ -48,8 +40,8 @@ def test_a_kernel_variant_runs_beside_the_reference(tmp_path):
 
 
 def test_a_wrong_kernel_variant_stops_the_run_named(tmp_path):
-    proc, out = _run(["--experiment", "A", "--shapes", "3x40", "--variant-file", _file("toy_wrong.py"),
-                      "--variants", "toy-drops-last-column"], tmp_path)
+    proc, out = run_bench_in_simulator(["--experiment", "A", "--shapes", "3x40", "--variant-file",
+                                        _file("toy_wrong.py"), "--variants", "toy-drops-last-column"], tmp_path)
     assert proc.returncode == 1
     assert "REQUIRED CHECK FAILED" in proc.stderr and "toy-drops-last-column/stream" in proc.stderr
     failed = [r for r in _records(out / "cases.jsonl") if not r["passed"]]
@@ -58,16 +50,16 @@ def test_a_wrong_kernel_variant_stops_the_run_named(tmp_path):
 
 
 def test_an_unknown_variant_lists_the_available_ones_and_creates_nothing(tmp_path):
-    proc, out = _run(["--experiment", "A", "--shapes", "3x40", "--variant-file", _file("toy_rows.py"),
-                      "--variants", "toy-row"], tmp_path)
+    proc, out = run_bench_in_simulator(["--experiment", "A", "--shapes", "3x40", "--variant-file",
+                                        _file("toy_rows.py"), "--variants", "toy-row"], tmp_path)
     assert proc.returncode == 2
     assert "unknown Experiment A variant(s) toy-row; available: toy-rows" in proc.stderr
     assert not out.exists()
 
 
 def test_a_scheduler_variant_matches_the_schedulers_bit_for_bit(tmp_path):
-    proc, out = _run(["--experiment", "B", "--variant-file", _file("toy_scheduler.py"),
-                      "--variants", "toy-dag-half-workers"], tmp_path)
+    proc, out = run_bench_in_simulator(["--experiment", "B", "--variant-file", _file("toy_scheduler.py"),
+                                        "--variants", "toy-dag-half-workers"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     checked = [r for r in _records(out / "cases.jsonl") if r["variant"] == "toy-dag-half-workers"]
     assert {r["fixture"] for r in checked} == FIXTURES and all(r["passed"] for r in checked)
