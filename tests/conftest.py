@@ -49,6 +49,8 @@ def pytest_configure(config):
         config.pluginmanager.register(_ReportWriter(config, os.environ[REPORTS_ENV]), "simulator-report-writer")
     elif not backend.SIMULATOR:
         config.pluginmanager.register(_SimulatorChild(config), "simulator-child")
+        if device.gpu_present():
+            config.pluginmanager.register(_KernelCacheReport(), "kernel-cache-report")
 
 
 def _kind(item):
@@ -87,6 +89,33 @@ class _BackendSelection:
                     item.add_marker(skip)
         # The simulator tests last: their child process runs while this one runs the rest.
         items.sort(key=lambda item: _kind(item) == "simulator")
+
+
+class _KernelCacheReport:
+    """On a GPU, the run's last line but one: how many kernels the tests took from the kernel cache and how many,
+    and which, still compiled (with pytest-xdist, every worker's kernels)."""
+
+    def __init__(self):
+        self.log = []
+
+    @pytest.hookimpl(tryfirst=True)  # before the terminal reporter's, which writes the summary
+    def pytest_sessionfinish(self, session):
+        from numba_softmax.launch import kernel_cache  # numba's real target: only in a GPU process
+
+        if hasattr(session.config, "workeroutput"):  # an xdist worker hands its kernels to the controller
+            session.config.workeroutput["kernel_compiles"] = json.dumps(kernel_cache.compile_log())
+        else:
+            self.log += kernel_cache.compile_log()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        self.log += json.loads(getattr(node, "workeroutput", {}).get("kernel_compiles", "[]"))
+
+    def pytest_terminal_summary(self, terminalreporter):
+        from numba_softmax.launch import kernel_cache
+
+        if self.log:
+            terminalreporter.write_line(kernel_cache.compile_summary(self.log))
 
 
 class _ReportWriter:

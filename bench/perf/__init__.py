@@ -47,8 +47,9 @@ What is measured, and how
      shapes (4096x128 needs about 24 sets; the large shapes 4). ``--input-sets N`` forces N >= 4.
      All softmax variants of a set write the same y_i; every variant sees identical buffers.
    * Every variant's output is checked once against the float64 oracle (``numba_softmax.oracle``, its
-     reference computed once per shape for every variant) before timing (its output buffer is first filled with NaN, so an output that is not written fails);
-     a variant that fails is reported and not timed. The copies are checked bit for bit.
+     reference computed once per shape for every variant) before timing (its output buffer is first filled
+     with NaN, so an output that is not written fails); a variant that fails is reported and not timed.
+     The copies are checked bit for bit.
    * Warm-up: max(10, n_sets) invocations per variant. Then ``--rounds`` (default 50, >= 30)
      rounds; the variant order of each round is shuffled (``bench.protocol.round_orders``, seeded).
    * One sample = record event e0, enqueue a DELAY kernel (one block sleeping in ``nanosleep``),

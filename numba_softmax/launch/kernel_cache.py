@@ -401,3 +401,22 @@ def record_compile(kernel, outcome, seconds, key=None, reason=None):
 def compile_log() -> list[dict]:
     """Every kernel this process compiled or loaded, in order, with its seconds and hit or miss."""
     return [dict(entry) for entry in _log]
+
+
+#: What each outcome of :func:`record_compile` means, in the order a summary gives them.
+OUTCOMES = {"hit": "loaded from the cache", "miss": "compiled and stored", "uncacheable": "compiled, uncacheable",
+            "off": "compiled, no cache"}
+
+
+def compile_summary(log, slowest=5) -> str:
+    """One line on ``log`` (:func:`compile_log` entries, of one process or several): how many kernels were made
+    ready and in how many seconds, by outcome, then the ``slowest`` that did not come from the cache."""
+    counts = {outcome: sum(entry["outcome"] == outcome for entry in log) for outcome in OUTCOMES}
+    seconds = sum(entry["seconds"] for entry in log)
+    text = (f"kernel cache: {len(log)} kernel{'s' * (len(log) != 1)} made ready in {seconds:.1f} s ("
+            + ", ".join(f"{count} {OUTCOMES[outcome]}" for outcome, count in counts.items() if count) + ")")
+    compiled = sorted((entry for entry in log if entry["outcome"] != "hit"), key=lambda entry: -entry["seconds"])
+    if compiled[:slowest]:
+        text += "; slowest compiled: " + ", ".join(f"{entry['kernel']} {entry['seconds']:.1f} s"
+                                                   for entry in compiled[:slowest])
+    return text

@@ -382,3 +382,13 @@ def test_this_package_is_followed_even_when_installed_among_the_packages(monkeyp
     described = {function[1] for function, code in zip(walk.parts, walk.parts[1:], strict=False)
                  if function[0] == "function" and code[0] == "code"}
     assert {"numba_softmax.numerics", "numba_softmax.kernels.fused_row"} <= described  # their code is in the key
+
+
+def test_the_compile_summary_counts_each_outcome_and_names_the_slowest_compiles():
+    log = [{"kernel": "a", "outcome": "hit", "seconds": 9.0}, {"kernel": "b", "outcome": "miss", "seconds": 2.0},
+           {"kernel": "c", "outcome": "uncacheable", "seconds": 3.5}, {"kernel": "d", "outcome": "hit", "seconds": 0.5}]
+    assert kernel_cache.compile_summary(log, slowest=1) == (
+        "kernel cache: 4 kernels made ready in 15.0 s (2 loaded from the cache, 1 compiled and stored, 1 compiled, "
+        "uncacheable); slowest compiled: c 3.5 s")
+    only_hits = kernel_cache.compile_summary(log[:1])
+    assert only_hits == "kernel cache: 1 kernel made ready in 9.0 s (1 loaded from the cache)"
