@@ -187,6 +187,13 @@ AUTO_TABLE = (
     (262144, "cluster_l512_q8_c8_s8"),  # measured: 301.0 us vs cluster_l1024_q8_c8 368.6 (512 rows)
     (None, "long_l1024_q4"),
 )
+#: The forward's entries for rows whose elements are all of 2 bytes, where the one above moves too few bytes a lane
+#: (a quad of a 2-byte type is 8 bytes): by the limit of the entry they stand for. Measured (H100, 256 MiB,
+#: bfloat16 softmax): 128 columns rows_l8_q4 107.6 us against rows_l32_q1's 153.3 and rows_l16_q2's 117.8 (torch
+#: 124.4); 1024 columns rows_l32_q8 102.2 against rows_l128_q2's 124.2 and rows_l64_q4's 126.3 (torch 120.6). On
+#: 1-64 rows of 128 columns they take 4.3-4.5 us against 3.7-3.8. A backward keeps the entries above (two inputs:
+#: bfloat16 at 128 / 1024 columns 0.90 / 0.89 of the three-array copy).
+TWO_BYTE_TABLE = {128: "rows_l8_q4", 1024: "rows_l32_q8"}
 #: Rows of at most this many bytes (``cols`` times the wider of the input and output element) run
 #: :data:`NARROW_GEOMETRY` ahead of the table: one thread per row, each element one scalar load, no row span.
 #: Measured (256 MiB): float32 at 1 / 2 columns 135 / 111 us against rows_l1_q1's 363 / 260, bfloat16 at 1 / 2 / 4
@@ -300,8 +307,12 @@ CANDIDATES = {
     6: ("rows_l2_q1", "staged_l1_q1"),
     7: ("rows_l2_q1", "groups_l1_q1", "staged_l1_q1"),
     8: ("rows_l1_q2", "rows_l4_q1"),
-    128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
+    128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4", "rows_l4_q8"),
+    # More quads per lane for 2-byte rows (TWO_BYTE_TABLE) where the table has no such entry yet.
+    256: ("rows_l16_q4", "rows_l8_q8"),
+    512: ("rows_l16_q8",),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
+    2048: ("rows_l64_q8",),
     4096: ("rows_l128_q8", "rows_l256_q4", "rows_l512_q2", "rows_l1024_q1", "rows_l64_q8_s8"),
     8192: ("rows_l512_q4", "rows_l1024_q2", "rows_l128_q8_s8"),
     16384: ("rows_l1024_q4", "rows_l256_q8_s8"),
@@ -323,7 +334,8 @@ CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {NARROW_GEOMETR
                               | {n for names in CANDIDATES.values() for n in names})
 
 #: The geometries ``auto`` launches (the table's, the narrow and the packed ones).
-TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {NARROW_GEOMETRY, *PACKED_GEOMETRIES})
+TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {NARROW_GEOMETRY, *PACKED_GEOMETRIES}
+                          | set(TWO_BYTE_TABLE.values()))
 F32 = ("float32", "float32")
 
 
@@ -332,17 +344,20 @@ def element_size(types):
     return max(STORAGE_DTYPES[t].itemsize for t in types)
 
 
-def table_geometry(cols, types=F32, packed=False):
-    """The geometry for rows of ``cols`` elements of ``types``: :func:`packed_geometry`'s where ``packed`` (the
-    arrays' layout allows it) and :func:`packs_width`, else :data:`NARROW_GEOMETRY` for rows of
-    at most :data:`NARROW_ROW_BYTES` and :data:`NARROW_COLUMNS`, else the one :data:`AUTO_TABLE` names for the
-    row's width, past :data:`BODY_TABLE_FROM` columns for its :func:`body_columns`."""
-    if packed and packs_width(cols, types):
-        return packed_geometry(cols, types)
+def table_geometry(cols, types=F32, packed=False, inputs=1):
+    """The geometry for rows of ``cols`` elements of ``types`` in an operation reading ``inputs`` arrays (a
+    forward one, a backward two): :func:`packed_geometry`'s where ``packed`` (the arrays' layout allows it) and
+    :func:`packs_width`, else :data:`NARROW_GEOMETRY` for rows of at most :data:`NARROW_ROW_BYTES` and
+    :data:`NARROW_COLUMNS`, else the one :data:`AUTO_TABLE` names for the row's width, past
+    :data:`BODY_TABLE_FROM` columns for its :func:`body_columns` (a forward of 2-byte rows: its
+    :data:`TWO_BYTE_TABLE` entry where it has one)."""
+    if packed and packs_width(cols, types, inputs):
+        return packed_geometry(cols, types, inputs)
     if cols <= NARROW_COLUMNS and cols * element_size(types) <= NARROW_ROW_BYTES:
         return NARROW_GEOMETRY
     held = body_columns(cols, types[0]) if cols > BODY_TABLE_FROM else cols
-    return next(name for limit, name in AUTO_TABLE if limit is None or held <= limit)
+    limit, name = next((limit, name) for limit, name in AUTO_TABLE if limit is None or held <= limit)
+    return TWO_BYTE_TABLE.get(limit, name) if inputs == 1 and element_size(types) == 2 else name
 
 
 def float64_geometry(name):
@@ -398,9 +413,9 @@ def backward_geometry(cols, element_type="float32", packed=False):
     others the long-row path; a
     narrow geometry as it is; where ``packed`` and :func:`packs_width` (as :func:`table_geometry`), the rows run
     :func:`packed_geometry` of two inputs."""
-    if packed and packs_width(cols, (element_type,), inputs=2):
-        return packed_geometry(cols, (element_type, element_type), inputs=2)
-    geometry = Geometry.parse(table_geometry(cols, (element_type, element_type)))
+    geometry = Geometry.parse(table_geometry(cols, (element_type, element_type), packed, inputs=2))
+    if geometry.packed_widths:
+        return geometry.name
     float64 = element_type == "float64"
     most = BACKWARD_FLOAT64_QUADS if float64 else BACKWARD_QUADS
     long_name = BACKWARD_FLOAT64_LONG if float64 else BACKWARD_LONG

@@ -15,8 +15,9 @@ from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import narrow_short_sum_control_kernel, short_tail_control_kernel
 from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, BODY_TABLE_FROM, NARROW_GEOMETRY, PACKED_KIND_WIDTHS,
-                                                 Geometry, auto_geometry, body_columns, body_unit, group_shape,
-                                                 packed_geometry, packs_width, table_geometry)
+                                                 TWO_BYTE_TABLE, Geometry, auto_geometry, backward_geometry,
+                                                 body_columns, body_unit, group_shape, packed_geometry, packs_width,
+                                                 table_geometry)
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.oracle import check_matrix
@@ -186,12 +187,32 @@ def test_a_rows_geometry_holds_rows_a_few_columns_past_its_body(types):
         geometry_launches(PAST_BODY, too_wide, np.zeros((2, widest + 1), STORAGE_DTYPES[types[1]]), types=types)
 
 
+def test_a_forward_of_2_byte_rows_runs_its_own_entries_and_a_backward_the_table_s():
+    """TWO_BYTE_TABLE: the forward of rows whose elements are all of 2 bytes, over the whole range of the entry it
+    stands for; a float32 row, a mixed one and a backward run the table's entry."""
+    limits = [limit for limit, _ in AUTO_TABLE]
+    for limit, name in TWO_BYTE_TABLE.items():
+        table = dict(AUTO_TABLE)[limit]
+        previous = limits[limits.index(limit) - 1]
+        for types in (("bfloat16",) * 2, ("float16",) * 2):
+            edge = body_unit(types[0]) - 1  # columns past a limit from BODY_TABLE_FROM on go by the row's body
+            first = previous + 1 + (edge if previous >= BODY_TABLE_FROM else 0)
+            last = limit + (edge if limit >= BODY_TABLE_FROM else 0)
+            assert {table_geometry(w, types) for w in range(first, last + 1)} == {name}
+            assert table_geometry(first - 1, types) != name != table_geometry(last + 1, types)
+            assert Geometry.parse(name).holds(last, types[0]) and name != table
+        assert table_geometry(limit) == table_geometry(limit, ("bfloat16", "float32")) == table
+        assert table_geometry(limit, ("bfloat16",) * 2, inputs=2) == table
+        assert backward_geometry(limit, "bfloat16") == backward_geometry(limit, "float32")
+
+
 def test_past_BODY_TABLE_FROM_the_table_holds_a_row_by_its_body_in_every_type():
     """A row up to 3 float32 (7 two-byte) columns past an entry's limit runs that entry; every width of every
     type runs a geometry that holds it (Geometry.holds)."""
-    for limit, name in AUTO_TABLE[:-1]:
+    for limit, _ in AUTO_TABLE[:-1]:
         for types, extra in ((("float32",) * 2, 3), (("bfloat16",) * 2, 7), (("float16", "float32"), 7)):
             if limit >= BODY_TABLE_FROM:
+                name = table_geometry(limit, types)
                 assert table_geometry(limit + extra, types) == name != table_geometry(limit + extra + 1, types)
         for types in (("float32",) * 2, ("bfloat16",) * 2, ("float64",) * 2, ("float32", "bfloat16")):
             for width in range(max(1, limit - 2), limit + 10):
