@@ -8,6 +8,9 @@ the protocol's ``ABS_TOL``, ``REL_TOL``, ``ROW_SUM_TOL``). The tolerances are co
 them. Arrays of bfloat16 are given as their uint16 bits (:mod:`numba_softmax.element_types`).
 """
 
+import concurrent.futures
+import functools
+import os
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -111,10 +114,27 @@ def cast_inputs(values, types):
     return to_float64(from_float64(x, out_type), out_type)
 
 
+#: Values per span of rows the oracle and the check work on at once; larger inputs are cut into spans of whole rows
+#: computed in :data:`ORACLE_THREADS` threads (numpy releases the GIL inside its loops).
+SPAN_VALUES = 1 << 21
+ORACLE_THREADS = max(1, min(8, os.cpu_count() or 1))
+
+
+@functools.cache
+def _pool():
+    return concurrent.futures.ThreadPoolExecutor(ORACLE_THREADS, thread_name_prefix="oracle")
+
+
+def _each_span(work, spans):
+    """``[work(span) for span in spans]``, in threads where there is more than one span."""
+    return list(_pool().map(work, spans)) if len(spans) > 1 else [work(spans[0])]
+
+
 class PackedReference:
     """The oracle of packed rows, computed once: :meth:`check` then checks any number of outputs of these
     inputs (every variant and mode of a fixture) against it. ``values`` may be any shape (a matrix: its rows back
-    to back); an output is checked in the same shape."""
+    to back); an output is checked in the same shape. Inputs of more than :data:`SPAN_VALUES` values are cut into
+    spans of whole rows, each computed and checked on its own (the same values as in one piece)."""
 
     def __init__(self, values, row_lengths, types=("float32", "float32")):
         values = np.asarray(values)
@@ -123,8 +143,24 @@ class PackedReference:
         self.tolerance = TOLERANCES[types[1]]
         self.lengths = np.asarray(row_lengths, dtype=np.int64)
         self.starts = np.concatenate(([0], np.cumsum(self.lengths)[:-1]))
-        self.ref = oracle_softmax_rows(cast_inputs(values.reshape(-1), types), self.lengths)
-        self.bound = self.tolerance.absolute + self.tolerance.relative * np.abs(self.ref)
+        total = int(self.lengths.sum())
+        # Spans of whole rows, each (first row, past its last row, first value, past its last value): a span
+        # ends with the row holding every SPAN_VALUES-th value.
+        row_bounds = np.unique(np.concatenate((
+            [0], np.searchsorted(self.starts, np.arange(SPAN_VALUES, total, SPAN_VALUES), side="right"),
+            [len(self.lengths)])))
+        value_bounds = np.append(self.starts, total)[row_bounds]
+        self.spans = [(int(row_bounds[i]), int(row_bounds[i + 1]), int(value_bounds[i]), int(value_bounds[i + 1]))
+                      for i in range(len(row_bounds) - 1)] or [(0, 0, 0, 0)]
+        flat = values.reshape(-1)
+        self.ref = np.empty(total, dtype=np.float64)
+        self.bound = np.empty(total, dtype=np.float64)
+
+        def compute(span):
+            r0, r1, v0, v1 = span
+            self.ref[v0:v1] = oracle_softmax_rows(cast_inputs(flat[v0:v1], types), self.lengths[r0:r1])
+            self.bound[v0:v1] = self.tolerance.absolute + self.tolerance.relative * np.abs(self.ref[v0:v1])
+        _each_span(compute, self.spans)
 
     def check(self, out):
         """Check packed outputs of ``types[1]`` (see the module's docstring)."""
@@ -133,27 +169,38 @@ class PackedReference:
             raise TypeError(f"{self.types[1]} outputs are held as {STORAGE_DTYPES[self.types[1]]}, got {out.dtype}")
         if out.shape != self.shape:
             raise ValueError(f"output has shape {out.shape}, expected {self.shape}")
-        got = to_float64(out.reshape(-1), self.types[1])
-        finite_nonneg = bool(np.all(np.isfinite(got)) and np.all(got >= 0))
-        with np.errstate(invalid="ignore"):
-            ratio = np.subtract(got, self.ref)  # |got - ref|, then divided by the bound in place
-            np.abs(ratio, out=ratio)
-            max_err = float(np.max(ratio))  # a NaN error counts as infinite
-            np.divide(ratio, self.bound, out=ratio)
-        max_err = np.inf if np.isnan(max_err) else max_err
-        ratio[np.isnan(ratio)] = np.inf
-        worst = int(np.argmax(ratio))
+        flat = out.reshape(-1)
+        parts = _each_span(lambda span: self._check_span(flat, span), self.spans)
+        finite_nonneg = all(part["finite_nonneg"] for part in parts)
+        worst_part = max(parts, key=lambda part: part["max_ratio"])  # the first of equal ones, as np.argmax
+        max_ratio, worst, got = worst_part["max_ratio"], worst_part["worst"], worst_part["worst_got"]
+        max_err = max(part["max_err"] for part in parts)
+        row_sum_err = max(part["row_sum_err"] for part in parts)
         row = int(np.searchsorted(self.starts, worst, side="right") - 1)
-        with np.errstate(invalid="ignore"):
-            row_sums = np.add.reduceat(got if finite_nonneg else np.where(np.isfinite(got), got, np.inf),
-                                       self.starts)
-        row_sum_err = float(np.max(np.abs(row_sums - 1.0)))
-        max_ratio = float(ratio[worst])
         passed = bool(finite_nonneg and max_ratio <= 1.0 and row_sum_err <= self.tolerance.row_sum)
         return CheckResult(
             passed=passed, max_abs_err=max_err, max_tol_ratio=max_ratio, max_row_sum_err=row_sum_err,
             finite_nonneg=finite_nonneg, worst_row=row, worst_col=int(worst - self.starts[row]),
-            worst_got=float(got[worst]), worst_ref=float(self.ref[worst]))
+            worst_got=got, worst_ref=float(self.ref[worst]))
+
+    def _check_span(self, flat, span):
+        r0, r1, v0, v1 = span
+        got = to_float64(flat[v0:v1], self.types[1])
+        finite_nonneg = bool(np.all(np.isfinite(got)) and np.all(got >= 0))
+        with np.errstate(invalid="ignore"):
+            ratio = np.subtract(got, self.ref[v0:v1])  # |got - ref|, then divided by the bound in place
+            np.abs(ratio, out=ratio)
+            max_err = float(np.max(ratio, initial=0.0))  # a NaN error counts as infinite
+            np.divide(ratio, self.bound[v0:v1], out=ratio)
+        ratio[np.isnan(ratio)] = np.inf
+        worst = int(np.argmax(ratio)) if len(ratio) else 0
+        with np.errstate(invalid="ignore"):
+            sums = np.add.reduceat(got if finite_nonneg else np.where(np.isfinite(got), got, np.inf),
+                                   self.starts[r0:r1] - v0) if len(got) else np.ones(0)
+        return {"finite_nonneg": finite_nonneg, "max_err": np.inf if np.isnan(max_err) else max_err,
+                "max_ratio": float(ratio[worst]) if len(ratio) else 0.0, "worst": v0 + worst,
+                "worst_got": float(got[worst]) if len(got) else 0.0,
+                "row_sum_err": float(np.max(np.abs(sums - 1.0), initial=0.0))}
 
 
 def matrix_reference(x, types=("float32", "float32")):

@@ -105,3 +105,35 @@ def test_ragged_layout_has_the_protocol_statistics():
     assert sorted(set(ragged.tolist())) == [4096, 36864] and (ragged == 36864).sum() == 16
     unpermuted = np.array(([36864] + [4096] * 7) * 16)
     assert not np.array_equal(ragged, unpermuted)  # the seeded permutation was applied
+
+
+@pytest.mark.parametrize("damage", ["none", "nan", "inf", "negative", "one_off", "short_row"])
+@pytest.mark.parametrize("types", [("float32", "float32"), ("float32", "bfloat16")])
+def test_a_reference_cut_into_spans_of_rows_checks_as_one_piece(monkeypatch, damage, types):
+    """PackedReference works on spans of whole rows (in threads): the same reference and the same record, its worst
+    element and row included, as in one piece, whatever an output gets wrong and wherever."""
+    from numba_softmax import oracle
+    from numba_softmax.element_types import from_float64
+
+    lengths = np.random.default_rng(3).integers(1, 90, 60)
+    values = packed_fixture("random", lengths)
+    out = from_float64(oracle_softmax_rows(oracle.cast_inputs(values, types), lengths), types[1])
+    at = int(lengths[:31].sum()) + 2
+    if damage == "nan":
+        out[at] = from_float64(np.array([np.nan]), types[1])[0]
+    elif damage == "inf":
+        out[at] = from_float64(np.array([np.inf]), types[1])[0]
+    elif damage == "negative":
+        out[at] = from_float64(np.array([-0.25]), types[1])[0]
+    elif damage == "one_off":
+        out[at] = from_float64(np.array([0.5]), types[1])[0]
+    elif damage == "short_row":
+        out[at:at + 3] = 0
+    whole = oracle.PackedReference(values, lengths, types)
+    monkeypatch.setattr(oracle, "SPAN_VALUES", 97)
+    spans = oracle.PackedReference(values, lengths, types)
+    assert len(whole.spans) == 1 and len(spans.spans) > 10
+    assert [r1 - r0 for r0, r1, _, _ in spans.spans] and spans.spans[-1][1] == len(lengths)
+    assert np.array_equal(whole.ref, spans.ref) and np.array_equal(whole.bound, spans.bound)
+    assert repr(whole.check(out)) == repr(spans.check(out))  # repr: a NaN worst value equals itself
+    assert whole.check(out).passed == (damage == "none")
