@@ -121,13 +121,14 @@ ORACLE_THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
 @functools.cache
-def _pool():
+def _pool(pid):
+    """This process's threads (a forked child does not inherit its parent's, so each process has its own)."""
     return concurrent.futures.ThreadPoolExecutor(ORACLE_THREADS, thread_name_prefix="oracle")
 
 
 def _each_span(work, spans):
     """``[work(span) for span in spans]``, in threads where there is more than one span."""
-    return list(_pool().map(work, spans)) if len(spans) > 1 else [work(spans[0])]
+    return list(_pool(os.getpid()).map(work, spans)) if len(spans) > 1 else [work(spans[0])]
 
 
 class PackedReference:
