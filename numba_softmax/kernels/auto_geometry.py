@@ -318,6 +318,9 @@ CANDIDATES = {
     16384: ("rows_l1024_q4", "rows_l256_q8_s8"),
     32768: ("long_l512_q4", "long_l1024_q4", "cluster_l512_q8_c2", "long_l1024_q2"),
     65536: ("long_l1024_q4", "cluster_l1024_q8_c2", "cluster_l512_q8_c4", "cluster_l512_q8_c2_s8", "long_l1024_q2"),
+    # long_l1024_q2 here and at 262144: the backward's previous long path (BACKWARD_LONG).
+    131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4", "cluster_l512_q8_c8", "cluster_l1024_q8_c2_s8",
+             "long_l1024_q2"),
     # A row a few columns past a table limit runs the entry below it (BODY_TABLE_FROM); the next entry, most of
     # its lanes idle, and the backward's clusters of one CTA more stay here to keep the comparison.
     129: ("rows_l32_q2",),
@@ -326,8 +329,7 @@ CANDIDATES = {
     16385: ("rows_l512_q8_s8", "cluster_l512_q4_c2", "cluster_l512_q4_c3"),
     32769: ("rows_l1024_q8_s8", "cluster_l512_q4_c5"),
     65537: ("cluster_l512_q8_c4_s8", "long_l1024_q2"),
-    131072: ("long_l1024_q4", "long_l512_q4", "cluster_l1024_q8_c4", "cluster_l512_q8_c8", "cluster_l1024_q8_c2_s8"),
-    262144: ("long_l1024_q4", "cluster_l1024_q8_c8", "cluster_l1024_q8_c4_s8"),
+    262144: ("long_l1024_q4", "cluster_l1024_q8_c8", "cluster_l1024_q8_c4_s8", "long_l1024_q2"),
 }
 #: Every geometry that has builds: the table's and the candidates'.
 CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {NARROW_GEOMETRY, *PACKED_GEOMETRIES}
@@ -385,8 +387,10 @@ FLOAT64_LONG = "long_l1024_q2"
 #: Most quads per thread of each of a backward's two inputs in registers (float32 and 2-byte types; float64).
 BACKWARD_QUADS = 4
 BACKWARD_FLOAT64_QUADS = 1
-#: The long-row geometries of a backward (two inputs per value: half the forward's quads).
-BACKWARD_LONG = "long_l1024_q2"
+#: The long-row geometries of a backward: float32 and 2-byte rows the forward's own, 4 quads of each input a thread
+#: per chunk (measured, H100, 256 MiB, softmax backward: float32 at 32768 / 65536 columns 114.4 / 131.8 us against
+#: long_l1024_q2's 117.5 / 135.0; bfloat16 98.3 / 120.0 against 120.9 / 133.3); float64 one quad.
+BACKWARD_LONG = "long_l1024_q4"
 BACKWARD_FLOAT64_LONG = "long_l1024_q1"
 #: Lanes per CTA of a backward's cluster rows (GPU only; float32 rows): each CTA holds
 #: 4 x 512 x BACKWARD_QUADS = 8192 columns of y and dy in registers, two CTAs per SM.

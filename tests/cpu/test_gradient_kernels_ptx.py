@@ -99,8 +99,9 @@ def test_geometries_of_the_gradients():
     # A row a few columns past a limit as the forward's table (BODY_TABLE_FROM): its body fits the entry below.
     assert backward_geometry(16384) == backward_geometry(16387) == "rows_l1024_q4"
     assert backward_geometry(16388) == "cluster_l512_q4_c3" and backward_geometry(32769) == "cluster_l512_q4_c4"
-    assert backward_geometry(65539) == "cluster_l512_q4_c8" and backward_geometry(65540) == "long_l1024_q2"
-    assert backward_geometry(32769, "bfloat16") == "long_l1024_q2"  # 2-byte rows measured faster there
+    assert backward_geometry(65539) == "cluster_l512_q4_c8" and backward_geometry(65540) == "long_l1024_q4"
+    assert backward_geometry(32769, "bfloat16") == "long_l1024_q4"  # 2-byte rows measured faster there
+    assert backward_geometry(16391, "bfloat16") == "rows_l1024_q4" != backward_geometry(16392, "bfloat16")
     assert backward_geometry(16385, "float64") == "long_l1024_q1"
     assert backward_geometry(4096, "float64") == "rows_l1024_q1"
     assert backward_geometry(8192, "float64") == "long_l1024_q1"

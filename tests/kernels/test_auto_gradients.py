@@ -88,7 +88,7 @@ def test_backward_long_path_crosses_chunks(element_type, form):
     values = matrix_fixture("random", (ROWS, width)).astype(np.float64)
     y, dy, dx = run_backward(_forward(values, form), _gradients(ROWS, width, 3), element_type, form,
                              at=((3, 1), (3, 1), (3, 1)),
-                             geometry=geometry or ("long_l1024_q1" if element_type == "float64" else "long_l1024_q2"))
+                             geometry=geometry or ("long_l1024_q1" if element_type == "float64" else "long_l1024_q4"))
     expect_backward(y, dy, dx, element_type, form)
 
 
