@@ -15,6 +15,19 @@ import pytest
 from numba_softmax.backend import SIMULATOR
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: Most worker processes of a GPU test run (:func:`gpu_test_workers`): a GPU test spends most of its time on the
+#: host (launch, oracle, subprocess runs of the bench), so CPUs, not the GPU, set the pace.
+GPU_TEST_WORKERS = 16
+
+
+def gpu_test_workers(markexpr, numprocesses, gpu, cpus, xdist):
+    """How many pytest-xdist workers ``pytest -m gpu`` starts when ``-n`` is not given (``numprocesses`` None):
+    one per CPU up to :data:`GPU_TEST_WORKERS`, where the run selects the GPU tests (``markexpr`` "gpu"), the
+    machine has a GPU and pytest-xdist is installed; else ``None`` (this process runs the tests). ``-n 0``
+    keeps one process."""
+    if numprocesses is not None or markexpr.strip() != "gpu" or not gpu or not xdist or cpus < 2:
+        return None
+    return min(GPU_TEST_WORKERS, cpus)
 
 
 def skip_on_cudasim(reason):

@@ -1,5 +1,8 @@
 """One ``pytest`` runs every test this machine can run: CPU, GPU where there is one, and the simulator.
 
+``pytest -m gpu`` on a GPU machine with pytest-xdist runs in one worker process per CPU, at most 16
+(``-n 0``: this process; ``backends.gpu_test_workers``).
+
 Numba reads ``NUMBA_ENABLE_CUDASIM`` once, at import: a process is either the Numba CUDA
 simulator or the real CUDA target, never both. So the tests come in three kinds:
 
@@ -28,12 +31,25 @@ from pathlib import Path
 
 import pytest
 
+from backends import gpu_test_workers
 from numba_softmax import backend, device
 
 TESTS = Path(__file__).resolve().parent
 #: Set in the simulator child: where it writes its test reports (one JSON object per line).
 REPORTS_ENV = "NUMBA_SOFTMAX_SIMULATOR_REPORTS"
 FOLDER_MARKS = {"sim": "simulator", "gpu": "gpu"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which turns -n into its workers
+def pytest_cmdline_main(config):
+    if backend.SIMULATOR or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    workers = gpu_test_workers(config.option.markexpr, getattr(config.option, "numprocesses", None),
+                               device.gpu_present(), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                               else os.cpu_count() or 1,
+                               config.pluginmanager.hasplugin("xdist"))
+    if workers:
+        config.option.numprocesses = workers
 
 
 def pytest_configure(config):
