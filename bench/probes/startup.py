@@ -115,6 +115,13 @@ class RunFailed(RuntimeError):
     """A timed command that exited with an error (the message carries its output's end)."""
 
 
+def error_record(exc, tail=3000):
+    """What ``startup.json`` keeps of a failed run: the error's first line whole (the report's "Stopped:" line),
+    then the last ``tail`` characters of the output that follows it."""
+    first, _, rest = str(exc).partition("\n")
+    return first + ("\n" + rest[-tail:] if rest else "")
+
+
 def parse_items(text):
     """``--items``: "all" or comma-separated names of :data:`ITEMS` (ValueError naming a bad one)."""
     if text == "all":
@@ -296,7 +303,7 @@ def main(argv=None):
                                       "goal": evaluate_goal(ITEMS[name], summary)}
     except RunFailed as exc:  # the items measured so far are still written
         print(f"error: {exc}", file=sys.stderr)
-        results["error"], status = str(exc)[-3000:], 1
+        results["error"], status = error_record(exc), 1
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
     write_results(args.out, RESULTS_FILE, results)

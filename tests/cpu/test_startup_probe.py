@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from bench.probes import startup
-from bench.probes.startup import MARK, Item, RunFailed, evaluate_goal, measure_item, parse_items, render
+from bench.probes.startup import (MARK, Item, RunFailed, error_record, evaluate_goal, measure_item, parse_items,
+                                  render)
 
 #: A process that says whether its cache folder held an entry when it started, and leaves one.
 CACHE_AWARE = f"""
@@ -114,8 +115,10 @@ def test_the_items_and_the_report():
     text = render(results)
     assert "| python -m bench --experiment B --cases balanced-128 <= 8 s | MET | 2.000 | 8 |" in text
     assert "| experiment-b-128 | warm | 2.000 [1.500, 2.500] | - |" in text
-    stopped = render(dict(results, error="gpu-tests: still running after 320 s (--timeout-s), interrupted\n...."))
+    error = RunFailed("gpu-tests: still running after 320 s (--timeout-s), interrupted\n" + "a warning\n" * 1000)
+    stopped = render(dict(results, error=error_record(error)))  # a long output: its end kept, the first line too
     assert "Stopped: gpu-tests: still running after 320 s (--timeout-s), interrupted\n" in stopped
+    assert len(error_record(error)) < 3100 and error_record(error).endswith("a warning\n")
 
 
 def test_without_a_gpu_the_probe_stops_before_running(tmp_path, capsys, monkeypatch):

@@ -297,6 +297,8 @@ def packed_widths(element_type):
 
 
 PACKED_TYPES = [("float32", "float32"), ("bfloat16", "bfloat16"), ("float16", "float32"), ("float64", "float64")]
+#: Every (types, width) a packed geometry takes: one test each, so parallel workers share them.
+PACKED_CASES = [(types, width) for types in PACKED_TYPES for width in packed_widths(types[0])]
 
 
 def bits_reference(width):
@@ -309,34 +311,31 @@ def bits_reference(width):
     return packed_geometry(width, ("float32", "float32")), group_shape(width)[0] - 1
 
 
-
-
-@pytest.mark.parametrize("types", PACKED_TYPES, ids=lambda t: "-".join(t))
-def test_packed_rows_equal_the_narrow_rows_bit_for_bit(types):
+@pytest.mark.parametrize("types, width", PACKED_CASES, ids=[f"{'-'.join(t)}-{w}" for t, w in PACKED_CASES])
+def test_packed_rows_equal_the_narrow_rows_bit_for_bit(types, width):
     """C-contiguous rows of every packed width (1 to 7), every count of rows past the last whole group: the packed
     geometry (``auto``'s at the widths the table runs packed); its output passes the oracle and equals the narrow
     rows' bits, masks, a row of -inf alone (recorded, NaN), a NaN and a +inf (the first recorded as a flat index)
     included."""
-    for width in packed_widths(types[0]):
-        geometry = packed_geometry(width, types)
-        for rows in PACKED_ROWS:
-            rng = np.random.default_rng(rows * width)
-            values = matrix_fixture("random", (rows, width)).astype(np.float64)
-            values[rng.random(values.shape) < 0.3] = -np.inf
-            values[:, -1] = 2.0
-            values[rows - 1] = -np.inf
-            launch, = auto_launches(strided(values, types[0], 0, 0), nan_output(values.shape, types[1], 0, 0),
-                                    types=types)
-            assert launch.name.endswith(geometry) == packs_width(width, types), launch.name
-            x, y, status = run(values, types, geometry=geometry, checked=True)
-            expect_softmax(x, y, types)
-            assert status[0] == STATUS_CLEAR and status[1] == rows - 1
-            reference, some = bits_reference(width)
-            _, y_narrow, _ = run(values[:some], types, geometry=reference)
-            assert np.array_equal(y[:some].view(np.uint8), y_narrow.view(np.uint8)), (width, rows)
-            values[0, width - 1], values[1, 0] = np.nan, np.inf
-            x, y, status = run(values, types, geometry=geometry, checked=True)
-            assert status[0] == width - 1 and np.isnan(to_float64(y[:2], types[1])).all()
+    geometry = packed_geometry(width, types)
+    for rows in PACKED_ROWS:
+        rng = np.random.default_rng(rows * width)
+        values = matrix_fixture("random", (rows, width)).astype(np.float64)
+        values[rng.random(values.shape) < 0.3] = -np.inf
+        values[:, -1] = 2.0
+        values[rows - 1] = -np.inf
+        launch, = auto_launches(strided(values, types[0], 0, 0), nan_output(values.shape, types[1], 0, 0),
+                                types=types)
+        assert launch.name.endswith(geometry) == packs_width(width, types), launch.name
+        x, y, status = run(values, types, geometry=geometry, checked=True)
+        expect_softmax(x, y, types)
+        assert status[0] == STATUS_CLEAR and status[1] == rows - 1
+        reference, some = bits_reference(width)
+        _, y_narrow, _ = run(values[:some], types, geometry=reference)
+        assert np.array_equal(y[:some].view(np.uint8), y_narrow.view(np.uint8)), (width, rows)
+        values[0, width - 1], values[1, 0] = np.nan, np.inf
+        x, y, status = run(values, types, geometry=geometry, checked=True)
+        assert status[0] == width - 1 and np.isnan(to_float64(y[:2], types[1])).all()
 
 
 @pytest.mark.parametrize("form", ["softmax", "log_softmax"])
