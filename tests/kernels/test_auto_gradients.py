@@ -180,32 +180,36 @@ def test_narrow_backward_at_every_width_it_holds(element_type, form):
                 expect_backward(*wrong, element_type, form)
 
 
+#: Every (element type, width) a packed backward takes: one test each, so parallel workers share them.
+PACKED_BACKWARD_CASES = [(t, w) for t in TYPES for w in packed_widths(t)]
+
+
 @pytest.mark.parametrize("form", ["softmax", "log_softmax"])
-@pytest.mark.parametrize("element_type", TYPES)
-def test_packed_backward_equals_the_narrow_backward_bit_for_bit(element_type, form):
+@pytest.mark.parametrize("element_type, width", PACKED_BACKWARD_CASES,
+                         ids=[f"{t}-{w}" for t, w in PACKED_BACKWARD_CASES])
+def test_packed_backward_equals_the_narrow_backward_bit_for_bit(element_type, width, form):
     """C-contiguous rows of every packed width (1 to 7), every count of rows past the last whole group, a masked
     column: the packed geometry (``auto``'s at the widths the table runs packed) passes the oracle and gives the
     narrow rows' bits; the dropped-sum control of the packed geometry is rejected from width 2."""
     types = (element_type, element_type)
-    for width in packed_widths(element_type):
-        for rows in PACKED_ROWS:
-            values = matrix_fixture("random", (rows, width)).astype(np.float64)
-            if width > 2:
-                values[:, 1] = -np.inf
-            y, dy = _forward(values, form), _gradients(rows, width, rows + width)
-            geometry = packed_geometry(width, types, inputs=2)
-            launch, = backward_launches(strided(y, element_type, 0, 0), strided(dy, element_type, 0, 0),
-                                        nan_output(y.shape, element_type, 0, 0), element_type, form)
-            assert launch.name.endswith(geometry) == packs_width(width, types, inputs=2), launch.name
-            seen = run_backward(y, dy, element_type, form, geometry=geometry)
-            expect_backward(*seen, element_type, form)
-            reference, some = bits_reference(width)
-            _, _, narrow = run_backward(y[:some], dy[:some], element_type, form, geometry=reference)
-            assert np.array_equal(seen[2][:some].view(np.uint8), narrow.view(np.uint8)), (width, rows)
-            if form == "softmax" and element_type == "float32" and width > 1:
-                wrong = run_backward(y, dy, element_type, form, launches=dropped_sum_launches)
-                with pytest.raises(AssertionError, match="worst tolerance ratio"):
-                    expect_backward(*wrong, element_type, form)
+    for rows in PACKED_ROWS:
+        values = matrix_fixture("random", (rows, width)).astype(np.float64)
+        if width > 2:
+            values[:, 1] = -np.inf
+        y, dy = _forward(values, form), _gradients(rows, width, rows + width)
+        geometry = packed_geometry(width, types, inputs=2)
+        launch, = backward_launches(strided(y, element_type, 0, 0), strided(dy, element_type, 0, 0),
+                                    nan_output(y.shape, element_type, 0, 0), element_type, form)
+        assert launch.name.endswith(geometry) == packs_width(width, types, inputs=2), launch.name
+        seen = run_backward(y, dy, element_type, form, geometry=geometry)
+        expect_backward(*seen, element_type, form)
+        reference, some = bits_reference(width)
+        _, _, narrow = run_backward(y[:some], dy[:some], element_type, form, geometry=reference)
+        assert np.array_equal(seen[2][:some].view(np.uint8), narrow.view(np.uint8)), (width, rows)
+        if form == "softmax" and element_type == "float32" and width > 1:
+            wrong = run_backward(y, dy, element_type, form, launches=dropped_sum_launches)
+            with pytest.raises(AssertionError, match="worst tolerance ratio"):
+                expect_backward(*wrong, element_type, form)
 
 
 @pytest.mark.parametrize("form", ["softmax", "log_softmax"])

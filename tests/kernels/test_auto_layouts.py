@@ -339,22 +339,23 @@ def test_packed_rows_equal_the_narrow_rows_bit_for_bit(types, width):
 
 
 @pytest.mark.parametrize("form", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("element_type", ["float32", "bfloat16"])
 @pytest.mark.parametrize("geometry", ["packed_l1_q1", "packed_l1_q2", "packed_l1_q4", "groups_l1_q1", "staged_l1_q1"])
-def test_every_packed_geometry_at_every_width(geometry, form):
+def test_every_packed_geometry_at_every_width(geometry, element_type, form):
     """Each packed geometry ``bench perf`` times, float32 and bfloat16, both forms: the narrow geometry's bits."""
-    for types in (("float32", "float32"), ("bfloat16", "bfloat16")):
-        for width in Geometry.parse(geometry).packed_widths:
-            rows = PACKED_ROWS[-1]
-            values = matrix_fixture("random", (rows, width)).astype(np.float64)
-            outputs = []
-            reference, some = bits_reference(width)
-            for name, part in ((geometry, values), (reference, values[:some])):
-                d_x, d_y = strided(part, types[0], 0, 0), nan_output(part.shape, types[1], 0, 0)
-                with np.errstate(invalid="ignore", over="ignore"):
-                    run_launches(geometry_launches(name, d_x, d_y, types=types, form=form))
-                outputs.append(d_y.copy_to_host())
-            assert np.array_equal(outputs[0][:some].view(np.uint8), outputs[1].view(np.uint8)), (types, width)
-            assert np.isfinite(to_float64(outputs[0], types[1])).all()
+    types = (element_type, element_type)
+    for width in Geometry.parse(geometry).packed_widths:
+        rows = PACKED_ROWS[-1]
+        values = matrix_fixture("random", (rows, width)).astype(np.float64)
+        outputs = []
+        reference, some = bits_reference(width)
+        for name, part in ((geometry, values), (reference, values[:some])):
+            d_x, d_y = strided(part, types[0], 0, 0), nan_output(part.shape, types[1], 0, 0)
+            with np.errstate(invalid="ignore", over="ignore"):
+                run_launches(geometry_launches(name, d_x, d_y, types=types, form=form))
+            outputs.append(d_y.copy_to_host())
+        assert np.array_equal(outputs[0][:some].view(np.uint8), outputs[1].view(np.uint8)), (types, width)
+        assert np.isfinite(to_float64(outputs[0], types[1])).all()
 
 
 def test_rows_that_are_not_packed_run_the_narrow_geometry():
