@@ -20,12 +20,17 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU_TEST_WORKERS = 16
 
 
-def gpu_test_workers(markexpr, numprocesses, gpu, cpus, xdist):
+#: Where the tests' figures for results/ go (the ``evidence`` fixture): one process collects them.
+EVIDENCE_ENV = "NUMBA_SOFTMAX_EVIDENCE"
+
+
+def gpu_test_workers(markexpr, numprocesses, gpu, cpus, xdist, evidence=False):
     """How many pytest-xdist workers ``pytest -m gpu`` starts when ``-n`` is not given (``numprocesses`` None):
     one per CPU up to :data:`GPU_TEST_WORKERS`, where the run selects the GPU tests (``markexpr`` "gpu"), the
-    machine has a GPU and pytest-xdist is installed; else ``None`` (this process runs the tests). ``-n 0``
-    keeps one process."""
-    if numprocesses is not None or markexpr.strip() != "gpu" or not gpu or not xdist or cpus < 2:
+    machine has a GPU and pytest-xdist is installed; else ``None`` (this process runs the tests): ``-n 0``, or a
+    run that collects ``evidence`` (:data:`EVIDENCE_ENV`), which one process writes whole."""
+    if (numprocesses is not None or markexpr.strip() != "gpu" or not gpu or not xdist or cpus < 2
+            or evidence):
         return None
     return min(GPU_TEST_WORKERS, cpus)
 

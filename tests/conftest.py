@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import gpu_test_workers
+from backends import EVIDENCE_ENV, gpu_test_workers
 from numba_softmax import backend, device
 
 TESTS = Path(__file__).resolve().parent
@@ -47,7 +47,7 @@ def pytest_cmdline_main(config):
     workers = gpu_test_workers(config.option.markexpr, getattr(config.option, "numprocesses", None),
                                device.gpu_present(), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                else os.cpu_count() or 1,
-                               config.pluginmanager.hasplugin("xdist"))
+                               config.pluginmanager.hasplugin("xdist"), bool(os.environ.get(EVIDENCE_ENV)))
     if workers:
         config.option.numprocesses = workers
 
@@ -263,10 +263,12 @@ def stream():
 
 @pytest.fixture(scope="session")
 def evidence():
-    """Collects figures for results/ when NUMBA_SOFTMAX_EVIDENCE is a file path."""
+    """Collects figures for results/ when NUMBA_SOFTMAX_EVIDENCE is a file path (one process: not with -n)."""
+    path = os.environ.get(EVIDENCE_ENV)
+    if path and os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.fail(f"{EVIDENCE_ENV}={path}: one process writes the evidence whole; run without -n (pytest-xdist)")
     records = {}
     yield records
-    path = os.environ.get("NUMBA_SOFTMAX_EVIDENCE")
     if path:
         with open(path, "w") as handle:
             json.dump(records, handle, indent=2, sort_keys=True, default=str)

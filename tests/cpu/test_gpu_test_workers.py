@@ -22,3 +22,7 @@ def test_a_gpu_run_takes_one_worker_per_cpu_up_to_the_limit():
 ])
 def test_every_other_run_stays_in_this_process(markexpr, numprocesses, gpu, cpus, xdist):
     assert gpu_test_workers(markexpr, numprocesses, gpu=gpu, cpus=cpus, xdist=xdist) is None
+
+
+def test_a_run_that_collects_evidence_stays_in_this_process():
+    assert gpu_test_workers("gpu", None, gpu=True, cpus=16, xdist=True, evidence=True) is None
