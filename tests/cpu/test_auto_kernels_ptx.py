@@ -20,7 +20,7 @@ from numba_softmax.kernels.auto_parts import max_edges
 from numba_softmax.kernels.auto_rows import SHORT_TYPES, make_auto_kernel, types_suffix
 from numba_softmax.kernels.registry import AUTO_KERNELS, KERNELS
 from numba_softmax.ptx import check_policy, ptx_getter
-from ptx_checks import check_build
+from ptx_checks import check_build, parallel_ptx_getter
 
 F32 = ("float32", "float32")
 UNCHECKED_SIGNATURE = signature(F32, False)
@@ -29,7 +29,7 @@ UNCHECKED_SIGNATURE = signature(F32, False)
 # element conversions and the check, which the registered builds cover).
 ALL_BUILDS = {**AUTO_KERNELS, **{name: build for name, build in builds(CANDIDATE_GEOMETRIES).items()
                                  if name not in AUTO_KERNELS and name.removeprefix("auto_") in CANDIDATE_GEOMETRIES}}
-ptx_of = ptx_getter(ALL_BUILDS)
+ptx_of = parallel_ptx_getter(f"{__name__}:ALL_BUILDS")
 
 
 @pytest.mark.parametrize("name", sorted(ALL_BUILDS))

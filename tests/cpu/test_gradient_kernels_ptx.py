@@ -13,10 +13,10 @@ from numba_softmax.kernels.auto_backward_controls import dropped_sum_kernel, own
 from numba_softmax.kernels.auto_geometry import AUTO_TABLE, NARROW_GEOMETRY, Geometry, spill_budget
 from numba_softmax.kernels.auto_launch import auto_kernel, log_geometry, signature
 from numba_softmax.kernels.registry import AUTO_KERNELS, COLUMN_KERNELS, GRADIENT_KERNELS, KERNELS
-from numba_softmax.ptx import check_policy, kernel_ptx, log_expansions, ptx_getter
-from ptx_checks import check_build
+from numba_softmax.ptx import check_policy, kernel_ptx, log_expansions
+from ptx_checks import check_build, parallel_ptx_getter
 
-ptx_of = ptx_getter(GRADIENT_KERNELS)
+ptx_of = parallel_ptx_getter("numba_softmax.kernels.registry:GRADIENT_KERNELS")
 F32 = ("float32", "float32")
 
 
