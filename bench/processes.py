@@ -3,10 +3,11 @@ sweep's warm-up compile kernels in parallel."""
 
 import concurrent.futures
 import multiprocessing
-import os
+
+from numba_softmax.device import usable_cpus
 
 #: Compiling processes by default: one per CPU, at most 16.
-DEFAULT_JOBS = min(16, os.cpu_count() or 1)
+DEFAULT_JOBS = min(16, usable_cpus())
 
 
 def map_in_processes(function, *iterables, jobs=DEFAULT_JOBS):

@@ -30,6 +30,14 @@ def gpu_present():
     return libcuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
 
 
+def usable_cpus():
+    """How many CPUs this process may run on (its affinity where the platform says, else the machine's count):
+    the one count that sizes every pool of worker processes or threads."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def simulator_cpu():
     """The CPU a simulator process keeps to: the last one this process may run on; None where the platform
     cannot say (no ``os.sched_getaffinity``)."""

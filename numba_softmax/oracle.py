@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .cases import TOLERANCES
+from .device import usable_cpus
 from .element_types import STORAGE_DTYPES, from_float64, to_float64
 
 
@@ -117,7 +118,7 @@ def cast_inputs(values, types):
 #: Values per span of rows the oracle and the check work on at once; larger inputs are cut into spans of whole rows
 #: computed in :data:`ORACLE_THREADS` threads (numpy releases the GIL inside its loops).
 SPAN_VALUES = 1 << 21
-ORACLE_THREADS = max(1, min(8, os.cpu_count() or 1))
+ORACLE_THREADS = min(8, usable_cpus())
 
 
 @functools.cache

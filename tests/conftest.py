@@ -45,8 +45,7 @@ def pytest_cmdline_main(config):
     if backend.SIMULATOR or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     workers = gpu_test_workers(config.option.markexpr, getattr(config.option, "numprocesses", None),
-                               device.gpu_present(), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                               else os.cpu_count() or 1,
+                               device.gpu_present(), device.usable_cpus(),
                                config.pluginmanager.hasplugin("xdist"), bool(os.environ.get(EVIDENCE_ENV)))
     if workers:
         config.option.numprocesses = workers

@@ -7,14 +7,14 @@ import atexit
 import concurrent.futures
 import importlib
 import multiprocessing
-import os
 
 import pytest
 
+from numba_softmax.device import usable_cpus
 from numba_softmax.ptx import check_policy, kernel_ptx, ptx_getter, ptxas_resources
 
 #: Processes that compile a test file's builds: two where there are two CPUs (a CI machine's), else one.
-COMPILE_JOBS = min(2, os.cpu_count() or 1)
+COMPILE_JOBS = min(2, usable_cpus())
 
 
 def _builds(source):
