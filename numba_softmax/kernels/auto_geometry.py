@@ -307,6 +307,9 @@ CANDIDATES = {
     6: ("rows_l2_q1", "staged_l1_q1"),
     7: ("rows_l2_q1", "groups_l1_q1", "staged_l1_q1"),
     8: ("rows_l1_q2", "rows_l4_q1"),
+    # Fewer lanes, more quads each, where float32 rows of 64-128 columns trail torch (1.08x at 64 and 128).
+    64: ("rows_l8_q2", "rows_l4_q4"),
+    127: ("rows_l16_q2", "rows_l8_q4"),
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4", "rows_l4_q8"),
     # More quads per lane for 2-byte rows (TWO_BYTE_TABLE) where the table has no such entry yet.
     256: ("rows_l16_q4", "rows_l8_q8"),
