@@ -21,6 +21,7 @@ temporary folders.
 """
 
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -211,7 +212,10 @@ class _SimulatorChild:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
-        if self.process is None or _kind(item) != "simulator":
+        if self.process is None:
+            return None
+        if _kind(item) != "simulator":
+            self._release_cpu()
             return None
         item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         reports = self._wait_for(item.nodeid)
@@ -233,14 +237,23 @@ class _SimulatorChild:
                           longrepr=f"the simulator child process (exit status {self.process.returncode}) gave no "
                                    f"result for this test; its output ends:\n{tail}")
 
+    def _release_cpu(self):
+        """Once the child has exited, this process and the worker processes it started (the PTX tests' compile
+        pool) run on every CPU again, the child's too."""
+        if self.cpus is None or self.process.poll() is None:
+            return
+        device.keep_to(self.cpus)
+        for child in multiprocessing.active_children():
+            device.keep_to(self.cpus, child.pid)
+        self.cpus = None
+
     def _stop(self, finished):
         try:
             self.process.wait(timeout=120 if finished else 0)
         except subprocess.TimeoutExpired:  # the run was interrupted (-x, Ctrl-C): do not leave the child behind
             self.process.terminate()
             self.process.wait(timeout=60)
-        if self.cpus is not None:
-            device.keep_to(self.cpus)
+        self._release_cpu()
         self.log.close()
         failed = any(r.failed for reports in self.reports.values() for r in reports)
         if failed or self.process.returncode != 0:
