@@ -43,6 +43,7 @@ from numba import cuda
 from numba.core import sigutils
 
 from .kernels.auto_geometry import PACKED_KIND_WIDTHS, group_shape
+from .launch import kernel_cache
 from .launch.entry import slim_entry
 
 TARGET_CC = (9, 0)
@@ -65,11 +66,28 @@ def fixed_compute_capability(cc=TARGET_CC):
 
 def kernel_ptx(dispatcher, signature, cc=TARGET_CC):
     """PTX text of one kernel for ``signature`` (a Numba signature string or tuple), as the launch
-    layer launches it: the kernel's code behind its slim entry (:mod:`.launch.entry`)."""
+    layer launches it: the kernel's code behind its slim entry (:mod:`.launch.entry`). Kept in the kernel cache
+    (:func:`.launch.kernel_cache.ptx_key`), where this process has one, so that the next process asking for the
+    same code (a PTX check, ``bench build-kernels``) reads it instead of compiling it again."""
     argtypes = sigutils.normalize_signature(signature)[0] if isinstance(signature, str) else tuple(signature)
+    cache = kernel_cache.active_cache()
+    key = None
+    if cache is not None:
+        try:
+            key = kernel_cache.ptx_key(dispatcher, argtypes, cc)
+        except kernel_cache.Uncacheable:
+            cache = None
+    found = cache.load(key) if cache is not None else None
+    if found is not None and found[0].get("kind") == "ptx":
+        return found[1].decode()
     with fixed_compute_capability(cc):
         entry, parameters = slim_entry(dispatcher, argtypes)
-        return array_abi_ptx(entry, parameters, cc)
+        ptx = array_abi_ptx(entry, parameters, cc)
+    if cache is not None and not cache.read_only:
+        cache.store(key, {"kind": "ptx", "kernel": kernel_cache.kernel_name(dispatcher, argtypes),
+                          "compute_capability": list(cc), "toolchain": kernel_cache.toolchain_versions()},
+                    ptx.encode())
+    return ptx
 
 
 def array_abi_ptx(dispatcher, signature, cc=TARGET_CC):

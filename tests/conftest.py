@@ -38,6 +38,8 @@ from numba_softmax import backend, device
 TESTS = Path(__file__).resolve().parent
 #: Set in the simulator child: where it writes its test reports (one JSON object per line).
 REPORTS_ENV = "NUMBA_SOFTMAX_SIMULATOR_REPORTS"
+#: Where the kernel cache lives (numba_softmax.launch.kernel_cache.default_folder).
+CACHE_DIR_ENV = "NUMBA_SOFTMAX_CACHE_DIR"
 FOLDER_MARKS = {"sim": "simulator", "gpu": "gpu"}
 
 
@@ -67,6 +69,8 @@ def pytest_configure(config):
         config.pluginmanager.register(_SimulatorChild(config), "simulator-child")
         if device.gpu_present():
             config.pluginmanager.register(_KernelCacheReport(), "kernel-cache-report")
+        elif not os.environ.get(CACHE_DIR_ENV):
+            config.pluginmanager.register(_SessionKernelCache(), "session-kernel-cache")
 
 
 def _kind(item):
@@ -132,6 +136,20 @@ class _KernelCacheReport:
 
         if self.log:
             terminalreporter.write_line(kernel_cache.compile_summary(self.log))
+
+
+class _SessionKernelCache:
+    """Without a GPU (and without ``NUMBA_SOFTMAX_CACHE_DIR``): the kernel cache of this run is a temporary folder,
+    shared by the processes the tests start (the PTX tests' compile workers, ``bench build-kernels``), so a kernel's
+    PTX is compiled once per run, and removed at the end. Set ``NUMBA_SOFTMAX_CACHE_DIR`` to keep it between runs."""
+
+    def __init__(self):
+        self.folder = tempfile.mkdtemp(prefix="numba-softmax-cache-")
+        os.environ[CACHE_DIR_ENV] = self.folder
+
+    def pytest_unconfigure(self):
+        os.environ.pop(CACHE_DIR_ENV, None)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class _ReportWriter:

@@ -240,6 +240,12 @@ def cache_key(dispatcher, argtypes, compute_capability, toolchain=None) -> str:
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
 
 
+def ptx_key(dispatcher, argtypes, compute_capability) -> str:
+    """The key of the kernel's offline PTX (:func:`numba_softmax.ptx.kernel_ptx`): :func:`cache_key`'s recipe in
+    a namespace of its own, so a PTX entry is never read as a cubin (raises :class:`Uncacheable`)."""
+    return hashlib.sha256(b"ptx " + cache_key(dispatcher, argtypes, compute_capability).encode()).hexdigest()
+
+
 # --- the store -----------------------------------------------------------------------------------
 
 _warned = set()

@@ -392,3 +392,23 @@ def test_the_compile_summary_counts_each_outcome_and_names_the_slowest_compiles(
         "uncacheable); slowest compiled: c 3.5 s")
     only_hits = kernel_cache.compile_summary(log[:1])
     assert only_hits == "kernel cache: 1 kernel made ready in 9.0 s (1 loaded from the cache)"
+
+
+def test_offline_ptx_is_kept_under_a_key_of_its_own_and_read_back(fresh, tmp_path, toy):
+    from numba_softmax.ptx import kernel_ptx
+
+    cache = KernelCache(tmp_path / "cache")
+    kernel_cache.use(cache)
+    dispatcher = toy().make(2)
+    ptx = kernel_ptx(dispatcher, MATRIX)
+    ptx_entry = kernel_cache.ptx_key(dispatcher, MATRIX, CC)
+    assert ".entry " in ptx and [Path(p).name for p in cache.files()] == [ptx_entry + ".kernel"]
+    assert ptx_entry != key(dispatcher)  # never read as the cubin of the same kernel
+    record, image = cache.load(ptx_entry)
+    assert record["kind"] == "ptx" and image.decode() == ptx
+    cache.store(ptx_entry, record, b"// what the cache holds\n")  # read back, not compiled again
+    assert kernel_ptx(toy().make(2), MATRIX) == "// what the cache holds\n"
+    assert kernel_ptx(toy(operator="+").make(2), MATRIX) != "// what the cache holds\n"  # other code: compiled
+    kernel_cache.use(KernelCache(tmp_path / "prebuilt", read_only=True))
+    kernel_ptx(dispatcher, MATRIX, cc=(8, 0))
+    assert not (tmp_path / "prebuilt").exists()  # a read-only cache is not written
