@@ -187,13 +187,22 @@ AUTO_TABLE = (
     (262144, "cluster_l512_q8_c8_s8"),  # measured: 301.0 us vs cluster_l1024_q8_c8 368.6 (512 rows)
     (None, "long_l1024_q4"),
 )
-#: The forward's entries for rows whose elements are all of 2 bytes, where the one above moves too few bytes a lane
-#: (a quad of a 2-byte type is 8 bytes): by the limit of the entry they stand for. Measured (H100, 256 MiB,
-#: bfloat16 softmax): 128 columns rows_l8_q4 107.6 us against rows_l32_q1's 153.3 and rows_l16_q2's 117.8 (torch
-#: 124.4); 1024 columns rows_l32_q8 102.2 against rows_l128_q2's 124.2 and rows_l64_q4's 126.3 (torch 120.6). On
-#: 1-64 rows of 128 columns they take 4.3-4.5 us against 3.7-3.8. A backward keeps the entries above (two inputs:
-#: bfloat16 at 128 / 1024 columns 0.90 / 0.89 of the three-array copy).
-TWO_BYTE_TABLE = {128: "rows_l8_q4", 1024: "rows_l32_q8"}
+#: The forward's own entries (softmax and log_softmax: one input array), by the bytes of the wider element and
+#: the limit of the entry above they stand for: fewer lanes a row and more quads each, where one input leaves a
+#: lane of that entry too few bytes in flight (a quad of a 2-byte type is 8 bytes). A backward (two inputs) keeps
+#: the entries above: at 128 columns rows_l32_q1 ran 0.90 / 0.99 of the three-array copy in bfloat16 / float32,
+#: ahead of rows_l16_q2 (1.07x / 1.01x its time). Measured (H100, 256 MiB, softmax; 1-64 rows the small problems):
+#: 2 bytes, bfloat16: 64 columns rows_l4_q4 110.6 us against rows_l16_q1's 150.4 (torch 146.1); 128 rows_l8_q4
+#: 107.6 against rows_l32_q1's 153.3 and rows_l16_q2's 117.8 (torch 124.4), on 1-64 rows 4.3-4.6 against 3.7-3.9;
+#: 1024 rows_l32_q8 102.2 against rows_l128_q2's 124.2 and rows_l64_q4's 126.3 (torch 120.6).
+#: 4 bytes, float32: 64 columns rows_l8_q2 91.7 against rows_l16_q1's 98.8 (torch 91.3); 128 rows_l16_q2 91.3
+#: against rows_l32_q1's 99.3 (torch 92.6), by rows 4096 / 16384 / 65536: 5.68 / 9.82 / 25.4 against 5.60 / 10.2 /
+#: 27.5, on 1-64 rows 3.94-4.16 against 3.76-3.94 (torch 3.71-4.16); 127 columns (in the 128 entry) 95.0 against
+#: 114.9 (torch 94.0).
+FORWARD_TABLE = {
+    2: {64: "rows_l4_q4", 128: "rows_l8_q4", 1024: "rows_l32_q8"},
+    4: {64: "rows_l8_q2", 128: "rows_l16_q2"},
+}
 #: Rows of at most this many bytes (``cols`` times the wider of the input and output element) run
 #: :data:`NARROW_GEOMETRY` ahead of the table: one thread per row, each element one scalar load, no row span.
 #: Measured (256 MiB): float32 at 1 / 2 columns 135 / 111 us against rows_l1_q1's 363 / 260, bfloat16 at 1 / 2 / 4
@@ -307,11 +316,11 @@ CANDIDATES = {
     6: ("rows_l2_q1", "staged_l1_q1"),
     7: ("rows_l2_q1", "groups_l1_q1", "staged_l1_q1"),
     8: ("rows_l1_q2", "rows_l4_q1"),
-    # Fewer lanes, more quads each, where float32 rows of 64-128 columns trail torch (1.08x at 64 and 128).
-    64: ("rows_l8_q2", "rows_l4_q4"),
-    127: ("rows_l16_q2", "rows_l8_q4"),
+    # The table's entry beside the forward's own (FORWARD_TABLE) and more or fewer quads a lane.
+    64: ("rows_l16_q1", "rows_l8_q2", "rows_l4_q4"),
+    127: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
     128: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4", "rows_l4_q8"),
-    # More quads per lane for 2-byte rows (TWO_BYTE_TABLE) where the table has no such entry yet.
+    # More quads per lane for 2-byte rows (FORWARD_TABLE) where the forward has no such entry yet.
     256: ("rows_l16_q4", "rows_l8_q8"),
     512: ("rows_l16_q8",),
     1024: ("rows_l32_q8", "rows_l64_q4", "rows_l128_q2"),
@@ -340,7 +349,7 @@ CANDIDATE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {NARROW_GEOMETR
 
 #: The geometries ``auto`` launches (the table's, the narrow and the packed ones).
 TABLE_GEOMETRIES = sorted({name for _, name in AUTO_TABLE} | {NARROW_GEOMETRY, *PACKED_GEOMETRIES}
-                          | set(TWO_BYTE_TABLE.values()))
+                          | {name for entries in FORWARD_TABLE.values() for name in entries.values()})
 F32 = ("float32", "float32")
 
 
@@ -354,15 +363,15 @@ def table_geometry(cols, types=F32, packed=False, inputs=1):
     forward one, a backward two): :func:`packed_geometry`'s where ``packed`` (the arrays' layout allows it) and
     :func:`packs_width`, else :data:`NARROW_GEOMETRY` for rows of at most :data:`NARROW_ROW_BYTES` and
     :data:`NARROW_COLUMNS`, else the one :data:`AUTO_TABLE` names for the row's width, past
-    :data:`BODY_TABLE_FROM` columns for its :func:`body_columns` (a forward of 2-byte rows: its
-    :data:`TWO_BYTE_TABLE` entry where it has one)."""
+    :data:`BODY_TABLE_FROM` columns for its :func:`body_columns` (a forward: its :data:`FORWARD_TABLE` entry
+    for the wider element's size where it has one)."""
     if packed and packs_width(cols, types, inputs):
         return packed_geometry(cols, types, inputs)
     if cols <= NARROW_COLUMNS and cols * element_size(types) <= NARROW_ROW_BYTES:
         return NARROW_GEOMETRY
     held = body_columns(cols, types[0]) if cols > BODY_TABLE_FROM else cols
     limit, name = next((limit, name) for limit, name in AUTO_TABLE if limit is None or held <= limit)
-    return TWO_BYTE_TABLE.get(limit, name) if inputs == 1 and element_size(types) == 2 else name
+    return FORWARD_TABLE.get(element_size(types), {}).get(limit, name) if inputs == 1 else name
 
 
 def float64_geometry(name):

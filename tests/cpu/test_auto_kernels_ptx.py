@@ -176,8 +176,8 @@ def test_candidates_fit_their_widths():
 
 def test_auto_geometries_for_a_width():
     from bench.perf.peers import auto_geometries_for
-    assert auto_geometries_for(128) == ["rows_l16_q2", "rows_l8_q4", "rows_l4_q8"]  # the table's own is `auto`
-    two_byte = ("bfloat16", "bfloat16")                                     # whose own is TWO_BYTE_TABLE's
+    assert auto_geometries_for(128) == ["rows_l32_q1", "rows_l8_q4", "rows_l4_q8"]  # the forward's own is `auto`
+    two_byte = ("bfloat16", "bfloat16")                                     # as for 2-byte rows (FORWARD_TABLE)
     assert auto_geometries_for(128, types=two_byte) == ["rows_l32_q1", "rows_l16_q2", "rows_l4_q8"]
     assert auto_geometries_for(4096, "none") == []
     assert auto_geometries_for(300) == []                                   # no candidates listed there

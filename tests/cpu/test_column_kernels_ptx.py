@@ -11,11 +11,11 @@ from numba_softmax.kernels.auto_columns import (COLUMN_GEOMETRIES, FLOAT64_COLUM
 from numba_softmax.kernels.column_controls import short_column_control_kernel
 from numba_softmax.kernels.auto_rows import types_suffix
 from numba_softmax.kernels.registry import AUTO_KERNELS, COLUMN_KERNELS, KERNELS
-from numba_softmax.ptx import check_policy, kernel_ptx, ptx_getter
-from ptx_checks import check_build
+from numba_softmax.ptx import check_policy, kernel_ptx
+from ptx_checks import check_build, parallel_ptx_getter
 
 FLOAT64_SPILL_BYTES = 256
-ptx_of = ptx_getter(COLUMN_KERNELS)
+ptx_of = parallel_ptx_getter("numba_softmax.kernels.registry:COLUMN_KERNELS")
 
 
 @pytest.mark.parametrize("name", sorted(COLUMN_KERNELS))

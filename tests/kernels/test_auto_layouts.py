@@ -15,7 +15,7 @@ from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import narrow_short_sum_control_kernel, short_tail_control_kernel
 from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, BODY_TABLE_FROM, NARROW_GEOMETRY, PACKED_KIND_WIDTHS,
-                                                 TWO_BYTE_TABLE, Geometry, auto_geometry, backward_geometry,
+                                                 FORWARD_TABLE, Geometry, auto_geometry, backward_geometry,
                                                  body_columns, body_unit, group_shape, packed_geometry, packs_width,
                                                  table_geometry)
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
@@ -187,23 +187,25 @@ def test_a_rows_geometry_holds_rows_a_few_columns_past_its_body(types):
         geometry_launches(PAST_BODY, too_wide, np.zeros((2, widest + 1), STORAGE_DTYPES[types[1]]), types=types)
 
 
-def test_a_forward_of_2_byte_rows_runs_its_own_entries_and_a_backward_the_table_s():
-    """TWO_BYTE_TABLE: the forward of rows whose elements are all of 2 bytes, over the whole range of the entry it
-    stands for; a float32 row, a mixed one and a backward run the table's entry."""
+def test_a_forward_runs_its_own_entries_by_element_size_and_a_backward_the_table_s():
+    """FORWARD_TABLE: the forward of rows whose wider element has that size, over the whole range of the entry it
+    stands for (a mixed row goes by its wider element); a backward and a float64 row run the table's entry."""
     limits = [limit for limit, _ in AUTO_TABLE]
-    for limit, name in TWO_BYTE_TABLE.items():
-        table = dict(AUTO_TABLE)[limit]
-        previous = limits[limits.index(limit) - 1]
-        for types in (("bfloat16",) * 2, ("float16",) * 2):
-            edge = body_unit(types[0]) - 1  # columns past a limit from BODY_TABLE_FROM on go by the row's body
-            first = previous + 1 + (edge if previous >= BODY_TABLE_FROM else 0)
-            last = limit + (edge if limit >= BODY_TABLE_FROM else 0)
-            assert {table_geometry(w, types) for w in range(first, last + 1)} == {name}
-            assert table_geometry(first - 1, types) != name != table_geometry(last + 1, types)
-            assert Geometry.parse(name).holds(last, types[0]) and name != table
-        assert table_geometry(limit) == table_geometry(limit, ("bfloat16", "float32")) == table
-        assert table_geometry(limit, ("bfloat16",) * 2, inputs=2) == table
-        assert backward_geometry(limit, "bfloat16") == backward_geometry(limit, "float32")
+    sizes = {2: (("bfloat16",) * 2, ("float16",) * 2), 4: (("float32",) * 2, ("bfloat16", "float32"))}
+    for size, entries in FORWARD_TABLE.items():
+        for limit, name in entries.items():
+            table = dict(AUTO_TABLE)[limit]
+            previous = limits[limits.index(limit) - 1]
+            for types in sizes[size]:
+                edge = body_unit(types[0]) - 1  # columns past a limit from BODY_TABLE_FROM on go by the row's body
+                first = previous + 1 + (edge if previous >= BODY_TABLE_FROM else 0)
+                last = limit + (edge if limit >= BODY_TABLE_FROM else 0)
+                assert {table_geometry(w, types) for w in range(first, last + 1)} == {name}
+                assert table_geometry(first - 1, types) != name != table_geometry(last + 1, types)
+                assert Geometry.parse(name).holds(last, types[0]) and name != table
+                assert table_geometry(limit, types, inputs=2) == table
+            assert table_geometry(limit, ("float64",) * 2) == table
+            assert backward_geometry(limit, "bfloat16") == backward_geometry(limit, "float32")
 
 
 def test_past_BODY_TABLE_FROM_the_table_holds_a_row_by_its_body_in_every_type():
