@@ -22,7 +22,7 @@ Geometries (:func:`.auto_geometry.backward_geometry`), named as the forward's:
     ``dx``, last chunk first (still in registers; the chunks before it come again from L2 where it holds them).
 ``narrow_l1_q1``: rows of at most 4 columns, one thread per row (256 rows per block), each element of ``y``
     and ``dy`` one scalar load into a register, the sum in column order (the forward's :mod:`.auto_narrow`).
-``packed_l1_q{Q}``, ``groups_l1_q{Q}``: C-contiguous rows of 1, 2 or 4 columns (3, 5, 6 or 7), Q quads (groups
+``packed_l1_q{Q}``, ``groups_l1_q{Q}``: C-contiguous rows of 1, 2 or 4 columns (3, 5, 6, 7 or 8), Q quads (groups
     of whole rows filling whole quads) of ``y`` and of ``dy`` per thread in vector loads across rows, each row
     computed as the narrow row (the forward's :mod:`.auto_narrow`).
 

@@ -15,13 +15,14 @@ from ..numerics import QUAD, SIMULATOR, WARP_SIZE
 
 #: The kinds of geometry: a row in one block's registers, in a thread block cluster's, any length, a row of a
 #: few elements in one thread's registers, loaded element by element (``narrow_l1_q1``, :mod:`.auto_narrow`), or
-#: C-contiguous rows read as whole quads across rows: of 1, 2 or 4 elements (``packed_l1_q<Q>``) or of 3, 5, 6 or 7
-#: in groups of whole rows that fill whole quads (``groups_l1_q<Q>``; ``staged_l1_q1``: the same groups, their quads
-#: moved through shared memory in coalesced accesses; all three in the same module).
+#: C-contiguous rows read as whole quads across rows: of 1, 2 or 4 elements (``packed_l1_q<Q>``) or of 3, 5, 6, 7
+#: or 8 in groups of whole rows that fill whole quads (``groups_l1_q<Q>``; a row of 8 is a group of one row in two
+#: quads; ``staged_l1_q1``: the same groups of 3 to 7, their quads moved through shared memory in coalesced
+#: accesses; all three in the same module).
 GEOMETRY_KINDS = ("rows", "cluster", "long", "narrow", "packed", "groups", "staged")
 #: The widths each packed kind takes: rows that fill one quad (or two or four rows a quad), and the rows of a
 #: group that fills ``cols / gcd(cols, 4)`` quads (:func:`group_shape`).
-PACKED_KIND_WIDTHS = {"packed": (1, 2, 4), "groups": (3, 5, 6, 7), "staged": (3, 5, 6, 7)}
+PACKED_KIND_WIDTHS = {"packed": (1, 2, 4), "groups": (3, 5, 6, 7, 8), "staged": (3, 5, 6, 7)}
 #: Most quads (groups) per thread of a packed geometry.
 MAX_PACKED_QUADS = 4
 #: Most quads per thread of any build: a checked build keeps one bit per value in a 32-bit mask.
@@ -42,7 +43,7 @@ class Geometry:
     of the ``ctas`` CTAs of a thread block cluster), ``long`` (any length), ``narrow`` (a row of at most 4 Q
     elements in one thread, no vector access), ``packed`` (``quads`` quads of C-contiguous memory per thread,
     each holding whole rows of 1, 2 or 4 elements), ``groups`` (``quads`` groups per thread, each the whole
-    rows of 3, 5, 6 or 7 elements that fill whole quads) or ``staged`` (one such group per thread, loaded and
+    rows of 3, 5, 6, 7 or 8 elements that fill whole quads) or ``staged`` (one such group per thread, loaded and
     stored through shared memory)."""
     kind: str
     lanes: int      # threads per row (per CTA of the cluster)
@@ -315,7 +316,10 @@ CANDIDATES = {
     5: ("rows_l2_q1", "groups_l1_q1", "staged_l1_q1"),
     6: ("rows_l2_q1", "staged_l1_q1"),
     7: ("rows_l2_q1", "groups_l1_q1", "staged_l1_q1"),
-    8: ("rows_l1_q2", "rows_l4_q1"),
+    # A row of 8 as a group of one row (two vector accesses, no edge slots), beside the two-lane rows.
+    8: ("rows_l1_q2", "rows_l4_q1", "groups_l1_q1"),
+    # More quads a lane for 2-byte rows, as FORWARD_TABLE gives them from 33 columns.
+    32: ("rows_l4_q2", "rows_l2_q4"),
     # The table's entry beside the forward's own (FORWARD_TABLE) and more or fewer quads a lane.
     64: ("rows_l16_q1", "rows_l8_q2", "rows_l4_q4"),
     127: ("rows_l32_q1", "rows_l16_q2", "rows_l8_q4"),
@@ -341,6 +345,11 @@ CANDIDATES = {
     16385: ("rows_l512_q8_s8", "cluster_l512_q4_c2", "cluster_l512_q4_c3"),
     32769: ("rows_l1024_q8_s8", "cluster_l512_q4_c5"),
     65537: ("cluster_l512_q8_c4_s8", "long_l1024_q2"),
+    # A 2-byte row of ~50k columns across 2 or 4 CTAs (one 1024-lane block runs it at 0.60 of the copy), and a row
+    # between the cluster entries in the fewest CTAs that hold it (the table's 8 CTAs run 151,936 columns 58% full).
+    50256: ("cluster_l512_q8_c2_s8", "cluster_l512_q8_c4"),
+    151936: ("cluster_l512_q8_c5_s8",),
+    152064: ("cluster_l512_q8_c5_s8",),
     262144: ("long_l1024_q4", "cluster_l1024_q8_c8", "cluster_l1024_q8_c4_s8", "long_l1024_q2"),
 }
 #: Every geometry that has builds: the table's and the candidates'.

@@ -1,6 +1,6 @@
-"""Rows of at most 12 bytes and C-contiguous rows of up to 7 elements: ``narrow_l1_q1`` (one thread per row, each
+"""Rows of at most 12 bytes and C-contiguous rows of up to 8 elements: ``narrow_l1_q1`` (one thread per row, each
 element loaded once), ``packed_l1_q<Q>`` (rows of 1, 2 or 4 elements read as whole quads across rows),
-``groups_l1_q<Q>`` (rows of 3, 5, 6 or 7 elements read as groups of whole rows that fill whole quads) and
+``groups_l1_q<Q>`` (rows of 3, 5, 6, 7 or 8 elements read as groups of whole rows that fill whole quads) and
 ``staged_l1_q1`` (the same groups, loaded and stored by the whole block through shared memory: a candidate).
 
 ``auto`` runs one of them for every row of at most :data:`.auto_geometry.NARROW_ROW_BYTES` and 4 elements

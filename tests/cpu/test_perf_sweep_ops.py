@@ -212,11 +212,11 @@ def test_the_command_line_refuses_ops_outside_the_sweep(capsys):
 
 def test_the_sweep_warms_and_reports_the_candidate_geometries():
     builds = problem_builds(Problem("float32", 4096, 8), "table")
-    assert [b[1] for b in builds] == ["rows_l2_q1", "rows_l1_q2", "rows_l4_q1"]  # then CANDIDATES[8]
+    assert [b[1] for b in builds] == ["rows_l2_q1", "rows_l1_q2", "rows_l4_q1", "groups_l1_q1"]  # then CANDIDATES[8]
     assert problem_builds(Problem("float32", 4096, 8), "none") == builds[:1]
     backward = problem_builds(Problem("float32", 64, 8, op="log_softmax_backward"), "table")
     assert backward == tuple(("backward", g, "float32", "log_softmax") for g in ("rows_l2_q1", "rows_l1_q2",
-                                                                                "rows_l4_q1"))
+                                                                                "rows_l4_q1", "groups_l1_q1"))
     assert [b[:2] for b in problem_builds(Problem("float32", 64, 8, op="softmax_train"), "table")] == [
         ("forward", "rows_l2_q1"), ("backward", "rows_l2_q1")]  # a training step times no candidate
     # The log_softmax and the backward have no cluster or shared-memory builds: those candidates are the softmax's.

@@ -204,8 +204,9 @@ def test_packed_backward_equals_the_narrow_backward_bit_for_bit(element_type, wi
         seen = run_backward(y, dy, element_type, form, geometry=geometry)
         expect_backward(*seen, element_type, form)
         reference, some = bits_reference(width)
-        _, _, narrow = run_backward(y[:some], dy[:some], element_type, form, geometry=reference)
-        assert np.array_equal(seen[2][:some].view(np.uint8), narrow.view(np.uint8)), (width, rows)
+        if reference:
+            _, _, narrow = run_backward(y[:some], dy[:some], element_type, form, geometry=reference)
+            assert np.array_equal(seen[2][:some].view(np.uint8), narrow.view(np.uint8)), (width, rows)
         if form == "softmax" and element_type == "float32" and width > 1:
             wrong = run_backward(y, dy, element_type, form, launches=dropped_sum_launches)
             with pytest.raises(AssertionError, match="worst tolerance ratio"):

@@ -307,10 +307,12 @@ def bits_reference(width):
     """``(geometry, rows)``: what gives the bits a packed geometry's rows of ``width`` must equal. To 4 columns the
     narrow geometry over every row (``rows`` None); wider (rows the narrow geometry does not hold), the packed
     geometry's own narrow rows: its first ``rows`` = R - 1 rows launched alone, fewer than a group, all of them
-    the tail (:func:`~numba_softmax.kernels.auto_geometry.group_shape`)."""
+    the tail (:func:`~numba_softmax.kernels.auto_geometry.group_shape`). ``(None, 0)`` where a group is one row
+    (8 columns): no rows run narrow there, and the oracle alone checks them."""
     if width <= 4:
         return NARROW_GEOMETRY, None
-    return packed_geometry(width, ("float32", "float32")), group_shape(width)[0] - 1
+    tail = group_shape(width)[0] - 1
+    return (packed_geometry(width, ("float32", "float32")), tail) if tail else (None, 0)
 
 
 @pytest.mark.parametrize("types, width", PACKED_CASES, ids=[f"{'-'.join(t)}-{w}" for t, w in PACKED_CASES])
@@ -333,8 +335,9 @@ def test_packed_rows_equal_the_narrow_rows_bit_for_bit(types, width):
         expect_softmax(x, y, types)
         assert status[0] == STATUS_CLEAR and status[1] == rows - 1
         reference, some = bits_reference(width)
-        _, y_narrow, _ = run(values[:some], types, geometry=reference)
-        assert np.array_equal(y[:some].view(np.uint8), y_narrow.view(np.uint8)), (width, rows)
+        if reference:
+            _, y_narrow, _ = run(values[:some], types, geometry=reference)
+            assert np.array_equal(y[:some].view(np.uint8), y_narrow.view(np.uint8)), (width, rows)
         values[0, width - 1], values[1, 0] = np.nan, np.inf
         x, y, status = run(values, types, geometry=geometry, checked=True)
         assert status[0] == width - 1 and np.isnan(to_float64(y[:2], types[1])).all()
@@ -351,12 +354,14 @@ def test_every_packed_geometry_at_every_width(geometry, element_type, form):
         values = matrix_fixture("random", (rows, width)).astype(np.float64)
         outputs = []
         reference, some = bits_reference(width)
-        for name, part in ((geometry, values), (reference, values[:some])):
+        runs = [(geometry, values)] + ([(reference, values[:some])] if reference else [])
+        for name, part in runs:
             d_x, d_y = strided(part, types[0], 0, 0), nan_output(part.shape, types[1], 0, 0)
             with np.errstate(invalid="ignore", over="ignore"):
                 run_launches(geometry_launches(name, d_x, d_y, types=types, form=form))
             outputs.append(d_y.copy_to_host())
-        assert np.array_equal(outputs[0][:some].view(np.uint8), outputs[1].view(np.uint8)), (types, width)
+        if reference:
+            assert np.array_equal(outputs[0][:some].view(np.uint8), outputs[1].view(np.uint8)), (types, width)
         assert np.isfinite(to_float64(outputs[0], types[1])).all()
 
 
@@ -385,7 +390,8 @@ def test_rows_that_are_not_packed_run_the_narrow_geometry():
 
 
 @pytest.mark.parametrize("geometry, width", [("packed_l1_q1", 1), ("packed_l1_q1", 2), ("groups_l1_q1", 3),
-                                             ("groups_l1_q1", 7), ("staged_l1_q1", 5), ("staged_l1_q1", 7)])
+                                             ("groups_l1_q1", 7), ("groups_l1_q1", 8), ("staged_l1_q1", 5),
+                                             ("staged_l1_q1", 7)])
 def test_negative_control_a_packed_sum_without_its_last_element_is_rejected(geometry, width):
     """The short-sum control in the packed geometries: its groups and the rows past them are rejected."""
     values = matrix_fixture("random", (PACKED_ROWS[-1], width)).astype(np.float64)
