@@ -175,10 +175,10 @@ NARROW_MARK, NARROW_ROW_BUILDS = "_narrow_", 3
 #: last whole group, a loop of R - 1 rows that NVVM unrolls in the packed builds (packed: 4 + 2 + 1 and 3 + 1 + 0)
 #: and keeps rolled in the larger groups builds (one row build each where R > 1: 4 + 4 + 2 + 4 + 1 and
 #: 1 + 1 + 1 + 1 + 0; measured).
-PACKED_NAME = re.compile(r"_(packed|groups|staged)_l1_q(\d+)")
+PACKED_NAME = re.compile(r"_(packed|groups|staged|warpstaged)_l1_q(\d+)")
 PACKED_GROUP_ROWS = {"packed": sum(2 * group_shape(cols)[0] - 1 for cols in PACKED_KIND_WIDTHS["packed"]),
                      **{kind: sum(rows + (rows > 1) for rows, _ in map(group_shape, PACKED_KIND_WIDTHS[kind]))
-                        for kind in ("groups", "staged")}}
+                        for kind in ("groups", "staged", "warpstaged")}}
 
 
 def log_expansions(kernel):

@@ -25,6 +25,8 @@ Geometries (:func:`.auto_geometry.backward_geometry`), named as the forward's:
 ``packed_l1_q{Q}``, ``groups_l1_q{Q}``: C-contiguous rows of 1, 2 or 4 columns (3, 5, 6, 7 or 8), Q quads (groups
     of whole rows filling whole quads) of ``y`` and of ``dy`` per thread in vector loads across rows, each row
     computed as the narrow row (the forward's :mod:`.auto_narrow`).
+``staged_l1_q1``, ``warpstaged_l1_q1``: the groups, ``y`` then ``dy`` moved through shared memory in coalesced
+    accesses by the block or by each warp (candidates; the forward's :mod:`.auto_narrow`).
 
 Each row is a head, a body of aligned quads placed by ``y``'s alignment, and a tail (:func:`.auto_parts.
 make_row_span`); ``dy`` and ``dx`` take vector accesses where their quads are aligned as ``y``'s, else element
@@ -39,7 +41,8 @@ from numba import cuda, float32, int64
 from ..launch_spec import KernelLaunch
 from ..numerics import KERNEL_OPTIONS, PARTIALS_ALIGNMENT, QUAD, SIMULATOR, WARP_SIZE, bounded_kernel
 from ..validation import check_strided_rows
-from .auto_geometry import AUTO_TABLE, Geometry, backward_geometry, check_holds, group_shape, packed_geometry
+from .auto_geometry import (AUTO_TABLE, STAGED_KINDS, Geometry, backward_geometry, check_holds, group_shape,
+                            packed_geometry)
 from .auto_launch import check_packed, packs
 from .auto_narrow import by_width, make_packed_groups, make_staged_groups, packed_grid
 from .auto_parts import (FORMS, edge_column, make_cluster_fold, make_load_quad_at, make_quads_aligned,
@@ -191,7 +194,7 @@ def make_packed_backward_body(geometry, element_type, gradient):
 
         return load, compute, store
 
-    if geometry.kind == "staged":
+    if geometry.kind in STAGED_KINDS:
         return make_staged_groups(geometry, TYPE, make_group_parts, make_narrow_row, LOAD, STORE, inputs=2), \
             geometry.block_threads
     groups_of = make_packed_groups(geometry, TYPE, make_group_parts, make_narrow_row)
@@ -206,13 +209,13 @@ def make_packed_backward_body(geometry, element_type, gradient):
 
 def make_backward_body(geometry, element_type, form, gradient=None, cluster_fold=make_cluster_fold):
     """``(body(y, dy, dx), block threads)`` of a ``rows``, ``cluster``, ``long``, ``narrow``, ``packed``,
-    ``groups`` or ``staged`` geometry for ``element_type`` arrays (``gradient``: the :class:`GradientForm`,
-    default ``form``'s; ``cluster_fold``: ``ctas ->`` the cluster stage of the sum; the negative controls pass their
-    own)."""
-    if geometry.kind not in ("rows", "cluster", "long", "narrow", "packed", "groups", "staged") \
-            or geometry.shared_quads or geometry.fast_math:
+    ``groups``, ``staged`` or ``warpstaged`` geometry for ``element_type`` arrays (``gradient``: the
+    :class:`GradientForm`, default ``form``'s; ``cluster_fold``: ``ctas ->`` the cluster stage of the sum; the
+    negative controls pass their own)."""
+    if geometry.shared_quads or geometry.fast_math:
         raise ValueError(f"geometry {geometry.name}: a backward runs a rows_l<L>_q<Q>, cluster_l<L>_q<Q>_c<C>, "
-                         "long_l<L>_q<Q>, narrow_l1_q1, packed_l1_q<Q>, groups_l1_q<Q> or staged_l1_q1 geometry")
+                         "long_l<L>_q<Q>, narrow_l1_q1, packed_l1_q<Q>, groups_l1_q<Q>, staged_l1_q1 or "
+                         "warpstaged_l1_q1 geometry")
     if geometry.ctas > 1 and (SIMULATOR or element_type == "float64"):
         raise ValueError(f"geometry {geometry.name}: a cluster backward needs a GPU (the simulator has no clusters) "
                          f"and float32 arithmetic (float32, float16 or bfloat16 elements; got {element_type})")

@@ -17,12 +17,16 @@ from ..numerics import QUAD, SIMULATOR, WARP_SIZE
 #: few elements in one thread's registers, loaded element by element (``narrow_l1_q1``, :mod:`.auto_narrow`), or
 #: C-contiguous rows read as whole quads across rows: of 1, 2 or 4 elements (``packed_l1_q<Q>``) or of 3, 5, 6, 7
 #: or 8 in groups of whole rows that fill whole quads (``groups_l1_q<Q>``; a row of 8 is a group of one row in two
-#: quads; ``staged_l1_q1``: the same groups of 3 to 7, their quads moved through shared memory in coalesced
-#: accesses; all three in the same module).
-GEOMETRY_KINDS = ("rows", "cluster", "long", "narrow", "packed", "groups", "staged")
+#: quads; ``staged_l1_q1`` and ``warpstaged_l1_q1``: the same groups of 3 to 7, their quads moved through shared
+#: memory in coalesced accesses by the block or by each warp; all of them in the same module).
+GEOMETRY_KINDS = ("rows", "cluster", "long", "narrow", "packed", "groups", "staged", "warpstaged")
 #: The widths each packed kind takes: rows that fill one quad (or two or four rows a quad), and the rows of a
 #: group that fills ``cols / gcd(cols, 4)`` quads (:func:`group_shape`).
-PACKED_KIND_WIDTHS = {"packed": (1, 2, 4), "groups": (3, 5, 6, 7, 8), "staged": (3, 5, 6, 7)}
+PACKED_KIND_WIDTHS = {"packed": (1, 2, 4), "groups": (3, 5, 6, 7, 8), "staged": (3, 5, 6, 7),
+                      "warpstaged": (3, 5, 6, 7)}
+#: The kinds whose groups move through shared memory, and the threads that stage together in each
+#: (:func:`stage_threads`): the block, or each warp with barriers of its own.
+STAGED_KINDS = ("staged", "warpstaged")
 #: Most quads (groups) per thread of a packed geometry.
 MAX_PACKED_QUADS = 4
 #: Most quads per thread of any build: a checked build keeps one bit per value in a 32-bit mask.
@@ -43,8 +47,8 @@ class Geometry:
     of the ``ctas`` CTAs of a thread block cluster), ``long`` (any length), ``narrow`` (a row of at most 4 Q
     elements in one thread, no vector access), ``packed`` (``quads`` quads of C-contiguous memory per thread,
     each holding whole rows of 1, 2 or 4 elements), ``groups`` (``quads`` groups per thread, each the whole
-    rows of 3, 5, 6, 7 or 8 elements that fill whole quads) or ``staged`` (one such group per thread, loaded and
-    stored through shared memory)."""
+    rows of 3, 5, 6, 7 or 8 elements that fill whole quads) or ``staged`` / ``warpstaged`` (one such group per
+    thread, loaded and stored through shared memory by the block / by each warp)."""
     kind: str
     lanes: int      # threads per row (per CTA of the cluster)
     quads: int      # quads (4 values) per thread: per row (rows, cluster) or per chunk (long)
@@ -79,7 +83,7 @@ class Geometry:
                                    or self.fast_math):
             raise ValueError(f"geometry {self.name}: a {self.kind} geometry is one thread (l1) of 1 to "
                              f"{MAX_PACKED_QUADS} quads")
-        if self.kind == "staged" and self.quads != 1:
+        if self.kind in STAGED_KINDS and self.quads != 1:
             raise ValueError(f"geometry {self.name}: a staged geometry holds one group a thread (q1)")
         if self.fast_math and self.kind == "long":
             raise ValueError(f"geometry {self.name}: the fast-math diagnostic builds are row and cluster geometries")
@@ -153,7 +157,7 @@ class Geometry:
         if geometry is None or geometry.name != name:
             raise ValueError(f"unknown auto geometry {name!r}: expected rows_l<L>_q<Q>[_s<S>], "
                              f"cluster_l<L>_q<Q>_c<C>, long_l<L>_q<Q>, narrow_l1_q1, packed_l1_q<Q>, "
-                             f"groups_l1_q<Q> or staged_l1_q1 (a row or cluster one with "
+                             f"groups_l1_q<Q>, staged_l1_q1 or warpstaged_l1_q1 (a row or cluster one with "
                              f"{FAST_MATH_SUFFIX!r}: a diagnostic fast-math build), e.g. {AUTO_TABLE[0][1]!r}; "
                              f"candidates: {sorted(CANDIDATE_GEOMETRIES)}")
         return geometry
@@ -266,6 +270,12 @@ def group_shape(cols):
     return QUAD // common, cols // common
 
 
+def stage_threads(geometry):
+    """The threads of a staged ``geometry`` that stage their groups together: the block (``staged``) or a warp
+    (``warpstaged``)."""
+    return WARP_SIZE if geometry.kind == "warpstaged" else geometry.block_threads
+
+
 def packed_geometry(cols, types, inputs=1):
     """The packed geometry of rows of ``cols`` elements of ``types`` (1 to 7) for an operation
     reading ``inputs`` arrays: at 1, 2 and 4 columns, the quads per thread that read :data:`PACKED_INPUT_BYTES`
@@ -311,11 +321,11 @@ def packs_width(cols, types, inputs=1):
 CANDIDATES = {
     1: ("narrow_l1_q1", "packed_l1_q1", "packed_l1_q2", "packed_l1_q4"),
     2: ("narrow_l1_q1", "packed_l1_q1", "packed_l1_q2", "packed_l1_q4"),
-    3: ("narrow_l1_q1", "rows_l1_q1", "groups_l1_q1", "staged_l1_q1"),
+    3: ("narrow_l1_q1", "rows_l1_q1", "groups_l1_q1", "staged_l1_q1", "warpstaged_l1_q1"),
     4: ("narrow_l1_q1", "rows_l1_q1", "packed_l1_q1", "packed_l1_q2"),
-    5: ("rows_l2_q1", "groups_l1_q1", "staged_l1_q1"),
-    6: ("rows_l2_q1", "staged_l1_q1"),
-    7: ("rows_l2_q1", "groups_l1_q1", "staged_l1_q1"),
+    5: ("rows_l2_q1", "groups_l1_q1", "staged_l1_q1", "warpstaged_l1_q1"),
+    6: ("rows_l2_q1", "staged_l1_q1", "warpstaged_l1_q1"),
+    7: ("rows_l2_q1", "groups_l1_q1", "staged_l1_q1", "warpstaged_l1_q1"),
     # A row of 8 as a group of one row (two vector accesses, no edge slots), beside the two-lane rows.
     8: ("rows_l1_q2", "rows_l4_q1", "groups_l1_q1"),
     # More quads a lane for 2-byte rows, as FORWARD_TABLE gives them from 33 columns.
@@ -464,14 +474,15 @@ def spill_budget(geometry, float64=False, driver=False):
     ptxas keeps in registers (up to 8 there). A ``groups`` geometry: up to 24 (a backward holds 56 values a
     thread at 7 columns, 7 quads of ``y`` and of ``dy``; measured 8-20 bytes with ptxas 13.0, against 112-224 bytes
     loaded); a ``staged`` one up to 128 (ptxas 12.9: 4-32 bytes stored in the unchecked forward builds, 92-112 in
-    the backwards, whose thread holds its group of ``y`` while the block stages ``dy``)."""
+    the backwards, whose thread holds its group of ``y`` while the block stages ``dy``), a ``warpstaged`` one up to
+    320 (measured, ptxas: 48 bytes in the float32 forward, 232-272 in the backwards)."""
     geometry = Geometry.parse(geometry) if isinstance(geometry, str) else geometry
     if float64:
         return 256
     if geometry.kind == "groups":
         return 24
-    if geometry.kind == "staged":
-        return 128
+    if geometry.kind in STAGED_KINDS:
+        return 320 if geometry.kind == "warpstaged" else 128
     if driver and geometry.quads == MAX_QUADS and geometry.shared_quads:
         return 8
     return 48 if geometry.kind == "rows" and geometry.quads == MAX_QUADS and not geometry.shared_quads else 0

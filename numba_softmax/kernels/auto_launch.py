@@ -174,7 +174,7 @@ def check_packed(geometry, cols, **arrays):
     if cols not in geometry.packed_widths:
         raise ValueError(f"geometry {geometry.name}: rows of {cols} columns; it takes rows of "
                          f"{', '.join(map(str, geometry.packed_widths))} columns")
-    if geometry.kind in ("groups", "staged") and any(np.dtype(a.dtype) == np.float64 for a in arrays.values()):
+    if geometry.kind != "packed" and any(np.dtype(a.dtype) == np.float64 for a in arrays.values()):
         raise ValueError(f"geometry {geometry.name}: float64 rows of {cols} columns run the narrow or rows "
                          "geometries (a group of 7 columns would hold 56 float64 values a thread in a backward)")
     for name, array in arrays.items():

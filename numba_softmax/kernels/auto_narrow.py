@@ -1,7 +1,8 @@
 """Rows of at most 12 bytes and C-contiguous rows of up to 8 elements: ``narrow_l1_q1`` (one thread per row, each
 element loaded once), ``packed_l1_q<Q>`` (rows of 1, 2 or 4 elements read as whole quads across rows),
-``groups_l1_q<Q>`` (rows of 3, 5, 6, 7 or 8 elements read as groups of whole rows that fill whole quads) and
-``staged_l1_q1`` (the same groups, loaded and stored by the whole block through shared memory: a candidate).
+``groups_l1_q<Q>`` (rows of 3, 5, 6, 7 or 8 elements read as groups of whole rows that fill whole quads),
+``staged_l1_q1`` and ``warpstaged_l1_q1`` (the same groups, loaded and stored through shared memory by the whole
+block or by each warp: candidates, the block's in the table for float32 forwards of 5 and 7).
 
 ``auto`` runs one of them for every row of at most :data:`.auto_geometry.NARROW_ROW_BYTES` and 4 elements
 (float32 to 3 columns, 2-byte types to 4, float64 1), for rows of 4 elements, and for the
@@ -32,9 +33,9 @@ row without a finite entry, as every ``auto`` build does.
 
 from numba import cuda, int64
 
-from ..numerics import KERNEL_OPTIONS, QUAD
+from ..numerics import KERNEL_OPTIONS, QUAD, SIMULATOR
 from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE
-from .auto_geometry import group_shape
+from .auto_geometry import STAGED_KINDS, group_shape, stage_threads
 from .auto_parts import POS_INF, make_exp_sum, record_status, row_form
 from .elements import element_io
 from .vector_io import load_packed_quad, put_quad, store_packed_quad
@@ -44,6 +45,22 @@ from .vector_io import load_packed_quad, put_quad, store_packed_quad
 def every_column(cols):
     """The columns the sum takes: all of them (the negative control's part takes one fewer)."""
     return cols
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def block_barrier():
+    """The block's barrier (a stage of ``staged_l1_q1``)."""
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+def warp_barrier():
+    """A warp's barrier (a stage of ``warpstaged_l1_q1``): ``syncwarp``; the simulator has none, and the block's
+    serves there (every thread of a block reaches each barrier of a staged body)."""
+    if SIMULATOR:
+        cuda.syncthreads()
+    else:
+        cuda.syncwarp()
 
 
 def by_width(make_row, widths):
@@ -210,28 +227,46 @@ def make_packed_groups(geometry, numba_type, make_group_parts, make_tail_row):
 
 
 def make_staged_groups(geometry, numba_type, make_group_parts, make_tail_row, load, store, inputs=1):
-    """``groups_of(a, b, c)`` of the ``staged_l1_q1`` geometry: the groups of ``groups_l1_q1`` (thread ``t``
-    of block ``b`` owns group ``256 b + t``, its rows computed by the same ``compute`` part of
-    :func:`make_packed_groups`'s ``make_group_parts``, bit for bit), their quads moved through shared memory so
-    that every global access is coalesced. ``inputs`` 1 (a forward: ``a`` in, ``b`` out) or 2 (a backward: ``a``
-    and ``b`` in, ``c`` out); ``load`` / ``store``: an element's conversion to and from the compute type.
+    """``groups_of(a, b, c)`` of a staged geometry: the groups of ``groups_l1_q1`` (thread ``t`` of block ``b``
+    owns group ``256 b + t``, its rows computed by the same ``compute`` part of :func:`make_packed_groups`'s
+    ``make_group_parts``, bit for bit), their quads moved through shared memory so that every global access is
+    coalesced. ``inputs`` 1 (a forward: ``a`` in, ``b`` out) or 2 (a backward: ``a`` and ``b`` in, ``c`` out);
+    ``load`` / ``store``: an element's conversion to and from the compute type.
 
-    The block's ``N = 256 P`` quads of whole groups are loaded by lane (thread ``t`` takes quads ``t, t + 256,
-    ...``: a warp's load covers consecutive memory), converted, and component ``c`` of quad ``n`` goes to
-    ``staged[c N + n]``; after a barrier each thread reads its own group's quads ``P t + p`` (32 lanes P words
-    apart: P is 3, 5 or 7, odd, so no bank is hit twice). A backward stages ``b`` the same way after ``a``. The
-    thread computes its rows in registers and writes the outputs back to its own quads; after a barrier the block
-    stores them as it loaded. The rows past the last whole group run as narrow rows (``make_tail_row``). Shared
-    memory: ``4 N`` compute-type values, one array sized for the widest width (28 KiB at 7 columns)."""
+    The threads that stage together (a stage: the block in ``staged_l1_q1``, each warp in ``warpstaged_l1_q1``,
+    :func:`.auto_geometry.stage_threads`) own ``S`` consecutive groups, ``S P`` quads, loaded by lane (stage
+    thread ``t`` takes quads ``t, t + S, ...``: a warp's load covers consecutive memory), converted, and component
+    ``c`` of quad ``n`` goes to ``staged[c B P + S P w + n]`` (``B`` threads a block, ``w`` the stage in it: so
+    the block's quads are in block order in each component's part); after a barrier of the stage each thread
+    reads its own group's quads ``P tid + p`` (32 lanes P words apart: P is 3, 5 or 7, odd, so no bank is hit
+    twice). A backward stages ``b`` the same way after ``a``. The thread computes its rows in
+    registers and writes the outputs back to its own quads; after a barrier the stage stores them as it loaded.
+    The rows past the last whole group run as narrow rows (``make_tail_row``). A warp's barrier (``syncwarp``)
+    holds none of the block's other warps: their loads, arithmetic and stores overlap. Shared memory: ``4 P``
+    compute-type values a thread of the block, one array sized for the widest width (28 KiB at 7 columns)."""
     TYPE = numba_type
     BLOCK = geometry.block_threads
+    STAGE = stage_threads(geometry)
     STAGED = QUAD * BLOCK * max(group_shape(cols)[1] for cols in geometry.packed_widths)
     TWO = inputs == 2
     LOAD, STORE = load, store
+    if STAGE == BLOCK:
+        BARRIER = block_barrier
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def place():
+            """The thread's stage in its block and its index in the stage."""
+            return 0, cuda.threadIdx.x
+    else:
+        BARRIER = warp_barrier
+
+        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        def place():
+            return cuda.threadIdx.x // STAGE, cuda.laneid
 
     def make_groups(COLS):
         GROUP_ROWS, P = group_shape(COLS)
-        N = BLOCK * P
+        C = BLOCK * P  # the stride of a quad's components: each is the block's P quads
         SPAN = QUAD * P
         HELD = SPAN * inputs  # a's group, then b's
         OUT = SPAN if TWO else 0  # where ``compute`` leaves the outputs in ``held``
@@ -239,53 +274,57 @@ def make_staged_groups(geometry, numba_type, make_group_parts, make_tail_row, lo
         TAIL_ROW = make_tail_row(COLS)
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def stage_in(source, staged, top, quads):
+        def stage_in(source, staged, base, top, quads, t):
             for i in range(P):
-                n = cuda.threadIdx.x + BLOCK * i
+                n = t + STAGE * i
                 if n < quads:
                     a, b, c, d = load_packed_quad(source, top + QUAD * n // COLS, QUAD * n % COLS)
-                    staged[n], staged[N + n], staged[2 * N + n], staged[3 * N + n] = LOAD(a), LOAD(b), LOAD(c), \
+                    o = base + n
+                    staged[o], staged[C + o], staged[2 * C + o], staged[3 * C + o] = LOAD(a), LOAD(b), LOAD(c), \
                         LOAD(d)
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def stage_out(target, staged, top, quads):
+        def stage_out(target, staged, base, top, quads, t):
             for i in range(P):
-                n = cuda.threadIdx.x + BLOCK * i
+                n = t + STAGE * i
                 if n < quads:
-                    store_packed_quad(target, top + QUAD * n // COLS, QUAD * n % COLS, STORE(staged[n]),
-                                      STORE(staged[N + n]), STORE(staged[2 * N + n]), STORE(staged[3 * N + n]))
+                    o = base + n
+                    store_packed_quad(target, top + QUAD * n // COLS, QUAD * n % COLS, STORE(staged[o]),
+                                      STORE(staged[C + o]), STORE(staged[2 * C + o]), STORE(staged[3 * C + o]))
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def take_group(held, k, staged):
             for p in range(P):
                 n = P * cuda.threadIdx.x + p
-                put_quad(held, k + QUAD * p, staged[n], staged[N + n], staged[2 * N + n], staged[3 * N + n])
+                put_quad(held, k + QUAD * p, staged[n], staged[C + n], staged[2 * C + n], staged[3 * C + n])
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def give_group(held, k, staged):
             for p in range(P):
                 n = P * cuda.threadIdx.x + p
                 i = k + QUAD * p
-                staged[n], staged[N + n], staged[2 * N + n], staged[3 * N + n] = held[i], held[i + 1], \
+                staged[n], staged[C + n], staged[2 * C + n], staged[3 * C + n] = held[i], held[i + 1], \
                     held[i + 2], held[i + 3]
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
         def staged_groups(a, b, c, staged, cols):
             rows = a.shape[0]
             whole = rows // GROUP_ROWS
-            first = cuda.blockIdx.x * BLOCK  # the block's first group
-            quads = min(whole - first, BLOCK) * P  # of whole groups in this block (may be <= 0)
+            stage, t = place()
+            first = cuda.blockIdx.x * BLOCK + stage * STAGE  # the stage's first group
+            quads = min(whole - first, STAGE) * P  # of whole groups in this stage (may be <= 0)
             top = first * GROUP_ROWS
-            g = first + cuda.threadIdx.x
+            base = STAGE * P * stage  # the stage's quads in each component's part of the array
+            g = first + t
             held = cuda.local.array(HELD, TYPE)
-            stage_in(a, staged, top, quads)
-            cuda.syncthreads()
+            stage_in(a, staged, base, top, quads, t)
+            BARRIER()
             if g < whole:
                 take_group(held, 0, staged)
             if TWO:
-                cuda.syncthreads()
-                stage_in(b, staged, top, quads)
-                cuda.syncthreads()
+                BARRIER()
+                stage_in(b, staged, base, top, quads, t)
+                BARRIER()
                 if g < whole:
                     take_group(held, SPAN, staged)
             if g < whole:
@@ -295,8 +334,8 @@ def make_staged_groups(geometry, numba_type, make_group_parts, make_tail_row, lo
                 for r in range(GROUP_ROWS - 1):
                     if whole * GROUP_ROWS + r < rows:
                         TAIL_ROW(a, b, c, whole * GROUP_ROWS + r, COLS)
-            cuda.syncthreads()
-            stage_out(c if TWO else b, staged, top, quads)
+            BARRIER()
+            stage_out(c if TWO else b, staged, base, top, quads, t)
 
         return staged_groups
 
@@ -350,7 +389,7 @@ def make_packed_body(geometry, types, checked, form="softmax", summed=every_colu
         return load, compute, store
 
     tail_row = make_narrow_rows(types, checked, form, summed)
-    if geometry.kind == "staged":
+    if geometry.kind in STAGED_KINDS:
         STAGED_OF = make_staged_groups(geometry, TYPE, make_group_parts, tail_row, LOAD, STORE)
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)

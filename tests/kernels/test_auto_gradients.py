@@ -9,7 +9,8 @@ backward without its ``sum(dy * y)`` term), which the same check must reject.
 import numpy as np
 import pytest
 from numba import cuda
-from test_auto_layouts import GPU_ONLY, PACKED_ROWS, PAST_BODY, bits_reference, nan_output, packed_widths, strided
+from test_auto_layouts import (GPU_ONLY, PACKED_ROWS, PAST_BODY, bits_reference, nan_output, packed_widths,
+                               staged_rows, strided)
 
 from numba_softmax.backend import SIMULATOR, run_launches
 from numba_softmax.element_types import to_float64
@@ -215,16 +216,17 @@ def test_packed_backward_equals_the_narrow_backward_bit_for_bit(element_type, wi
 
 @pytest.mark.parametrize("form", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("element_type", ["float32", "bfloat16"])
-def test_staged_backward_equals_the_groups_backward_bit_for_bit(element_type, form):
-    """``staged_l1_q1`` (the groups' ``y`` and ``dy`` staged by the block through shared memory): at every width
-    it takes, every count of rows past the last whole group and a masked column, the oracle passes and ``dx``
-    is ``groups_l1_q1``'s bit for bit."""
-    for width in Geometry.parse("staged_l1_q1").packed_widths:
-        for rows in PACKED_ROWS:
+@pytest.mark.parametrize("geometry", ["staged_l1_q1", "warpstaged_l1_q1"])
+def test_staged_backward_equals_the_groups_backward_bit_for_bit(geometry, element_type, form):
+    """The groups' ``y`` and ``dy`` staged through shared memory by the block (``staged_l1_q1``) or by each warp
+    (``warpstaged_l1_q1``): at every width it takes, every count of rows past the last whole group, a partial
+    second warp and a masked column, the oracle passes and ``dx`` is ``groups_l1_q1``'s bit for bit."""
+    for width in Geometry.parse(geometry).packed_widths:
+        for rows in (*PACKED_ROWS, staged_rows(width)):
             values = matrix_fixture("random", (rows, width)).astype(np.float64)
             values[:, 1] = -np.inf
             y, dy = _forward(values, form), _gradients(rows, width, rows * width)
-            seen = run_backward(y, dy, element_type, form, geometry="staged_l1_q1")
+            seen = run_backward(y, dy, element_type, form, geometry=geometry)
             expect_backward(*seen, element_type, form)
             _, _, groups = run_backward(y, dy, element_type, form, geometry="groups_l1_q1")
             assert np.array_equal(seen[2].view(np.uint8), groups.view(np.uint8)), (width, rows)

@@ -14,10 +14,10 @@ from numba_softmax.backend import SIMULATOR, run_launches
 from numba_softmax.element_types import STORAGE_DTYPES, from_float64, to_float64
 from numba_softmax.fixtures import matrix_fixture
 from numba_softmax.kernels.auto_controls import narrow_short_sum_control_kernel, short_tail_control_kernel
-from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, BODY_TABLE_FROM, NARROW_GEOMETRY, PACKED_KIND_WIDTHS,
-                                                 FORWARD_TABLE, Geometry, auto_geometry, backward_geometry,
-                                                 body_columns, body_unit, group_shape, packed_geometry, packs_width,
-                                                 table_geometry)
+from numba_softmax.kernels.auto_geometry import (AUTO_TABLE, BODY_TABLE_FROM, FORWARD_TABLE, NARROW_GEOMETRY,
+                                                 PACKED_KIND_WIDTHS, STAGED_KINDS, Geometry, auto_geometry,
+                                                 backward_geometry, body_columns, body_unit, group_shape,
+                                                 packed_geometry, packs_width, table_geometry)
 from numba_softmax.kernels.auto_launch import auto_launches, geometry_launches
 from numba_softmax.launch_spec import KernelLaunch
 from numba_softmax.oracle import check_matrix
@@ -345,7 +345,8 @@ def test_packed_rows_equal_the_narrow_rows_bit_for_bit(types, width):
 
 @pytest.mark.parametrize("form", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("element_type", ["float32", "bfloat16"])
-@pytest.mark.parametrize("geometry", ["packed_l1_q1", "packed_l1_q2", "packed_l1_q4", "groups_l1_q1", "staged_l1_q1"])
+@pytest.mark.parametrize("geometry", ["packed_l1_q1", "packed_l1_q2", "packed_l1_q4", "groups_l1_q1", "staged_l1_q1",
+                                      "warpstaged_l1_q1"])
 def test_every_packed_geometry_at_every_width(geometry, element_type, form):
     """Each packed geometry ``bench perf`` times, float32 and bfloat16, both forms: the narrow geometry's bits."""
     types = (element_type, element_type)
@@ -363,6 +364,30 @@ def test_every_packed_geometry_at_every_width(geometry, element_type, form):
         if reference:
             assert np.array_equal(outputs[0][:some].view(np.uint8), outputs[1].view(np.uint8)), (types, width)
         assert np.isfinite(to_float64(outputs[0], types[1])).all()
+
+
+#: Rows of groups of ``width`` that fill a block's first warp and part of its second (every block on a GPU), and
+#: one row past the last whole group.
+def staged_rows(width):
+    return group_shape(width)[0] * ((3 * 256 if not SIMULATOR else 0) + 32 + 5) + 1
+
+
+@pytest.mark.parametrize("element_type", ["float32", "bfloat16"])
+@pytest.mark.parametrize("geometry", STAGED_KINDS)
+def test_staged_forwards_equal_the_groups_bit_for_bit(geometry, element_type):
+    """The groups staged by the block (``staged_l1_q1``) or by each warp (``warpstaged_l1_q1``), several stages of
+    whole groups, a partial one and a row past them, at every width: ``groups_l1_q1``'s bits, both forms."""
+    types = (element_type, element_type)
+    for width in PACKED_KIND_WIDTHS[geometry]:
+        values = matrix_fixture("random", (staged_rows(width), width)).astype(np.float64)
+        values[:, 1] = -np.inf
+        for form in ("softmax", "log_softmax"):
+            outputs = []
+            for name in (f"{geometry}_l1_q1", "groups_l1_q1"):
+                d_x, d_y = strided(values, types[0], 0, 0), nan_output(values.shape, types[1], 0, 0)
+                run_launches(geometry_launches(name, d_x, d_y, types=types, form=form))
+                outputs.append(d_y.copy_to_host())
+            assert np.array_equal(outputs[0].view(np.uint8), outputs[1].view(np.uint8)), (geometry, width, form)
 
 
 def test_rows_that_are_not_packed_run_the_narrow_geometry():
@@ -391,7 +416,7 @@ def test_rows_that_are_not_packed_run_the_narrow_geometry():
 
 @pytest.mark.parametrize("geometry, width", [("packed_l1_q1", 1), ("packed_l1_q1", 2), ("groups_l1_q1", 3),
                                              ("groups_l1_q1", 7), ("groups_l1_q1", 8), ("staged_l1_q1", 5),
-                                             ("staged_l1_q1", 7)])
+                                             ("staged_l1_q1", 7), ("warpstaged_l1_q1", 5), ("warpstaged_l1_q1", 7)])
 def test_negative_control_a_packed_sum_without_its_last_element_is_rejected(geometry, width):
     """The short-sum control in the packed geometries: its groups and the rows past them are rejected."""
     values = matrix_fixture("random", (PACKED_ROWS[-1], width)).astype(np.float64)
