@@ -350,11 +350,11 @@ def make_staged_groups(geometry, numba_type, make_group_parts, make_tail_row, lo
 
 
 def make_packed_body(geometry, types, checked, form="softmax", summed=every_column):
-    """``(body(x, y, status, alarm), block threads)`` of a ``packed``, ``groups`` or ``staged`` geometry: C-contiguous
-    rows of its widths, ``Q`` groups per thread, each group's P quads one vector load each (``staged``: loaded by
-    the block, :func:`make_staged_groups`), its rows computed as the narrow row is (the same operations, bit for
-    bit) and stored as P vectors; the rows past the last whole group run as narrow rows (``summed``: as
-    :func:`make_narrow_body`)."""
+    """``(body(x, y, status, alarm), block threads)`` of a ``packed``, ``groups`` or staged geometry: C-contiguous
+    rows of its widths, ``Q`` groups per thread, each group's P quads one vector load each (``staged`` /
+    ``warpstaged``: loaded by the block / by each warp, :func:`make_staged_groups`), its rows computed as the narrow
+    row is (the same operations, bit for bit) and stored as P vectors; the rows past the last whole group run as
+    narrow rows (``summed``: as :func:`make_narrow_body`)."""
     row_of_values, check_row, io = make_narrow_parts(types, checked, form, summed)
     LOAD, STORE, TYPE = io.load, io.store, io.arith.numba_type
 
