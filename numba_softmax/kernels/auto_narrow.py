@@ -261,7 +261,7 @@ def make_staged_groups(geometry, numba_type, make_group_parts, make_tail_row, lo
         BARRIER = warp_barrier
 
         @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
-        def place():
+        def place():  # a stage is a warp (STAGE == WARP_SIZE): its index in it is the lane
             return cuda.threadIdx.x // STAGE, cuda.laneid
 
     def make_groups(COLS):
