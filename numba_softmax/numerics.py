@@ -125,6 +125,12 @@ class Arithmetic(NamedTuple):
 #: Options every kernel in this project is compiled with (explicit, per the protocol).
 KERNEL_OPTIONS = {"fastmath": False}
 
+#: How a device function of the packed bodies (kernels/auto_narrow.py) is inlined: by NVVM (``forceinline``), not
+#: by Numba's IR inliner (``inline="always"``), whose copy of the callee's IR for each of a build's ~175 nested
+#: inlines took minutes per build. The PTX is the same but for virtual register numbers (docs/ptx.md). The
+#: simulator calls device functions as Python and takes neither option.
+NVVM_INLINE = {} if SIMULATOR else {"forceinline": True}
+
 
 def bounded_kernel(kernel, threads, min_blocks_per_sm):
     """``kernel`` compiled with launch bounds: at most ``threads`` per block and registers few enough
@@ -439,6 +445,7 @@ def host_block_reduce(values, is_max):
 
 __all__ = [
     "BLOCK_THREADS", "WARP_SIZE", "WARPS_PER_BLOCK", "QUAD", "owned_columns", "NEG_INF", "SIMULATOR", "KERNEL_OPTIONS",
+    "NVVM_INLINE",
     "f32_add", "f32_sub", "f32_mul", "f32_max", "f32_exp", "f32_div", "udiv", "approx_exp", "approx_div",
     "warp_reduce_max", "warp_reduce_sum", "block_reduce_max", "block_reduce_sum", "block_reductions",
     "host_block_reduce", "int32", "ELEMENT_TYPES", "compute_type", "Arithmetic", "arithmetic", "F32", "F64",

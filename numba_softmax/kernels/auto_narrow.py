@@ -33,7 +33,7 @@ row without a finite entry, as every ``auto`` build does.
 
 from numba import cuda, int64
 
-from ..numerics import KERNEL_OPTIONS, QUAD, SIMULATOR
+from ..numerics import KERNEL_OPTIONS, NVVM_INLINE, QUAD, SIMULATOR
 from ..validation import STATUS_MASKED_ROW, STATUS_NONFINITE
 from .auto_geometry import STAGED_KINDS, group_shape, stage_threads
 from .auto_parts import POS_INF, make_exp_sum, record_status, row_form
@@ -41,19 +41,19 @@ from .elements import element_io
 from .vector_io import load_packed_quad, put_quad, store_packed_quad
 
 
-@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+@cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
 def every_column(cols):
     """The columns the sum takes: all of them (the negative control's part takes one fewer)."""
     return cols
 
 
-@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+@cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
 def block_barrier():
     """The block's barrier (a stage of ``staged_l1_q1``)."""
     cuda.syncthreads()
 
 
-@cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+@cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
 def warp_barrier():
     """A warp's barrier (a stage of ``warpstaged_l1_q1``): ``syncwarp``; the simulator has none, and the block's
     serves there (every thread of a block reaches each barrier of a staged body)."""
@@ -73,7 +73,7 @@ def by_width(make_row, widths):
         return LAST
     FIRST, REST, WIDTH = make_row(widths[0]), by_width(make_row, widths[1:]), widths[0]
 
-    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
     def row_of(a, b, c, d, cols):
         if cols == WIDTH:
             FIRST(a, b, c, d, cols)
@@ -109,7 +109,7 @@ def make_narrow_parts(types, checked, form, summed):
     def row_of_values(COUNT):
         EXP_SUM = make_exp_sum(COUNT, A, FORM)
 
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
         def outputs(values, cols):
             row_max = NEG
             for j in range(COUNT):
@@ -124,7 +124,7 @@ def make_narrow_parts(types, checked, form, summed):
 
         return outputs
 
-    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
     def check_row(x, checks, row, cols, row_max, row_sum):
         if CHECKED and not row_sum < POS_INF:
             status, alarm = checks
@@ -147,7 +147,7 @@ def make_narrow_rows(types, checked, form, summed):
         """The row of one thread holding at most ``VALUES`` elements."""
         OUTPUTS = row_of_values(VALUES)
 
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
         def narrow_row(x, y, checks, row, cols):
             values = cuda.local.array(VALUES, TYPE)
             for j in range(VALUES):
@@ -171,7 +171,7 @@ def make_narrow_body(geometry, types, checked, form="softmax", summed=every_colu
     ROW_OF = by_width(make_narrow_rows(types, checked, form, summed), (1, 2, QUAD * geometry.quads))
     BLOCK = geometry.block_threads
 
-    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
     def body(x, y, status, alarm):
         row = cuda.blockIdx.x * BLOCK + cuda.threadIdx.x
         rows, cols = x.shape
@@ -202,7 +202,7 @@ def make_packed_groups(geometry, numba_type, make_group_parts, make_tail_row):
         LOAD, COMPUTE, STORE = make_group_parts(COLS)
         TAIL_ROW = make_tail_row(COLS)
 
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
         def packed_groups(a, b, c, first, cols):
             rows = a.shape[0]
             whole = rows // GROUP_ROWS  # groups of whole rows; the rows past them are the tail
@@ -253,14 +253,14 @@ def make_staged_groups(geometry, numba_type, make_group_parts, make_tail_row, lo
     if STAGE == BLOCK:
         BARRIER = block_barrier
 
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
         def place():
             """The thread's stage in its block and its index in the stage."""
             return 0, cuda.threadIdx.x
     else:
         BARRIER = warp_barrier
 
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
         def place():  # a stage is a warp (STAGE == WARP_SIZE): its index in it is the lane
             return cuda.threadIdx.x // STAGE, cuda.laneid
 
@@ -273,7 +273,7 @@ def make_staged_groups(geometry, numba_type, make_group_parts, make_tail_row, lo
         COMPUTE = make_group_parts(COLS)[1]
         TAIL_ROW = make_tail_row(COLS)
 
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
         def stage_in(source, staged, base, top, quads, t):
             for i in range(P):
                 n = t + STAGE * i
@@ -283,7 +283,7 @@ def make_staged_groups(geometry, numba_type, make_group_parts, make_tail_row, lo
                     staged[o], staged[C + o], staged[2 * C + o], staged[3 * C + o] = LOAD(a), LOAD(b), LOAD(c), \
                         LOAD(d)
 
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
         def stage_out(target, staged, base, top, quads, t):
             for i in range(P):
                 n = t + STAGE * i
@@ -292,13 +292,13 @@ def make_staged_groups(geometry, numba_type, make_group_parts, make_tail_row, lo
                     store_packed_quad(target, top + QUAD * n // COLS, QUAD * n % COLS, STORE(staged[o]),
                                       STORE(staged[C + o]), STORE(staged[2 * C + o]), STORE(staged[3 * C + o]))
 
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
         def take_group(held, k, staged):
             for p in range(P):
                 n = P * cuda.threadIdx.x + p
                 put_quad(held, k + QUAD * p, staged[n], staged[C + n], staged[2 * C + n], staged[3 * C + n])
 
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
         def give_group(held, k, staged):
             for p in range(P):
                 n = P * cuda.threadIdx.x + p
@@ -306,7 +306,7 @@ def make_staged_groups(geometry, numba_type, make_group_parts, make_tail_row, lo
                 staged[n], staged[C + n], staged[2 * C + n], staged[3 * C + n] = held[i], held[i + 1], \
                     held[i + 2], held[i + 3]
 
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
         def staged_groups(a, b, c, staged, cols):
             rows = a.shape[0]
             whole = rows // GROUP_ROWS
@@ -341,7 +341,7 @@ def make_staged_groups(geometry, numba_type, make_group_parts, make_tail_row, lo
 
     ROW_OF = by_width(make_groups, geometry.packed_widths)
 
-    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
     def groups_of(a, b, c):
         staged = cuda.shared.array(STAGED, TYPE)
         ROW_OF(a, b, c, staged, a.shape[1])
@@ -362,13 +362,13 @@ def make_packed_body(geometry, types, checked, form="softmax", summed=every_colu
         GROUP_ROWS, GROUP_QUADS = group_shape(COLS)
         OUTPUTS = row_of_values(COLS)
 
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
         def load(x, y, checks, held, k, row):
             for q in range(GROUP_QUADS):
                 a, b, c, d = load_packed_quad(x, row, QUAD * q)
                 put_quad(held, k + QUAD * q, LOAD(a), LOAD(b), LOAD(c), LOAD(d))
 
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
         def compute(x, y, checks, held, k, row):
             for r in range(GROUP_ROWS):
                 values = cuda.local.array(COLS, TYPE)
@@ -379,7 +379,7 @@ def make_packed_body(geometry, types, checked, form="softmax", summed=every_colu
                     held[k + COLS * r + j] = values[j]
                 check_row(x, checks, row + r, COLS, row_max, row_sum)
 
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
         def store(x, y, checks, held, k, row):
             for q in range(GROUP_QUADS):
                 i = k + QUAD * q
@@ -392,7 +392,7 @@ def make_packed_body(geometry, types, checked, form="softmax", summed=every_colu
     if geometry.kind in STAGED_KINDS:
         STAGED_OF = make_staged_groups(geometry, TYPE, make_group_parts, tail_row, LOAD, STORE)
 
-        @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+        @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
         def staged_body(x, y, status, alarm):
             STAGED_OF(x, y, (status, alarm))
 
@@ -400,7 +400,7 @@ def make_packed_body(geometry, types, checked, form="softmax", summed=every_colu
     GROUPS_OF = make_packed_groups(geometry, TYPE, make_group_parts, tail_row)
     STEP = geometry.quads * geometry.block_threads
 
-    @cuda.jit(device=True, inline="always", **KERNEL_OPTIONS)
+    @cuda.jit(device=True, **NVVM_INLINE, **KERNEL_OPTIONS)
     def body(x, y, status, alarm):
         GROUPS_OF(x, y, (status, alarm), cuda.blockIdx.x * STEP + cuda.threadIdx.x, x.shape[1])
 
