@@ -90,6 +90,7 @@ class LaunchPlan:
         self.status = self.alarm = self.alarm_word = None
         if checked:
             self.status = cuda.to_device(np.full(STATUS_WORDS, STATUS_CLEAR, dtype=np.int64))
+            cuda.default_stream().synchronize()  # landed before a kernel on any other stream reads it
             # Pinned host memory the device writes through: the good path reads it without a copy, through
             # a plain numpy view (indexing Numba's mapped-array class costs several times more per call).
             self.alarm = cuda.mapped_array(1, dtype=np.int32)

@@ -19,6 +19,8 @@ Whether a GPU is there at all is asked of the driver, before Numba is imported
 
 import warnings
 
+from numba import cuda
+
 from .launch.driver import Invocation, Stream
 from .simulator import SIMULATOR
 
@@ -83,20 +85,22 @@ def invocation(name, launches):
     return Invocation.from_launches(name, launches)
 
 
-_default_stream = None
+_legacy_stream = None
 
 
 def launch_stream(stream=None):
-    """The launch-layer stream for one call (GPU only): ``stream`` itself, a wrapped Numba stream,
-    or a stream shared by every call that passes none."""
-    global _default_stream
+    """The launch-layer stream for one call (GPU only): ``stream`` itself, a wrapped Numba stream, or for a call
+    that passes none the CUDA legacy default stream, where ``cuda.to_device`` and ``copy_to_host`` without a stream
+    run. A copy from pageable host memory may still be in flight when ``to_device`` returns; on that stream the
+    launch waits for it (on a non-blocking stream of its own it would race it, and read or be overwritten by it)."""
+    global _legacy_stream
     if isinstance(stream, Stream):
         return stream
     if stream is not None:
         return Stream.wrap(stream)
-    if _default_stream is None:
-        _default_stream = Stream()
-    return _default_stream
+    if _legacy_stream is None:
+        _legacy_stream = Stream.wrap(cuda.default_stream())
+    return _legacy_stream
 
 
 def run_launches(launches, stream=None, name="launches"):
