@@ -189,6 +189,9 @@ AUTO_TABLE = (
     (65536, "rows_l1024_q8_s8"),  # measured: 279.0 us vs cluster_l512_q8_c4 314.2 (2048 rows)
     # Beyond, the row in a thread block cluster, half of each thread's quads in shared memory too:
     (131072, "cluster_l512_q8_c4_s8"),  # measured: 291.6 us vs cluster_l512_q8_c8 324.7 (1024 rows)
+    # The fewest CTAs that hold the row: at 151,936 / 152,064 columns (256 MiB, H100) 105.9 / 105.7 us float32 and
+    # 164.4 / 163.9 bfloat16 vs the 8 CTAs of the next entry (58% full) 119.7 / 119.4 and 223.3 / 221.6.
+    (163840, "cluster_l512_q8_c5_s8"),
     (262144, "cluster_l512_q8_c8_s8"),  # measured: 301.0 us vs cluster_l1024_q8_c8 368.6 (512 rows)
     (None, "long_l1024_q4"),
 )
@@ -199,13 +202,18 @@ AUTO_TABLE = (
 #: ahead of rows_l16_q2 (1.07x / 1.01x its time). Measured (H100, 256 MiB, softmax; 1-64 rows the small problems):
 #: 2 bytes, bfloat16: 64 columns rows_l4_q4 110.6 us against rows_l16_q1's 150.4 (torch 146.1); 128 rows_l8_q4
 #: 107.6 against rows_l32_q1's 153.3 and rows_l16_q2's 117.8 (torch 124.4), on 1-64 rows 4.3-4.6 against 3.7-3.9;
-#: 1024 rows_l32_q8 102.2 against rows_l128_q2's 124.2 and rows_l64_q4's 126.3 (torch 120.6).
+#: 1024 rows_l32_q8 102.2 against rows_l128_q2's 124.2 and rows_l64_q4's 126.3 (torch 120.6); softmax / log_softmax
+#: at 32 columns rows_l2_q4 122.7 / 115.1 against rows_l8_q1's 153.6 / 149.0 (torch 205.7), at 256 rows_l8_q8
+#: 104.2 / 97.2 against rows_l32_q2's 118.9 / 118.1 (torch 116.6 / 100.2), at 512 rows_l16_q8 102.5 / 97.2 against
+#: rows_l32_q4's 127.5 / 113.4 (torch 113.3 / 112.8), at 2048 rows_l64_q8 100.0 / 92.8 against rows_l128_q4's
+#: 125.7 / 116.6 (torch 165.3 / 147.1). Not at 128: rows_l4_q8 ran log_softmax 1.18x faster, softmax 1.06x slower.
 #: 4 bytes, float32: 64 columns rows_l8_q2 91.7 against rows_l16_q1's 98.8 (torch 91.3); 128 rows_l16_q2 91.3
 #: against rows_l32_q1's 99.3 (torch 92.6), by rows 4096 / 16384 / 65536: 5.68 / 9.82 / 25.4 against 5.60 / 10.2 /
 #: 27.5, on 1-64 rows 3.94-4.16 against 3.76-3.94 (torch 3.71-4.16); 127 columns (in the 128 entry) 95.0 against
 #: 114.9 (torch 94.0).
 FORWARD_TABLE = {
-    2: {64: "rows_l4_q4", 128: "rows_l8_q4", 1024: "rows_l32_q8"},
+    2: {32: "rows_l2_q4", 64: "rows_l4_q4", 128: "rows_l8_q4", 256: "rows_l8_q8", 512: "rows_l16_q8",
+        1024: "rows_l32_q8", 2048: "rows_l64_q8"},
     4: {64: "rows_l8_q2", 128: "rows_l16_q2"},
 }
 #: Rows of at most this many bytes (``cols`` times the wider of the input and output element) run
@@ -297,7 +305,10 @@ def packed_geometry(cols, types, inputs=1):
 #: 1.15-1.8x. float32 rows of 3 run narrow (faster in the softmax: 94 us against 115) and of 7 rows_l2_q1 (groups
 #: 1.2-2.2x slower: each thread's seven 16-byte accesses 112 bytes apart); float64 rows none (a group of 7 columns
 #: spills in a backward). The forwards of float32 rows of 5 and 7 run staged instead (:data:`STAGED_WIDTHS`).
-GROUP_WIDTHS = {2: (3, 5, 6, 7), 4: (5, 6), 8: ()}
+#: A 2-byte row of 8 is a group of one row: bfloat16 softmax / log_softmax 103.6 / 103.7 us against rows_l2_q1's
+#: 210.3 / 227.3 (torch 180.7), backwards 89.7 / 90.9 against 127.3 / 126.4; float32 rows of 8 keep rows_l2_q1
+#: (softmax 97.8 against groups' 104.3).
+GROUP_WIDTHS = {2: (3, 5, 6, 7, 8), 4: (5, 6), 8: ()}
 #: The widths whose forward (softmax and log_softmax) runs ``staged_l1_q1``, the groups staged through shared
 #: memory, by the wider element's bytes (measured, H100, 256 MiB): float32 rows of 5 and 7, softmax 123 / 126 us
 #: against groups_l1_q1's 234 and rows_l2_q1's 163, log_softmax 123 / 127 against 137 / 153 (0.74-0.76 of the
@@ -355,11 +366,11 @@ CANDIDATES = {
     16385: ("rows_l512_q8_s8", "cluster_l512_q4_c2", "cluster_l512_q4_c3"),
     32769: ("rows_l1024_q8_s8", "cluster_l512_q4_c5"),
     65537: ("cluster_l512_q8_c4_s8", "long_l1024_q2"),
-    # A 2-byte row of ~50k columns across 2 or 4 CTAs (one 1024-lane block runs it at 0.60 of the copy), and a row
-    # between the cluster entries in the fewest CTAs that hold it (the table's 8 CTAs run 151,936 columns 58% full).
+    # A 2-byte row of ~50k columns across 2 or 4 CTAs (one 1024-lane block runs it at 0.60 of the copy; measured
+    # slower, 167.1 / 174.5 us against 158.6), and the 8 CTAs rows of ~152k columns ran in before the table's 5.
     50256: ("cluster_l512_q8_c2_s8", "cluster_l512_q8_c4"),
-    151936: ("cluster_l512_q8_c5_s8",),
-    152064: ("cluster_l512_q8_c5_s8",),
+    151936: ("cluster_l512_q8_c8_s8",),
+    152064: ("cluster_l512_q8_c8_s8",),
     262144: ("long_l1024_q4", "cluster_l1024_q8_c8", "cluster_l1024_q8_c4_s8", "long_l1024_q2"),
 }
 #: Every geometry that has builds: the table's and the candidates'.
