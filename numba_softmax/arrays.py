@@ -28,7 +28,7 @@ import ctypes
 import numpy as np
 from numba import cuda
 
-from .backend import SIMULATOR, SimulatorStream
+from .backend import SIMULATOR, SimulatorStream, launch_stream
 from .contiguity import c_contiguous
 from .element_types import STORAGE_DTYPES
 from .launch.driver import Stream
@@ -269,8 +269,8 @@ def launch_stream_for(handle):
         return _SIMULATOR_STREAM
     stream = _wrapped_streams.get(handle)
     if stream is None:
-        numba_stream = cuda.default_stream() if handle == 0 else cuda.external_stream(handle)
-        stream = _wrapped_streams[handle] = Stream.wrap(numba_stream)
+        stream = _wrapped_streams[handle] = launch_stream() if handle == 0 else Stream.wrap(
+            cuda.external_stream(handle))
     return stream
 
 

@@ -4,6 +4,7 @@ and kernels Numba queued there without a stream (tests and API calls copy their 
 import numpy as np
 from numba import cuda, uint32
 
+from numba_softmax.arrays import launch_stream_for
 from numba_softmax.backend import launch_stream, run_launches
 from numba_softmax.launch_spec import KernelLaunch
 
@@ -30,3 +31,4 @@ def test_a_call_without_a_stream_runs_after_what_the_legacy_stream_holds():
     # On a non-blocking stream of its own, the read would run beside the sleeping kernel and see 0.
     assert seen.copy_to_host()[0] == 1
     assert launch_stream().ptr == 0
+    assert launch_stream_for(0) is launch_stream()  # the API's calls without a stream: the same object
